@@ -1,0 +1,108 @@
+#pragma once
+/// @file saver.hpp
+/// @brief The one asynchronous interface every checkpointer implements (in-memory, SQLite, ...).
+///
+/// Storage model, as LangGraph's savers but delta-first:
+/// - a checkpoint records, per channel (state field), the *version* it holds: the id of the
+///   checkpoint whose step last wrote that channel ("" = never written, default value);
+/// - `put()` receives only the values of the channels whose version changed in that checkpoint,
+///   and the saver stores each as a blob keyed by (thread, ns, channel, version);
+/// - `get()`/`list()` reassemble the full `values` from those blobs;
+/// - `put_writes()` stores a task's writes the moment the task finishes (pending writes), so a
+///   crash mid-step re-runs only the tasks that had not finished.
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stategraph::checkpoint {
+
+/// @brief One write of a finished (or interrupted) task, saved before the step ends.
+struct pending_write {
+    std::string task_id;   ///< deterministic id of the task within its step
+    std::string task_name; ///< the node's name
+    std::string channel;   ///< a field name, or "__goto__", "__send__", "__interrupt__", "__resume__", "__error__"
+    boost::json::value value;
+};
+
+/// @brief One checkpoint of one thread (and namespace, for subgraphs).
+struct checkpoint {
+    std::string id;        ///< time-ordered, fixed width: ids of one thread sort by creation
+    std::string parent_id; ///< the checkpoint this one was made from ("" for the first)
+    std::int64_t step = -1;
+    std::string source;    ///< "input", "loop", "update" or "fork"
+    std::map<std::string, std::string> versions; ///< channel -> id of the checkpoint that wrote it
+    boost::json::object values;   ///< on put: only the channels written here; on get: all of them
+    boost::json::value frontier;  ///< what runs next (owned by the engine)
+    boost::json::object metadata; ///< free-form (writes of the step, run information)
+    std::string signature;        ///< signature of the graph that wrote it (drift detection)
+};
+
+/// @brief A checkpoint with its address and the pending writes saved against it.
+struct checkpoint_tuple {
+    std::string thread_id;
+    std::string ns;
+    checkpoint cp;
+    std::vector<pending_write> writes;
+};
+
+/// @brief Filters for `list()`. Results come newest first.
+struct list_options {
+    std::optional<std::string> before;   ///< only checkpoints older than this id
+    std::optional<std::size_t> limit;    ///< at most this many
+    std::optional<std::string> source;   ///< only this source ("loop", "update", ...)
+    std::optional<std::int64_t> step;    ///< only this step
+};
+
+/// @brief Storage statistics of one thread, for retention decisions and reports.
+struct thread_stats {
+    std::size_t checkpoints = 0;
+    std::size_t blobs = 0;
+    std::size_t writes = 0;
+    std::size_t bytes = 0; ///< bytes of stored values (blobs and writes)
+};
+
+/// @brief The checkpointer interface. Implementations report failures as
+/// `stategraph::checkpoint_error` with codes `storage_failure`, `corrupt_checkpoint`,
+/// `thread_busy` or `schema_too_new`.
+/// Thread safety: an implementation may be shared by many runs on many threads.
+class saver {
+public:
+    virtual ~saver() = default;
+
+    /// @brief Stores a checkpoint. `cp.values` holds only the channels whose version is new.
+    virtual boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint cp) = 0;
+    /// @brief Stores the writes of one task against checkpoint `checkpoint_id` (durable per task).
+    virtual boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                                    std::vector<pending_write> writes) = 0;
+    /// @brief The latest checkpoint (or the one with `checkpoint_id`) with its pending writes.
+    virtual boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
+                                                                        std::optional<std::string> checkpoint_id) = 0;
+    /// @brief Checkpoints of a thread, newest first, with their values reassembled.
+    virtual boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
+                                                                       list_options options) = 0;
+    /// @brief Deletes every checkpoint, blob and write of a thread (all namespaces).
+    virtual boost::asio::awaitable<void> delete_thread(std::string thread_id) = 0;
+    /// @brief Keeps the newest `keep_last` checkpoints of a thread (per namespace) and the blobs
+    /// they need; the pending writes of the newest checkpoint are always kept.
+    virtual boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) = 0;
+    /// @brief Storage used by a thread.
+    virtual boost::asio::awaitable<thread_stats> stats(std::string thread_id) = 0;
+
+    /// @brief Takes the single-writer lease of a thread for this process, or throws
+    /// `checkpoint_error(thread_busy)`. Savers without cross-process sharing need not lock.
+    virtual boost::asio::awaitable<void> acquire(std::string /*thread_id*/) { co_return; }
+    /// @brief Releases the lease taken by `acquire`.
+    virtual boost::asio::awaitable<void> release(std::string /*thread_id*/) { co_return; }
+};
+
+/// @brief A new checkpoint id: 20 hex digits, strictly increasing within a process and
+/// time-ordered across processes.
+std::string new_checkpoint_id();
+
+} // namespace stategraph::checkpoint

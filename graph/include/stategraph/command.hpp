@@ -1,0 +1,87 @@
+#pragma once
+/// @file command.hpp
+/// @brief `send` (map-reduce fan-out), `command<S>` (go to nodes plus an update) and the
+/// inputs of a run that are not state: `resume(...)` and `resume_map(...)`.
+
+#include <stategraph/update.hpp>
+
+#include <boost/json/value.hpp>
+#include <boost/json/value_from.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+namespace stategraph {
+
+/// @brief Runs `node` in the next superstep with `arg` as its only input (LangGraph's Send).
+/// `arg` is either the state type or the input type the node declares.
+class send {
+public:
+    template <class T>
+    send(std::string node, T arg)
+        : node_(std::move(node)), arg_(std::make_shared<const T>(std::move(arg))), type_(typeid(T)),
+          to_json_([](const void* p) { return boost::json::value_from(*static_cast<const T*>(p)); }) {}
+
+    const std::string& node() const noexcept { return node_; }
+    std::type_index type() const noexcept { return type_; }
+    const void* arg() const noexcept { return arg_.get(); }
+    boost::json::value arg_json() const { return to_json_(arg_.get()); }
+
+    /// @brief A send restored from a checkpoint (the engine converts the JSON payload).
+    static send restored(std::string node, std::shared_ptr<const void> arg, std::type_index type,
+                         boost::json::value (*to_json)(const void*)) {
+        send s;
+        s.node_ = std::move(node);
+        s.arg_ = std::move(arg);
+        s.type_ = type;
+        s.to_json_ = to_json;
+        return s;
+    }
+
+private:
+    send() : type_(typeid(void)) {}
+    std::string node_;
+    std::shared_ptr<const void> arg_;
+    std::type_index type_;
+    boost::json::value (*to_json_)(const void*) = nullptr;
+};
+
+/// @brief What a node returns to both update the state and choose where to go next.
+/// Targets add to the node's static edges (as in LangGraph); END is ignored.
+template <class S>
+struct command {
+    update<S> writes;              ///< the state update
+    std::vector<std::string> targets; ///< nodes to run in the next superstep
+    std::vector<send> sends;       ///< Sends to run in the next superstep
+
+    command& go_to(std::string node) & { targets.push_back(std::move(node)); return *this; }
+    command&& go_to(std::string node) && { targets.push_back(std::move(node)); return std::move(*this); }
+    command&& go_to(std::vector<std::string> nodes) && {
+        targets.insert(targets.end(), nodes.begin(), nodes.end());
+        return std::move(*this);
+    }
+    command&& go_to(send s) && { sends.push_back(std::move(s)); return std::move(*this); }
+    command&& with(update<S> u) && { writes = std::move(u); return std::move(*this); }
+};
+
+/// @brief The input that answers pending interrupts: one value for all of them, or a map
+/// from interrupt id to value.
+struct resume_input {
+    boost::json::value value;
+    std::map<std::string, boost::json::value> by_id;
+    bool is_map = false;
+};
+/// @brief Answers every pending interrupt of the thread with `v`.
+template <class T>
+resume_input resume(const T& v) { return {boost::json::value_from(v), {}, false}; }
+/// @brief Answers pending interrupts by id.
+inline resume_input resume_map(std::map<std::string, boost::json::value> m) { return {nullptr, std::move(m), true}; }
+
+/// @brief The input that continues a thread from its latest checkpoint without new values.
+struct continue_input {};
+inline constexpr continue_input continue_run{};
+
+} // namespace stategraph

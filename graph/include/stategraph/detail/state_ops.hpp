@@ -1,0 +1,138 @@
+#pragma once
+/// @file detail/state_ops.hpp
+/// @brief Per-field operations generated from a state's description: apply an update through
+/// the reducers, and convert fields to and from JSON.
+
+#include <stategraph/error.hpp>
+#include <stategraph/reducer.hpp>
+#include <stategraph/update.hpp>
+
+#include <boost/core/demangle.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value_from.hpp>
+#include <boost/json/value_to.hpp>
+#include <boost/mp11/algorithm.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace stategraph::detail {
+
+template <class S>
+struct state_ops {
+    static constexpr std::size_t n = field_count_v<S>;
+    using red_t = reducers_of<S>;
+    using tuple_t = std::remove_cvref_t<decltype(std::declval<red_t>().list)>;
+
+    /// Whether field I keeps the last value (no reducer).
+    template <std::size_t I>
+    static constexpr bool is_last_value() { return reducer_slot<S, I, tuple_t>() < 0; }
+
+    static bool last_value(std::size_t i) {
+        return boost::mp11::mp_with_index<n>(i, [](auto I) { return is_last_value<decltype(I)::value>(); });
+    }
+
+    /// Applies field I of `u` onto `s` (reducer or replace).
+    template <std::size_t I>
+    static void apply_field(S& s, S& u, const red_t& reds) {
+        constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, I>::pointer;
+        constexpr int slot = reducer_slot<S, I, tuple_t>();
+        if constexpr (slot < 0) {
+            s.*ptr = std::move(u.*ptr);
+        } else {
+            s.*ptr = std::get<slot>(reds.list).op(std::move(s.*ptr), std::move(u.*ptr));
+        }
+    }
+
+    /// Applies every field set in `u` onto `s`. `u` is consumed.
+    static void apply(S& s, update<S>& u, const red_t& reds) {
+        if (u.empty()) return;
+        for_each_field<S>([&](auto I, auto) {
+            if (u.has_index(decltype(I)::value)) apply_field<decltype(I)::value>(s, u.values(), reds);
+        });
+    }
+
+    /// Applies `u` onto `s` without consuming it.
+    static void apply_copy(S& s, const update<S>& u, const red_t& reds) {
+        update<S> c = u;
+        apply(s, c, reds);
+    }
+
+    static boost::json::value to_json(const S& s, std::size_t i) {
+        return boost::mp11::mp_with_index<n>(i, [&](auto I) {
+            constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>::pointer;
+            return boost::json::value_from(s.*ptr);
+        });
+    }
+
+    /// Reads field i from JSON; throws graph_error(code) naming the field on failure.
+    static void from_json(S& s, std::size_t i, const boost::json::value& v, errc code, const std::string& where) {
+        boost::mp11::mp_with_index<n>(i, [&](auto I) {
+            using D = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>;
+            using T = std::remove_cvref_t<decltype(std::declval<S&>().*D::pointer)>;
+            auto r = boost::json::try_value_to<T>(v);
+            if (!r)
+                throw graph_error(code,
+                                  where + ": field '" + std::string(D::name) + "' expects " +
+                                      boost::core::demangle(typeid(T).name()) + ", got " + boost::json::serialize(v),
+                                  {std::string(D::name)});
+            s.*D::pointer = std::move(*r);
+        });
+    }
+
+    static int index_of(std::string_view name) {
+        const auto& names = field_names<S>();
+        for (std::size_t i = 0; i < n; ++i)
+            if (names[i] == name) return static_cast<int>(i);
+        return -1;
+    }
+
+    /// The JSON object of every field set in `u`.
+    static boost::json::object update_json(const update<S>& u) {
+        boost::json::object o;
+        const auto& names = field_names<S>();
+        for (std::size_t i = 0; i < n; ++i)
+            if (u.has_index(i)) o[names[i]] = to_json(u.values(), i);
+        return o;
+    }
+
+    /// An update from a JSON object; unknown keys are an error naming the key.
+    static update<S> update_from_json(const boost::json::object& o, errc code, const std::string& where) {
+        update<S> u;
+        for (const auto& [k, v] : o) {
+            int i = index_of(k);
+            if (i < 0) {
+                std::vector<std::string> names(field_names<S>().begin(), field_names<S>().end());
+                auto near = nearest_name(std::string(k), names);
+                throw graph_error(code, where + ": unknown field '" + std::string(k) + "'" +
+                                            (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                                  {std::string(k)});
+            }
+            from_json(u.values(), static_cast<std::size_t>(i), v, code, where);
+            u.mark(static_cast<std::size_t>(i));
+        }
+        return u;
+    }
+
+    static boost::json::object state_json(const S& s) {
+        boost::json::object o;
+        const auto& names = field_names<S>();
+        for (std::size_t i = 0; i < n; ++i) o[names[i]] = to_json(s, i);
+        return o;
+    }
+
+    /// "name: reducer type" for each field (drift signature).
+    static std::vector<std::pair<std::string, std::string>> describe_fields() {
+        std::vector<std::pair<std::string, std::string>> out;
+        for_each_field<S>([&](auto I, auto D) {
+            using T = std::remove_cvref_t<decltype(std::declval<S&>().*decltype(D)::pointer)>;
+            out.emplace_back(std::string(decltype(D)::name),
+                             std::string(is_last_value<decltype(I)::value>() ? "last_value " : "reduced ") +
+                                 boost::core::demangle(typeid(T).name()));
+        });
+        return out;
+    }
+};
+
+} // namespace stategraph::detail

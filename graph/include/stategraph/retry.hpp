@@ -1,0 +1,36 @@
+#pragma once
+/// @file retry.hpp
+/// @brief A node's retry policy, as LangGraph's RetryPolicy: attempts, initial interval,
+/// backoff factor, max interval, jitter, and which errors are retried.
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <random>
+
+namespace stategraph {
+
+/// @brief How a failing node is retried inside its superstep.
+struct retry_policy {
+    int max_attempts = 3;                                   ///< attempts in all, the first included
+    std::chrono::milliseconds initial_interval{500};        ///< wait before the second attempt
+    double backoff_factor = 2.0;                            ///< each wait is this much longer
+    std::chrono::milliseconds max_interval{128000};         ///< no wait is longer than this
+    bool jitter = true;                                     ///< add up to 25% random time to a wait
+    std::chrono::milliseconds timeout{0};                   ///< per-attempt time limit (0: none)
+    std::function<bool(std::exception_ptr)> retry_on;       ///< which errors to retry (empty: all)
+
+    /// @brief The wait before attempt `attempt` (2 for the first retry).
+    std::chrono::milliseconds delay_before(int attempt) const {
+        double ms = static_cast<double>(initial_interval.count());
+        for (int i = 2; i < attempt; ++i) ms *= backoff_factor;
+        ms = std::min(ms, static_cast<double>(max_interval.count()));
+        if (jitter && ms > 0) {
+            thread_local std::mt19937 gen{std::random_device{}()};
+            ms += std::uniform_real_distribution<double>(0, ms * 0.25)(gen);
+        }
+        return std::chrono::milliseconds(static_cast<long long>(ms));
+    }
+};
+
+} // namespace stategraph

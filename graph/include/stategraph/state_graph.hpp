@@ -1,0 +1,280 @@
+#pragma once
+/// @file state_graph.hpp
+/// @brief `state_graph<S>`: the builder, with LangGraph's vocabulary in snake_case
+/// (add_node, add_edge, add_conditional_edges, compile). The DSL lowers to it.
+
+#include <stategraph/compiled_graph.hpp>
+#include <stategraph/node.hpp>
+#include <stategraph/retry.hpp>
+#include <stategraph/topology.hpp>
+
+#include <boost/describe/enum_to_string.hpp>
+#include <boost/describe/enumerators.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace stategraph {
+
+/// @brief Options of `add_node`.
+struct node_options {
+    std::string stage;                 ///< cluster in drawings
+    bool defer = false;                ///< run only when no other node is pending
+    std::optional<retry_policy> retry; ///< retry inside the step
+    std::vector<std::string> ends;     ///< nodes a Command from this node may go to
+};
+
+namespace detail {
+template <class T>
+std::string route_label(const T& v) {
+    if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+    else if constexpr (std::is_enum_v<T> && boost::describe::has_describe_enumerators<T>::value) {
+        const char* s = boost::describe::enum_to_string(v, nullptr);
+        return s ? s : std::to_string(static_cast<long long>(v));
+    } else if constexpr (std::is_convertible_v<T, std::string>) return std::string(v);
+    else if constexpr (std::is_integral_v<T>) return std::to_string(v);
+    else static_assert(sizeof(T) == 0, "a router must return a string, bool, integer, described enum, send or a vector of those");
+}
+
+template <class T> struct is_vector : std::false_type {};
+template <class T, class A> struct is_vector<std::vector<T, A>> : std::true_type { using value_type = T; };
+
+} // namespace detail
+
+/// @brief Builds a graph over state `S`. Not thread safe; `compile()` makes an immutable,
+/// shareable `compiled_graph<S>`.
+template <class S>
+class state_graph {
+    static_assert(described_state<S>,
+                  "state_graph<S>: S must be a default-constructible struct described with "
+                  "BOOST_DESCRIBE_STRUCT(S, (), (field1, field2, ...)); add that line after the struct");
+    using impl_t = detail::graph_impl<S>;
+    using ops = detail::state_ops<S>;
+
+public:
+    explicit state_graph(std::string name = "graph") : impl_(std::make_shared<impl_t>()) { impl_->topo.name = std::move(name); }
+
+    /// @brief Adds a node. `fn` takes `const S&` (or a Send payload type) and optionally
+    /// `context&`, and returns `update<S>`, `command<S>`, `void`, or an awaitable of those.
+    template <class F>
+    state_graph& add_node(std::string name, F fn, node_options options = {}) {
+        using In = node_input_t<F, S>;
+        static_assert(!std::is_void_v<In>,
+                      "add_node: a node must be callable as f(const S&) or f(const S&, stategraph::context&) "
+                      "(or take a Send payload type as its first parameter)");
+        if constexpr (!std::is_void_v<In>) {
+            static_assert(node_of<F, S, In>,
+                          "add_node: a node must return stategraph::update<S>, stategraph::command<S>, void, or "
+                          "boost::asio::awaitable<> of one of those, where S is the graph's state type; did you "
+                          "return the whole state, or an update of another state type?");
+            auto call = detail::make_node_call<S, In>(std::move(fn));
+            add_node_impl<In>(std::move(name), std::move(call), std::move(options), nullptr);
+        }
+        return *this;
+    }
+
+    /// @brief Adds a compiled graph as a node. Fields with the same name are shared: the
+    /// subgraph reads them from this graph's state and its writes to them come back as the
+    /// node's update (only what it wrote, not its whole state).
+    template <class C>
+    state_graph& add_node(std::string name, const compiled_graph<C>& sub, node_options options = {}) {
+        auto call = sub.template as_node<S>();
+        add_node_impl<S>(std::move(name), std::move(call), std::move(options),
+                         std::make_shared<const topology>(sub.shape()));
+        return *this;
+    }
+
+    /// @brief `from` -> `to`. Use START and END for the entry and exit.
+    state_graph& add_edge(std::string from, std::string to) {
+        impl_->topo.edges.push_back({std::move(from), std::move(to)});
+        return *this;
+    }
+    /// @brief A join: `to` runs once all of `sources` have run.
+    state_graph& add_edge(std::vector<std::string> sources, std::string to) {
+        impl_->topo.joins.push_back({std::move(sources), std::move(to)});
+        return *this;
+    }
+    /// @brief Same as `add_edge(START, node)`.
+    state_graph& set_entry_point(std::string node) { return add_edge(START, std::move(node)); }
+    /// @brief Same as `add_edge(node, END)`.
+    state_graph& set_finish_point(std::string node) { return add_edge(std::move(node), END); }
+
+    /// @brief A conditional edge: `router(state)` picks the route; `path_map` maps each
+    /// route value to a node. With a described enum, `compile()` checks every value is mapped.
+    template <class F, class K>
+    state_graph& add_conditional_edges(std::string from, F router, std::map<K, std::string> path_map) {
+        using R = router_result_t<F>;
+        static_assert(std::is_same_v<K, R> || (std::is_same_v<K, std::string> && std::is_convertible_v<R, std::string>) ||
+                          (std::is_same_v<K, std::string> && detail::is_vector<R>::value),
+                      "add_conditional_edges: the path map's keys must have the router's result type "
+                      "(a router returning an enum needs std::map<that_enum, std::string>)");
+        branch_spec spec{from, {}, {}, false};
+        for (const auto& [k, v] : path_map) spec.routes.push_back({detail::route_label(k), v});
+        if constexpr (std::is_enum_v<R> && boost::describe::has_describe_enumerators<R>::value) {
+            boost::mp11::mp_for_each<boost::describe::describe_enumerators<R>>([&](auto e) {
+                if (!path_map.count(e.value)) spec.unmapped.push_back(e.name);
+            });
+        }
+        auto route = [router = std::move(router), map = std::move(path_map)](const S& s, std::vector<std::string>& targets,
+                                                                              std::vector<send>& sends) {
+            (void)sends;
+            auto r = router(s);
+            if constexpr (detail::is_vector<decltype(r)>::value) {
+                for (const auto& x : r) targets.push_back(lookup(map, K(x)));
+            } else {
+                targets.push_back(lookup(map, K(r)));
+            }
+        };
+        return add_branch(std::move(spec), std::move(route));
+    }
+
+    /// @brief A conditional edge whose router returns node names, or Sends, directly;
+    /// `targets` lists every node it may return (for validation and drawing).
+    template <class F>
+    state_graph& add_conditional_edges(std::string from, F router, std::vector<std::string> targets) {
+        using R = router_result_t<F>;
+        branch_spec spec{from, {}, {}, false};
+        constexpr bool sends = std::is_same_v<R, send> || std::is_same_v<R, std::vector<send>>;
+        spec.sends = sends;
+        for (const auto& t : targets) spec.routes.push_back({sends ? "Send" : t, t});
+        auto route = [router = std::move(router)](const S& s, std::vector<std::string>& out, std::vector<send>& out_sends) {
+            auto r = router(s);
+            if constexpr (std::is_same_v<R, send>) out_sends.push_back(std::move(r));
+            else if constexpr (std::is_same_v<R, std::vector<send>>) for (auto& x : r) out_sends.push_back(std::move(x));
+            else if constexpr (detail::is_vector<R>::value) for (auto& x : r) out.push_back(detail::route_label(x));
+            else out.push_back(detail::route_label(r));
+        };
+        return add_branch(std::move(spec), std::move(route));
+    }
+
+    /// @brief Marks nodes to stop before (static breakpoints, persisted with the graph).
+    state_graph& interrupt_before(std::vector<std::string> nodes) {
+        for (auto& n : nodes) impl_->topo.interrupt_before.insert(std::move(n));
+        return *this;
+    }
+    /// @brief Marks nodes to stop after.
+    state_graph& interrupt_after(std::vector<std::string> nodes) {
+        for (auto& n : nodes) impl_->topo.interrupt_after.insert(std::move(n));
+        return *this;
+    }
+
+    /// @brief The shape built so far.
+    const topology& shape() const { return impl_->topo; }
+
+    /// @brief Validates and freezes the graph. Throws `compile_error` listing every problem.
+    compiled_graph<S> compile(compile_options options = {}) const {
+        std::vector<graph_problem> problems;
+        auto g = compile(std::move(options), problems);
+        if (!g) throw compile_error(std::move(problems));
+        return std::move(*g);
+    }
+
+    /// @brief Validates and freezes the graph; on problems returns nullopt and fills `problems`.
+    std::optional<compiled_graph<S>> compile(compile_options options, std::vector<graph_problem>& problems) const {
+        auto impl = std::make_shared<impl_t>(*impl_);
+        auto& t = impl->topo;
+        if (!options.name.empty()) t.name = options.name;
+        for (auto& n : options.interrupt_before) t.interrupt_before.insert(n);
+        for (auto& n : options.interrupt_after) t.interrupt_after.insert(n);
+        t.fields = ops::describe_fields();
+        problems = validate(t);
+        if (!problems.empty()) return std::nullopt;
+        // Lower the topology to the engine's tables.
+        std::vector<std::pair<std::string, int>> by_name;
+        for (std::size_t i = 0; i < impl->nodes.size(); ++i) by_name.push_back({impl->nodes[i].name, static_cast<int>(i)});
+        std::sort(by_name.begin(), by_name.end());
+        for (std::size_t r = 0; r < by_name.size(); ++r) impl->nodes[by_name[r].second].rank = static_cast<int>(r);
+        auto id = [&](const std::string& n) { return n == END ? -1 : impl->find(n); };
+        for (const auto& e : t.edges) {
+            if (e.from == START) impl->start_next.push_back(id(e.to));
+            else impl->nodes[impl->find(e.from)].next.push_back(id(e.to));
+        }
+        for (std::size_t j = 0; j < t.joins.size(); ++j) {
+            typename impl_t::join_rt jr;
+            for (const auto& s : t.joins[j].sources) {
+                jr.sources.push_back(impl->find(s));
+                impl->nodes[impl->find(s)].joins.push_back(static_cast<int>(j));
+            }
+            jr.target = id(t.joins[j].target);
+            impl->joins.push_back(std::move(jr));
+        }
+        for (std::size_t b = 0; b < impl->branches.size(); ++b) {
+            int from = impl->branches[b].from;
+            if (from < 0) impl->start_branches.push_back(static_cast<int>(b));
+            else impl->nodes[from].branches.push_back(static_cast<int>(b));
+        }
+        for (auto& n : impl->nodes) {
+            n.before = t.interrupt_before.count(n.name) > 0;
+            n.after = t.interrupt_after.count(n.name) > 0;
+        }
+        impl->saver = std::move(options.checkpointer);
+        impl->shape = shape_lines(t);
+        impl->signature = shape_signature(impl->shape);
+        return compiled_graph<S>(std::shared_ptr<const impl_t>(std::move(impl)));
+    }
+
+private:
+    template <class F>
+    using router_result_t = std::remove_cvref_t<std::invoke_result_t<F&, const S&>>;
+
+    template <class K>
+    static std::string lookup(const std::map<K, std::string>& map, const K& k) {
+        auto it = map.find(k);
+        if (it == map.end())
+            throw graph_error(errc::unmapped_route, "router returned '" + detail::route_label(k) + "', which the path map does not map",
+                              {detail::route_label(k)});
+        return it->second;
+    }
+
+    template <class Route>
+    state_graph& add_branch(branch_spec spec, Route route) {
+        int from = spec.from == START ? -1 : impl_->find(spec.from);
+        impl_->topo.branches.push_back(spec);
+        if (from == -2) return *this; // reported by validate() as unknown
+        impl_->branches.push_back({from, std::move(route)});
+        return *this;
+    }
+
+    template <class In>
+    void add_node_impl(std::string name, detail::node_call<S> call, node_options options,
+                       std::shared_ptr<const topology> sub) {
+        auto& t = impl_->topo;
+        if (name == START || name == END || name.empty() || name.rfind("__", 0) == 0) {
+            t.builder_problems.push_back({errc::duplicate_node, "node name '" + name + "' is reserved", {name}});
+            return;
+        }
+        if (impl_->index.count(name)) {
+            t.builder_problems.push_back({errc::duplicate_node, "node '" + name + "' is added twice", {name}});
+            return;
+        }
+        typename impl_t::node_rt rt;
+        rt.name = name;
+        rt.call = std::move(call);
+        rt.deferred = options.defer;
+        rt.retry = options.retry;
+        rt.input_type = typeid(In);
+        rt.send_only = !std::is_same_v<In, S>;
+        rt.arg_from_json = [](const boost::json::value& v) -> std::shared_ptr<const void> {
+            return std::make_shared<const In>(boost::json::value_to<In>(v));
+        };
+        rt.arg_to_json = [](const void* p) { return boost::json::value_from(*static_cast<const In*>(p)); };
+        impl_->index[name] = static_cast<int>(impl_->nodes.size());
+        impl_->nodes.push_back(std::move(rt));
+        node_spec spec;
+        spec.name = std::move(name);
+        spec.stage = std::move(options.stage);
+        spec.deferred = options.defer;
+        spec.send_only = !std::is_same_v<In, S>;
+        spec.has_retry = options.retry.has_value();
+        spec.ends = std::move(options.ends);
+        spec.subgraph = std::move(sub);
+        t.nodes.push_back(std::move(spec));
+    }
+
+    std::shared_ptr<impl_t> impl_;
+};
+
+} // namespace stategraph

@@ -1,0 +1,17 @@
+#pragma once
+/// @file stategraph.hpp
+/// @brief Everything of the core runtime: state, reducers, updates, commands, the builder,
+/// the engine and the drawing functions.
+
+#include <stategraph/command.hpp>
+#include <stategraph/compiled_graph.hpp>
+#include <stategraph/context.hpp>
+#include <stategraph/error.hpp>
+#include <stategraph/node.hpp>
+#include <stategraph/reducer.hpp>
+#include <stategraph/retry.hpp>
+#include <stategraph/state.hpp>
+#include <stategraph/state_graph.hpp>
+#include <stategraph/stream.hpp>
+#include <stategraph/topology.hpp>
+#include <stategraph/update.hpp>

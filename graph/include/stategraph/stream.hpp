@@ -1,0 +1,41 @@
+#pragma once
+/// @file stream.hpp
+/// @brief What a run can stream: values, updates, custom events and debug events.
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace stategraph {
+
+/// @brief The stream modes, as LangGraph's (combine with `|`).
+enum class stream_mode : unsigned {
+    none = 0,
+    values = 1,  ///< the whole state after the input and after each superstep
+    updates = 2, ///< each node's update, as `{node: update}`
+    custom = 4,  ///< events a node writes with `context::write`
+    debug = 8,   ///< task start and end, with attempt and outcome
+};
+constexpr stream_mode operator|(stream_mode a, stream_mode b) {
+    return static_cast<stream_mode>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+constexpr bool has_mode(stream_mode set, stream_mode m) { return (static_cast<unsigned>(set) & static_cast<unsigned>(m)) != 0; }
+
+/// @brief One streamed event. `ns` is empty for the graph itself and names the subgraph
+/// task (`"<node>:<task id>"`) for events from inside a subgraph.
+struct stream_event {
+    stream_mode mode = stream_mode::none;
+    std::vector<std::string> ns;
+    std::int64_t step = 0;
+    std::string node;          ///< the node (updates, custom, debug), or "" (values)
+    boost::json::value data;   ///< the state, the update, the custom payload or the debug record
+    bool cached = false;       ///< an update replayed from saved writes on resume
+    bool interrupt = false;    ///< an `__interrupt__` updates event
+};
+
+using stream_handler = std::function<void(const stream_event&)>;
+
+} // namespace stategraph

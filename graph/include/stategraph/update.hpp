@@ -1,0 +1,73 @@
+#pragma once
+/// @file update.hpp
+/// @brief `update<S>`: a typed partial update of state `S`, holding only the fields a node set.
+
+#include <stategraph/state.hpp>
+
+#include <bitset>
+#include <utility>
+
+namespace stategraph {
+
+/// @brief A partial update of state `S`: the values of the fields a node sets, and which
+/// fields those are. Fields not set are left alone by the engine.
+/// @code
+/// co_return update<turn>{}.set<&turn::route>("complex").set<&turn::trail>({"planner"});
+/// @endcode
+template <class S>
+class update {
+    static_assert(described_state<S>,
+                  "update<S>: S must be a default-constructible struct described with "
+                  "BOOST_DESCRIBE_STRUCT(S, (), (field1, field2, ...))");
+
+public:
+    static constexpr std::size_t size = field_count_v<S>;
+    using state_type = S;
+
+    update() = default;
+    /// @brief An update that sets every field of `values`.
+    static update all(S values) {
+        update u;
+        u.values_ = std::move(values);
+        u.set_.set();
+        return u;
+    }
+
+    /// @brief Sets field `M` (a pointer to a member of S) to `v`; a braced list works too:
+    /// `set<&S::log>({"a", "b"})`.
+    template <auto M>
+    update& set(typename member_traits<M>::value_type v) & {
+        static_assert(std::is_same_v<typename member_traits<M>::state_type, S>,
+                      "update<S>::set<&X::field>: the field belongs to another state type than S; "
+                      "use update<X> or name a field of S");
+        constexpr std::size_t i = field_index<M>();
+        values_.*M = std::move(v);
+        set_.set(i);
+        return *this;
+    }
+    template <auto M>
+    update&& set(typename member_traits<M>::value_type v) && {
+        static_cast<update&>(*this).template set<M>(std::move(v));
+        return std::move(*this);
+    }
+
+    /// @brief Whether field `M` is set.
+    template <auto M>
+    bool has() const { return set_.test(field_index<M>()); }
+    /// @brief The value of field `M` (meaningful when `has<M>()`).
+    template <auto M>
+    const auto& get() const { return values_.*M; }
+
+    bool has_index(std::size_t i) const { return set_.test(i); }
+    void mark(std::size_t i) { set_.set(i); }
+    bool empty() const { return set_.none(); }
+    const std::bitset<size>& fields() const { return set_; }
+    S& values() { return values_; }
+    const S& values() const { return values_; }
+
+private:
+    S values_{};
+    std::bitset<size> set_{};
+};
+
+} // namespace stategraph

@@ -1,0 +1,93 @@
+#include <stategraph/error.hpp>
+
+#include <algorithm>
+
+namespace stategraph {
+
+const char* to_string(errc e) noexcept {
+    switch (e) {
+    case errc::ok: return "ok";
+    case errc::unknown_node: return "unknown_node";
+    case errc::duplicate_node: return "duplicate_node";
+    case errc::no_entry_point: return "no_entry_point";
+    case errc::unreachable_node: return "unreachable_node";
+    case errc::no_path_to_end: return "no_path_to_end";
+    case errc::unmapped_route: return "unmapped_route";
+    case errc::join_never_fires: return "join_never_fires";
+    case errc::missing_path_map: return "missing_path_map";
+    case errc::invalid_concurrent_update: return "invalid_concurrent_update";
+    case errc::recursion_limit: return "recursion_limit";
+    case errc::node_failed: return "node_failed";
+    case errc::invalid_route: return "invalid_route";
+    case errc::invalid_input: return "invalid_input";
+    case errc::thread_not_found: return "thread_not_found";
+    case errc::nothing_to_resume: return "nothing_to_resume";
+    case errc::resume_type_mismatch: return "resume_type_mismatch";
+    case errc::unknown_interrupt_id: return "unknown_interrupt_id";
+    case errc::ambiguous_resume: return "ambiguous_resume";
+    case errc::checkpoint_not_found: return "checkpoint_not_found";
+    case errc::corrupt_checkpoint: return "corrupt_checkpoint";
+    case errc::thread_busy: return "thread_busy";
+    case errc::graph_drift: return "graph_drift";
+    case errc::storage_failure: return "storage_failure";
+    case errc::no_checkpointer: return "no_checkpointer";
+    case errc::schema_too_new: return "schema_too_new";
+    }
+    return "unknown_error";
+}
+
+namespace {
+class category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "stategraph"; }
+    std::string message(int v) const override { return to_string(static_cast<errc>(v)); }
+};
+} // namespace
+
+const std::error_category& stategraph_category() noexcept {
+    static const category c;
+    return c;
+}
+
+static std::string join_problems(const std::vector<graph_problem>& problems) {
+    std::string out = "graph does not compile: " + std::to_string(problems.size()) + " problem" +
+                      (problems.size() == 1 ? "" : "s");
+    for (const auto& p : problems) out += "\n  [" + std::string(to_string(p.code)) + "] " + p.message;
+    return out;
+}
+
+compile_error::compile_error(std::vector<graph_problem> problems)
+    : graph_error(problems.empty() ? errc::ok : problems.front().code, join_problems(problems),
+                  problems.empty() ? std::vector<std::string>{} : problems.front().nodes),
+      problems_(std::move(problems)) {}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+std::string nearest_name(const std::string& name, const std::vector<std::string>& candidates) {
+    std::string best;
+    std::size_t best_d = static_cast<std::size_t>(-1);
+    for (const auto& c : candidates) {
+        auto d = edit_distance(name, c);
+        if (d < best_d) best_d = d, best = c;
+    }
+    // Close enough: at most a third of the name's length (and at least 1 edit allowed), or a prefix/suffix.
+    std::size_t allowed = std::max<std::size_t>(2, name.size() / 3);
+    if (best_d <= allowed) return best;
+    for (const auto& c : candidates)
+        if (!name.empty() && (c.find(name) != std::string::npos || name.find(c) != std::string::npos)) return c;
+    return "";
+}
+
+} // namespace stategraph
