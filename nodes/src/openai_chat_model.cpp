@@ -1,0 +1,472 @@
+/// @file
+/// @brief OpenAI chat-completions client on Boost.Beast (plain TCP or OpenSSL).
+
+#include <stategraph/nodes/openai_chat_model.hpp>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <openssl/ssl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+namespace stategraph::nodes {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace json = boost::json;
+using tcp = boost::asio::ip::tcp;
+using clock_type = std::chrono::steady_clock;
+
+/// @brief Largest response body accepted from the server.
+constexpr std::uint64_t max_response_body = 16u * 1024u * 1024u;
+
+/// @brief How many bytes of a response body are quoted in error messages.
+constexpr std::size_t body_excerpt_length = 200;
+
+class chat_category_impl final : public boost::system::error_category {
+public:
+    /// Fixed identifier so that categories compare equal across shared-library boundaries.
+    constexpr chat_category_impl() noexcept : boost::system::error_category(0x8f3c52a1d6e04b97ull) {}
+
+    char const* name() const noexcept override { return "stategraph.chat"; }
+
+    using boost::system::error_category::message;
+
+    std::string message(int value) const override {
+        switch (static_cast<chat_error>(value)) {
+        case chat_error::bad_url: return "invalid base URL";
+        case chat_error::bad_request: return "invalid chat request";
+        case chat_error::connect_failed: return "cannot connect to the chat server";
+        case chat_error::tls_failed: return "TLS failure";
+        case chat_error::timeout: return "chat request timed out";
+        case chat_error::io_failed: return "I/O error talking to the chat server";
+        case chat_error::http_status: return "chat server returned an HTTP error status";
+        case chat_error::bad_response: return "malformed chat completion response";
+        }
+        return "unknown stategraph.chat error";
+    }
+};
+
+/// @brief Throw boost::system::system_error carrying @p e and @p message.
+[[noreturn]] void fail(chat_error e, std::string const& message) {
+    boost::system::error_code const code = e;
+    throw boost::system::system_error(code, message);
+}
+
+/// @brief The start of @p body, printable, for error messages.
+std::string excerpt(std::string_view body) {
+    std::string out;
+    auto const n = std::min(body.size(), body_excerpt_length);
+    out.reserve(n + 3);
+    for (char c : body.substr(0, n))
+        out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c);
+    if (body.size() > n)
+        out += "...";
+    return out;
+}
+
+/// @brief The pieces of a base URL needed to send a request.
+struct url_parts {
+    bool tls = false;
+    std::string host;         ///< Host name or IP literal, without IPv6 brackets.
+    std::string port;         ///< Decimal port.
+    std::string host_header;  ///< Value of the Host header.
+    std::string target;       ///< Request target, e.g. "/v1/chat/completions".
+    std::string endpoint;     ///< Full normalized URL, for messages.
+};
+
+bool is_ip_literal(std::string const& host) {
+    boost::system::error_code ec;
+    asio::ip::make_address(host, ec);
+    return !ec;
+}
+
+std::string to_lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+/// @brief Split @p url into scheme, host, port and path prefix; throws chat_error::bad_url.
+url_parts parse_base_url(std::string_view url) {
+    auto const bad = [url](std::string_view why) {
+        fail(chat_error::bad_url, "invalid base_url \"" + excerpt(url) + "\": " + std::string(why));
+    };
+
+    for (char c : url)
+        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+            bad("contains whitespace or control characters");
+
+    url_parts out;
+    auto const scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos)
+        bad("expected http://host[:port][/path] or https://...");
+    auto const scheme = to_lower(url.substr(0, scheme_end));
+    if (scheme == "https")
+        out.tls = true;
+    else if (scheme != "http")
+        bad("scheme must be http or https");
+
+    auto const rest = url.substr(scheme_end + 3);
+    auto const authority_end = std::min(rest.find_first_of("/?#"), rest.size());
+    auto const authority = rest.substr(0, authority_end);
+    std::string path(rest.substr(authority_end));
+    if (path.find_first_of("?#") != std::string::npos)
+        bad("query strings and fragments are not supported");
+    if (authority.find('@') != std::string_view::npos)
+        bad("user information in the URL is not supported");
+
+    std::string_view port;
+    bool ipv6 = false;
+    if (!authority.empty() && authority.front() == '[') {
+        auto const close = authority.find(']');
+        if (close == std::string_view::npos)
+            bad("unterminated IPv6 literal");
+        out.host = std::string(authority.substr(1, close - 1));
+        auto const after = authority.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':')
+                bad("unexpected characters after IPv6 literal");
+            port = after.substr(1);
+            if (port.empty())
+                bad("empty port");
+        }
+        boost::system::error_code ec;
+        asio::ip::make_address_v6(out.host, ec);
+        if (ec)
+            bad("invalid IPv6 literal");
+        ipv6 = true;
+    } else {
+        auto const colon = authority.find(':');
+        out.host = std::string(authority.substr(0, colon));
+        if (colon != std::string_view::npos) {
+            port = authority.substr(colon + 1);
+            if (port.empty())
+                bad("empty port");
+        }
+        for (char c : out.host)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
+                bad("invalid character in host");
+    }
+    if (out.host.empty())
+        bad("missing host");
+
+    auto const default_port = out.tls ? "443" : "80";
+    if (port.empty()) {
+        out.port = default_port;
+    } else {
+        if (port.size() > 5 || !std::all_of(port.begin(), port.end(),
+                                             [](char c) { return c >= '0' && c <= '9'; }))
+            bad("invalid port");
+        auto const value = std::stoul(std::string(port));
+        if (value == 0 || value > 65535)
+            bad("port out of range");
+        out.port = std::to_string(value);
+    }
+
+    while (!path.empty() && path.back() == '/')
+        path.pop_back();
+    out.target = path + "/chat/completions";
+    out.host_header = ipv6 ? "[" + out.host + "]" : out.host;
+    if (out.port != default_port)
+        out.host_header += ":" + out.port;
+    out.endpoint = scheme + "://" + out.host_header + out.target;
+    return out;
+}
+
+/// @brief Serialize the OpenAI request body.
+std::string make_body(chat_request const& request, std::string const& model) {
+    json::object body;
+    body["model"] = model;
+    json::array messages;
+    messages.reserve(request.messages.size());
+    for (auto const& m : request.messages) {
+        json::object message;
+        message["role"] = m.role;
+        message["content"] = m.content;
+        messages.emplace_back(std::move(message));
+    }
+    body["messages"] = std::move(messages);
+    if (request.temperature)
+        body["temperature"] = *request.temperature;
+    if (request.json_mode) {
+        json::object format;
+        format["type"] = "json_object";
+        body["response_format"] = std::move(format);
+    }
+    return json::serialize(body);
+}
+
+/// @brief Read an optional integer token count; absent or null gives 0.
+int token_count(json::object const& usage, std::string_view key, std::string const& context) {
+    auto const* v = usage.if_contains(key);
+    if (!v || v->is_null())
+        return 0;
+    boost::system::error_code ec;
+    auto const n = v->to_number<std::int64_t>(ec);
+    if (ec || n < 0 || n > std::numeric_limits<int>::max())
+        fail(chat_error::bad_response, context + ": usage." + std::string(key) + " is not a token count");
+    return static_cast<int>(n);
+}
+
+/// @brief Parse a chat.completion body into a chat_response; throws chat_error::bad_response.
+chat_response parse_completion(std::string const& body, std::string const& endpoint) {
+    auto const context = "POST " + endpoint;
+    auto const bad = [&](std::string_view why) {
+        fail(chat_error::bad_response, context + ": " + std::string(why) + ": " + excerpt(body));
+    };
+
+    boost::system::error_code ec;
+    json::value doc = json::parse(body, ec);
+    if (ec)
+        bad("response is not JSON (" + ec.message() + ")");
+    auto const* root = doc.if_object();
+    if (!root)
+        bad("response is not a JSON object");
+    auto const* choices_value = root->if_contains("choices");
+    auto const* choices = choices_value ? choices_value->if_array() : nullptr;
+    if (!choices || choices->empty())
+        bad("response has no choices");
+    auto const* choice = choices->front().if_object();
+    if (!choice)
+        bad("choices[0] is not an object");
+    auto const* message_value = choice->if_contains("message");
+    auto const* message = message_value ? message_value->if_object() : nullptr;
+    if (!message)
+        bad("choices[0].message is missing");
+
+    chat_response out;
+    if (auto const* content = message->if_contains("content"); content && !content->is_null()) {
+        if (!content->is_string())
+            bad("choices[0].message.content is not a string");
+        out.content = std::string(content->get_string());
+    }
+    if (auto const* reason = choice->if_contains("finish_reason"); reason && !reason->is_null()) {
+        if (!reason->is_string())
+            bad("choices[0].finish_reason is not a string");
+        out.finish_reason = std::string(reason->get_string());
+    }
+    if (auto const* usage_value = root->if_contains("usage"); usage_value && !usage_value->is_null()) {
+        auto const* usage = usage_value->if_object();
+        if (!usage)
+            bad("usage is not an object");
+        out.prompt_tokens = token_count(*usage, "prompt_tokens", context);
+        out.completion_tokens = token_count(*usage, "completion_tokens", context);
+    }
+    return out;
+}
+
+bool timed_out(boost::system::error_code const& ec, clock_type::time_point deadline) {
+    return ec == beast::error::timeout ||
+           (ec == asio::error::operation_aborted && clock_type::now() >= deadline);
+}
+
+}  // namespace
+
+boost::system::error_category const& chat_category() noexcept {
+    static chat_category_impl const category;
+    return category;
+}
+
+boost::system::error_code make_error_code(chat_error e) noexcept {
+    return {static_cast<int>(e), chat_category()};
+}
+
+struct openai_chat_model::impl {
+    asio::any_io_executor executor;
+    openai_options options;
+    url_parts url;
+    std::unique_ptr<asio::ssl::context> tls;  ///< Set for https:// only.
+};
+
+namespace {
+
+using response_type = http::response<http::string_body>;
+
+/// @brief Write @p request on @p stream and read one response; @p stream is connected
+/// (and TLS-established) and its lowest layer carries the deadline.
+template <class Stream>
+asio::awaitable<response_type> round_trip(Stream& stream, http::request<http::string_body>& request,
+                                          std::string const& endpoint, clock_type::time_point deadline) {
+    boost::system::error_code ec;
+    auto token = asio::redirect_error(asio::use_awaitable, ec);
+
+    co_await http::async_write(stream, request, token);
+    if (ec) {
+        if (timed_out(ec, deadline))
+            fail(chat_error::timeout, "POST " + endpoint + ": timed out sending the request");
+        fail(chat_error::io_failed, "POST " + endpoint + ": sending the request failed: " + ec.message());
+    }
+
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(max_response_body);
+    co_await http::async_read(stream, buffer, parser, token);
+    if (ec) {
+        if (timed_out(ec, deadline))
+            fail(chat_error::timeout, "POST " + endpoint + ": timed out waiting for the response");
+        fail(chat_error::io_failed, "POST " + endpoint + ": reading the response failed: " + ec.message());
+    }
+    co_return parser.release();
+}
+
+/// @brief Connect @p stream (a beast::tcp_stream) to @p endpoints before @p deadline.
+asio::awaitable<void> connect(beast::tcp_stream& stream, tcp::resolver::results_type const& endpoints,
+                              url_parts const& url, clock_type::time_point deadline) {
+    boost::system::error_code ec;
+    auto token = asio::redirect_error(asio::use_awaitable, ec);
+    stream.expires_at(deadline);
+    co_await stream.async_connect(endpoints, token);
+    if (ec) {
+        if (timed_out(ec, deadline))
+            fail(chat_error::timeout, "POST " + url.endpoint + ": timed out connecting to " + url.host_header);
+        fail(chat_error::connect_failed,
+             "POST " + url.endpoint + ": cannot connect to " + url.host_header + ": " + ec.message());
+    }
+}
+
+/// @brief Resolve the host of @p url, giving up at @p deadline.
+asio::awaitable<tcp::resolver::results_type> resolve(asio::any_io_executor executor, url_parts const& url,
+                                                     clock_type::time_point deadline) {
+    auto resolver = std::make_shared<tcp::resolver>(executor);
+    asio::steady_timer guard(executor);
+    guard.expires_at(deadline);
+    std::weak_ptr<tcp::resolver> weak_resolver = resolver;
+    auto on_deadline = [weak_resolver](boost::system::error_code const& ec) {
+        if (!ec)
+            if (auto r = weak_resolver.lock())
+                r->cancel();
+    };
+    guard.async_wait(on_deadline);
+
+    boost::system::error_code ec;
+    auto token = asio::redirect_error(asio::use_awaitable, ec);
+    auto const flags = tcp::resolver::numeric_service;
+    auto results = co_await resolver->async_resolve(url.host, url.port, flags, token);
+    guard.cancel();
+    if (ec) {
+        if (timed_out(ec, deadline))
+            fail(chat_error::timeout, "POST " + url.endpoint + ": timed out resolving " + url.host);
+        fail(chat_error::connect_failed, "POST " + url.endpoint + ": cannot resolve " + url.host + ": " + ec.message());
+    }
+    co_return results;
+}
+
+}  // namespace
+
+openai_chat_model::openai_chat_model(asio::any_io_executor executor, openai_options options)
+    : impl_(std::make_shared<impl>()) {
+    impl_->executor = std::move(executor);
+    impl_->url = parse_base_url(options.base_url);
+    impl_->options = std::move(options);
+    if (impl_->url.tls) {
+        auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+        boost::system::error_code ec;
+        ctx->set_default_verify_paths(ec);
+        if (!ec && !impl_->options.extra_ca_pem.empty())
+            ctx->add_certificate_authority(asio::buffer(impl_->options.extra_ca_pem), ec);
+        if (!ec)
+            ctx->set_verify_mode(asio::ssl::verify_peer, ec);
+        if (ec)
+            fail(chat_error::tls_failed, "TLS setup for " + impl_->url.endpoint + " failed: " + ec.message());
+        ::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+        impl_->tls = std::move(ctx);
+    }
+}
+
+openai_chat_model::~openai_chat_model() = default;
+
+openai_options const& openai_chat_model::options() const noexcept { return impl_->options; }
+
+std::string const& openai_chat_model::endpoint() const noexcept { return impl_->url.endpoint; }
+
+asio::awaitable<chat_response> openai_chat_model::complete(chat_request request) {
+    // Keep the configuration alive for the whole exchange, independently of *this.
+    std::shared_ptr<impl> const self = impl_;
+    url_parts const& url = self->url;
+    openai_options const& options = self->options;
+
+    std::string const& model = request.model.empty() ? options.model : request.model;
+    if (model.empty())
+        fail(chat_error::bad_request, "POST " + url.endpoint + ": no model given in the request or the options");
+
+    http::request<http::string_body> http_request(http::verb::post, url.target, 11);
+    http_request.set(http::field::host, url.host_header);
+    http_request.set(http::field::user_agent, "stategraph/0.1");
+    http_request.set(http::field::content_type, "application/json");
+    http_request.set(http::field::accept, "application/json");
+    if (!options.api_key.empty())
+        http_request.set(http::field::authorization, "Bearer " + options.api_key);
+    http_request.body() = make_body(request, model);
+    http_request.prepare_payload();
+
+    auto const deadline = clock_type::now() + options.timeout;
+    auto const endpoints = co_await resolve(self->executor, url, deadline);
+
+    response_type response;
+    if (self->tls) {
+        beast::ssl_stream<beast::tcp_stream> stream(self->executor, *self->tls);
+        if (!is_ip_literal(url.host) && !::SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str()))
+            fail(chat_error::tls_failed, "POST " + url.endpoint + ": cannot set TLS server name");
+        stream.set_verify_callback(asio::ssl::host_name_verification(url.host));
+        co_await connect(beast::get_lowest_layer(stream), endpoints, url, deadline);
+
+        boost::system::error_code ec;
+        auto token = asio::redirect_error(asio::use_awaitable, ec);
+        co_await stream.async_handshake(asio::ssl::stream_base::client, token);
+        if (ec) {
+            if (timed_out(ec, deadline))
+                fail(chat_error::timeout, "POST " + url.endpoint + ": timed out in the TLS handshake");
+            fail(chat_error::tls_failed, "POST " + url.endpoint + ": TLS handshake failed: " + ec.message());
+        }
+        response = co_await round_trip(stream, http_request, url.endpoint, deadline);
+        // No TLS close_notify exchange: the response is complete and the connection is discarded.
+        beast::get_lowest_layer(stream).close();
+    } else {
+        beast::tcp_stream stream(self->executor);
+        co_await connect(stream, endpoints, url, deadline);
+        response = co_await round_trip(stream, http_request, url.endpoint, deadline);
+        boost::system::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        stream.close();
+    }
+
+    if (response.result_int() / 100 != 2) {
+        auto const reason = response.reason();
+        fail(chat_error::http_status, "POST " + url.endpoint + ": HTTP " + std::to_string(response.result_int()) +
+                                          (reason.empty() ? "" : " " + std::string(reason)) + ": " +
+                                          excerpt(response.body()));
+    }
+    co_return parse_completion(response.body(), url.endpoint);
+}
+
+}  // namespace stategraph::nodes
