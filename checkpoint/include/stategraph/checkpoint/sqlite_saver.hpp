@@ -1,0 +1,97 @@
+#pragma once
+/// @file sqlite_saver.hpp
+/// @brief The embedded default checkpointer: one SQLite file in WAL mode.
+///
+/// Layout (schema version 1, kept in `PRAGMA user_version`):
+/// - `checkpoints(thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature)`:
+///   one row per checkpoint; `versions`, `frontier` and `metadata` are JSON text;
+/// - `blobs(thread_id, ns, channel, version, value)`: one row per channel value written, keyed
+///   by the id of the checkpoint that wrote it (`version`); `value` is JSON text;
+/// - `writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq)`: pending
+///   writes; a task's write to a channel replaces its earlier one (same `seq`, same position);
+/// - `leases(thread_id, owner, expires_at)`: the single-writer lease of a thread across
+///   processes (`expires_at` in milliseconds since the Unix epoch).
+///
+/// Semantics are those of `memory_saver`. Writes (`put`, `put_writes`, `prune`,
+/// `delete_thread`) are refused with `thread_busy` while another owner holds a live lease on
+/// the thread, and extend the caller's own lease when it holds one.
+
+#include <stategraph/checkpoint/saver.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace stategraph::checkpoint {
+
+/// @brief How to open a SQLite checkpoint file.
+struct sqlite_options {
+    /// @brief The database file (created when missing unless `read_only`); ":memory:" also works
+    /// (private to the saver, no WAL, no cross-process sharing).
+    std::string path;
+    /// @brief `PRAGMA synchronous`: `normal` is durable across process crashes in WAL mode;
+    /// `full` also across power loss; `off` leaves syncing to the OS.
+    enum class sync_mode { off, normal, full } synchronous = sync_mode::normal;
+    /// @brief How long to wait for another connection's write lock before `thread_busy`.
+    std::chrono::milliseconds busy_timeout{5000};
+    /// @brief Lifetime of a lease taken by `acquire()` (renewed by `acquire()` and by writes).
+    std::chrono::seconds lease_ttl{60};
+    /// @brief Open with SQLITE_OPEN_READONLY: reads work, every write throws `storage_failure`.
+    bool read_only = false;
+};
+
+/// @brief A checkpointer storing everything in one SQLite file.
+///
+/// Errors (all `stategraph::checkpoint_error`):
+/// - `corrupt_checkpoint`: the file is not a SQLite database, is damaged, or a stored value
+///   cannot be parsed (the message names the path, thread, checkpoint and channel);
+/// - `schema_too_new`: the file was written by a newer stategraph;
+/// - `thread_busy`: another process holds the thread's lease, or SQLite stayed busy beyond
+///   `busy_timeout`;
+/// - `storage_failure`: a write failed (disk full, read-only, I/O error); the transaction is
+///   rolled back, so the last good checkpoint stays readable.
+///
+/// Thread safety: one connection guarded by a mutex; all members may be called concurrently.
+/// The SQLite work runs synchronously inside the coroutines (it is embedded).
+/// Do not carry a saver across `fork()`: open a new one in the child.
+class sqlite_saver final : public saver {
+public:
+    /// @brief The schema version this code writes (and the newest it can read).
+    static constexpr int schema_version = 1;
+
+    /// @brief Opens (creating and migrating if needed) the file. Throws `checkpoint_error`.
+    explicit sqlite_saver(sqlite_options options);
+    /// @brief Closes the connection and releases the leases this saver still holds.
+    ~sqlite_saver() override;
+    sqlite_saver(const sqlite_saver&) = delete;
+    sqlite_saver& operator=(const sqlite_saver&) = delete;
+
+    boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint cp) override;
+    boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                            std::vector<pending_write> writes) override;
+    boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
+                                                                std::optional<std::string> checkpoint_id) override;
+    boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
+                                                               list_options options) override;
+    boost::asio::awaitable<void> delete_thread(std::string thread_id) override;
+    boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
+    boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
+
+    /// @brief Takes (or renews) the thread's lease for `lease_ttl`; an expired lease of another
+    /// owner is taken over. Throws `thread_busy` ("thread 'X' is busy: held by <owner> until
+    /// <UTC time>") while another owner's lease is live.
+    boost::asio::awaitable<void> acquire(std::string thread_id) override;
+    /// @brief Deletes this saver's lease on the thread (no-op when it holds none).
+    boost::asio::awaitable<void> release(std::string thread_id) override;
+
+    /// @brief The lease owner name of this saver: "<hostname>:<pid>:<random>".
+    const std::string& owner() const noexcept;
+    /// @brief The path the saver was opened with.
+    const std::string& path() const noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+} // namespace stategraph::checkpoint

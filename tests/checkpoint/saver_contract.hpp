@@ -1,0 +1,515 @@
+#pragma once
+/// @file saver_contract.hpp
+/// @brief The behaviour every checkpointer must share, written once and run against each saver.
+///
+/// Each `contract::*` function takes a fresh, empty saver. A test file registers them all with
+/// `STATEGRAPH_SAVER_CONTRACT_TESTS(factory)`, where `factory()` returns a
+/// `std::shared_ptr<stategraph::checkpoint::saver>` (its deleter cleans up whatever it needs).
+
+#include "run_awaitable.hpp"
+
+#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/error.hpp>
+
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace stategraph::test::contract {
+
+// Using-declarations (not a using-directive): inside namespace stategraph the name `checkpoint`
+// would otherwise be ambiguous between the namespace and the struct.
+using stategraph::checkpoint::checkpoint;
+using stategraph::checkpoint::checkpoint_tuple;
+using stategraph::checkpoint::list_options;
+using stategraph::checkpoint::new_checkpoint_id;
+using stategraph::checkpoint::pending_write;
+using stategraph::checkpoint::saver;
+using stategraph::checkpoint::thread_stats;
+namespace json = boost::json;
+
+/// The checkpoint that follows `prev` (nullptr: the first), writing the channels of `writes`.
+inline checkpoint next_cp(const checkpoint* prev, std::int64_t step, const std::string& source,
+                          const json::object& writes) {
+    checkpoint cp;
+    cp.id = new_checkpoint_id();
+    cp.parent_id = prev ? prev->id : "";
+    cp.step = step;
+    cp.source = source;
+    if (prev) cp.versions = prev->versions;
+    for (const auto& [channel, value] : writes) cp.versions[std::string(channel)] = cp.id;
+    cp.values = writes;
+    json::array frontier;
+    frontier.emplace_back("node_" + std::to_string(step + 1));
+    cp.frontier = std::move(frontier);
+    cp.metadata["step"] = step;
+    cp.metadata["source"] = source;
+    cp.signature = "sig-1";
+    return cp;
+}
+
+inline std::optional<checkpoint_tuple> get(saver& s, const std::string& thread, const std::string& ns,
+                                           std::optional<std::string> id = std::nullopt) {
+    return run(s.get(thread, ns, std::move(id)));
+}
+inline std::vector<checkpoint_tuple> list(saver& s, const std::string& thread, const std::string& ns,
+                                          list_options options) {
+    return run(s.list(thread, ns, std::move(options)));
+}
+inline void put(saver& s, const std::string& thread, const std::string& ns, const checkpoint& cp) {
+    run(s.put(thread, ns, cp));
+}
+inline pending_write write_of(const std::string& task_id, const std::string& task_name, const std::string& channel,
+                              json::value value) {
+    pending_write w;
+    w.task_id = task_id;
+    w.task_name = task_name;
+    w.channel = channel;
+    w.value = std::move(value);
+    return w;
+}
+inline std::vector<std::string> ids_of(const std::vector<checkpoint_tuple>& ts) {
+    std::vector<std::string> out;
+    for (const auto& t : ts) out.push_back(t.cp.id);
+    return out;
+}
+
+/// `got` is `want` (as stored: its fields) holding all of `values`.
+inline void check_checkpoint(const checkpoint_tuple& got, const std::string& thread, const std::string& ns,
+                             const checkpoint& want, const json::object& values) {
+    BOOST_TEST(got.thread_id == thread);
+    BOOST_TEST(got.ns == ns);
+    BOOST_TEST(got.cp.id == want.id);
+    BOOST_TEST(got.cp.parent_id == want.parent_id);
+    BOOST_TEST(got.cp.step == want.step);
+    BOOST_TEST(got.cp.source == want.source);
+    BOOST_TEST((got.cp.versions == want.versions));
+    BOOST_TEST(got.cp.values == values);
+    BOOST_TEST(got.cp.frontier == want.frontier);
+    BOOST_TEST(got.cp.metadata == want.metadata);
+    BOOST_TEST(got.cp.signature == want.signature);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// put / get latest / get by id / missing -> nullopt / re-put replaces.
+inline void put_get(saver& s) {
+    BOOST_TEST(!get(s, "t", "").has_value());
+
+    auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", "x"}});
+    cp1.versions["never"] = ""; // a channel not written yet: no value
+    put(s, "t", "", cp1);
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp1, json::object{{"a", 1}, {"b", "x"}});
+    BOOST_TEST(got->writes.empty());
+
+    auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"a", 2}});
+    put(s, "t", "", cp2);
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp2, json::object{{"a", 2}, {"b", "x"}});
+
+    got = get(s, "t", "", cp1.id);
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp1, json::object{{"a", 1}, {"b", "x"}});
+
+    BOOST_TEST(!get(s, "t", "", std::string("ffffffffffffffffffff")).has_value());
+    BOOST_TEST(!get(s, "t", "", std::string("")).has_value());
+    BOOST_TEST(!get(s, "other", "").has_value());
+    BOOST_TEST(!get(s, "other", "", cp1.id).has_value());
+    BOOST_TEST(!get(s, "t", "sub").has_value());
+
+    // Putting the same id again replaces the checkpoint.
+    auto again = cp2;
+    again.values = json::object{};
+    again.metadata["note"] = "rewritten";
+    put(s, "t", "", again);
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.metadata.at("note") == "rewritten");
+    BOOST_TEST(got->cp.values.at("a") == 2);
+}
+
+/// Values are reassembled from deltas: a channel written once still shows later.
+inline void deltas(saver& s) {
+    json::object odd{{"unicode", "h\xc3\xa9llo \xe2\x9c\x93"},
+                     {"escapes", "quote\" backslash\\ newline\n tab\t ctl\x01"},
+                     {"i64min", std::numeric_limits<std::int64_t>::min()},
+                     {"u64max", std::numeric_limits<std::uint64_t>::max()},
+                     {"dbl", 0.1},
+                     {"null", nullptr},
+                     {"bool", true},
+                     {"empty_s", ""},
+                     {"empty_o", json::object{}},
+                     {"empty_a", json::array{}}};
+    auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"odd", odd}});
+    auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"b", json::array{1, 2}}});
+    auto cp3 = next_cp(&cp2, 1, "loop", json::object{{"a", 3}, {"c", "new"}});
+    for (const auto* cp : {&cp1, &cp2, &cp3}) put(s, "t", "", *cp);
+
+    auto got3 = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got3.has_value());
+    check_checkpoint(*got3, "t", "", cp3,
+                     json::object{{"a", 3}, {"odd", odd}, {"b", json::array{1, 2}}, {"c", "new"}});
+    BOOST_TEST(got3->cp.versions.at("odd") == cp1.id);
+    BOOST_TEST(got3->cp.versions.at("b") == cp2.id);
+    BOOST_TEST(got3->cp.versions.at("a") == cp3.id);
+    BOOST_TEST(got3->cp.values.at("odd").at("u64max").is_uint64());
+    BOOST_TEST(got3->cp.values.at("odd").at("i64min").as_int64() == std::numeric_limits<std::int64_t>::min());
+
+    auto got2 = get(s, "t", "", cp2.id);
+    BOOST_TEST_REQUIRE(got2.has_value());
+    check_checkpoint(*got2, "t", "", cp2, json::object{{"a", 1}, {"odd", odd}, {"b", json::array{1, 2}}});
+
+    auto got1 = get(s, "t", "", cp1.id);
+    BOOST_TEST_REQUIRE(got1.has_value());
+    check_checkpoint(*got1, "t", "", cp1, json::object{{"a", 1}, {"odd", odd}});
+}
+
+/// put_writes: attached to their checkpoint, in order, a task's channel write replaced in place.
+inline void writes(saver& s) {
+    auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}});
+    put(s, "t", "", cp1);
+    std::vector<pending_write> first{write_of("task1", "n1", "a", 1), write_of("task1", "n1", "b", 2)};
+    run(s.put_writes("t", "", cp1.id, first));
+    std::vector<pending_write> second{write_of("task2", "n2", "a", 3)};
+    run(s.put_writes("t", "", cp1.id, second));
+    std::vector<pending_write> rerun{write_of("task1", "n1", "a", json::object{{"v", 10}})};
+    run(s.put_writes("t", "", cp1.id, rerun));
+    run(s.put_writes("t", "", cp1.id, std::vector<pending_write>{}));
+
+    auto check = [&](const checkpoint_tuple& t) {
+        BOOST_TEST_REQUIRE(t.writes.size() == 3u);
+        BOOST_TEST(t.writes[0].task_id == "task1");
+        BOOST_TEST(t.writes[0].task_name == "n1");
+        BOOST_TEST(t.writes[0].channel == "a");
+        BOOST_TEST(t.writes[0].value == (json::object{{"v", 10}}));
+        BOOST_TEST(t.writes[1].task_id == "task1");
+        BOOST_TEST(t.writes[1].channel == "b");
+        BOOST_TEST(t.writes[1].value == 2);
+        BOOST_TEST(t.writes[2].task_id == "task2");
+        BOOST_TEST(t.writes[2].task_name == "n2");
+        BOOST_TEST(t.writes[2].channel == "a");
+        BOOST_TEST(t.writes[2].value == 3);
+    };
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check(*got);
+
+    auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"a", 2}});
+    put(s, "t", "", cp2);
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->writes.empty());
+    got = get(s, "t", "", cp1.id);
+    BOOST_TEST_REQUIRE(got.has_value());
+    check(*got);
+    auto listed = list(s, "t", "", list_options{});
+    BOOST_TEST_REQUIRE(listed.size() == 2u);
+    BOOST_TEST(listed[0].writes.empty());
+    check(listed[1]);
+
+    // Writes are per (thread, namespace).
+    auto sub = next_cp(nullptr, -1, "input", json::object{});
+    sub.id = cp1.id;
+    put(s, "t", "sub", sub);
+    got = get(s, "t", "sub");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->writes.empty());
+}
+
+/// list(): newest first, with before / limit / source / step filters.
+inline void list_filters(saver& s) {
+    const std::vector<std::pair<std::int64_t, std::string>> shape{
+        {-1, "input"}, {0, "loop"}, {1, "loop"}, {2, "update"}, {3, "loop"}};
+    std::vector<checkpoint> cps;
+    for (const auto& [step, source] : shape) {
+        cps.push_back(next_cp(cps.empty() ? nullptr : &cps.back(), step, source, json::object{{"n", step}}));
+        put(s, "t", "", cps.back());
+    }
+    std::vector<pending_write> w{write_of("task", "node", "n", 99)};
+    run(s.put_writes("t", "", cps[2].id, w));
+    auto ids = [&](std::initializer_list<int> idx) {
+        std::vector<std::string> out;
+        for (int i : idx) out.push_back(cps[static_cast<std::size_t>(i)].id);
+        return out;
+    };
+
+    auto all = list(s, "t", "", list_options{});
+    BOOST_TEST(ids_of(all) == ids({4, 3, 2, 1, 0}), boost::test_tools::per_element());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const auto& want = cps[4 - i];
+        check_checkpoint(all[i], "t", "", want, json::object{{"n", want.step}});
+        BOOST_TEST(all[i].writes.size() == (i == 2 ? 1u : 0u));
+    }
+
+    list_options o;
+    o.before = cps[3].id;
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({2, 1, 0}), boost::test_tools::per_element());
+    o = {};
+    o.limit = 2;
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({4, 3}), boost::test_tools::per_element());
+    o = {};
+    o.source = "loop";
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({4, 2, 1}), boost::test_tools::per_element());
+    o = {};
+    o.step = 2;
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({3}), boost::test_tools::per_element());
+    o = {};
+    o.step = -1;
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({0}), boost::test_tools::per_element());
+    o = {};
+    o.source = "loop";
+    o.limit = 2;
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({4, 2}), boost::test_tools::per_element());
+    o = {};
+    o.before = cps[4].id;
+    o.source = "loop";
+    BOOST_TEST(ids_of(list(s, "t", "", o)) == ids({2, 1}), boost::test_tools::per_element());
+    o = {};
+    o.before = cps[0].id;
+    BOOST_TEST(list(s, "t", "", o).empty());
+    o = {};
+    o.limit = 0;
+    BOOST_TEST(list(s, "t", "", o).empty());
+    o = {};
+    o.source = "fork";
+    BOOST_TEST(list(s, "t", "", o).empty());
+    BOOST_TEST(list(s, "nobody", "", list_options{}).empty());
+    BOOST_TEST(list(s, "t", "sub", list_options{}).empty());
+}
+
+/// prune(): keeps the newest N per namespace and the blobs they need; stats shrink.
+inline void prune(saver& s) {
+    const std::string big(10000, 'B');
+    std::vector<checkpoint> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"big", big}, {"small", 0}}));
+    for (int i = 1; i <= 5; ++i) cps.push_back(next_cp(&cps.back(), i - 1, "loop", json::object{{"small", i}}));
+    for (const auto& cp : cps) put(s, "t", "", cp);
+    std::vector<pending_write> w0{write_of("a", "n", "small", 100)};
+    run(s.put_writes("t", "", cps[0].id, w0));
+    std::vector<pending_write> w3{write_of("a", "n", "small", 103)};
+    run(s.put_writes("t", "", cps[3].id, w3));
+    std::vector<pending_write> w5{write_of("a", "n", "small", 105), write_of("b", "m", "big", "bb")};
+    run(s.put_writes("t", "", cps[5].id, w5));
+    std::vector<checkpoint> sub;
+    for (int i = 0; i < 4; ++i) {
+        sub.push_back(next_cp(sub.empty() ? nullptr : &sub.back(), i, "loop", json::object{{"x", i}}));
+        put(s, "t", "sub", sub.back());
+    }
+    std::vector<checkpoint> other;
+    for (int i = 0; i < 3; ++i) {
+        other.push_back(next_cp(other.empty() ? nullptr : &other.back(), i, "loop", json::object{{"y", i}}));
+        put(s, "u", "", other.back());
+    }
+
+    auto before = run(s.stats("t"));
+    BOOST_TEST(before.checkpoints == 10u);
+    BOOST_TEST(before.blobs == 11u);
+    BOOST_TEST(before.writes == 4u);
+    auto other_before = run(s.stats("u"));
+
+    run(s.prune("t", 2));
+    auto kept = list(s, "t", "", list_options{});
+    BOOST_TEST(ids_of(kept) == (std::vector<std::string>{cps[5].id, cps[4].id}), boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(kept.size() == 2u);
+    BOOST_TEST(kept[0].cp.values == (json::object{{"big", big}, {"small", 5}}));
+    BOOST_TEST(kept[1].cp.values == (json::object{{"big", big}, {"small", 4}}));
+    BOOST_TEST(kept[1].cp.parent_id == ""); // the oldest kept has no parent any more
+    BOOST_TEST(kept[0].cp.parent_id == cps[4].id);
+    BOOST_TEST(kept[0].writes.size() == 2u); // the newest checkpoint's writes are kept
+    BOOST_TEST(!get(s, "t", "", cps[0].id).has_value());
+    BOOST_TEST(!get(s, "t", "", cps[3].id).has_value());
+    BOOST_TEST(ids_of(list(s, "t", "sub", list_options{})) == (std::vector<std::string>{sub[3].id, sub[2].id}),
+               boost::test_tools::per_element());
+
+    auto after = run(s.stats("t"));
+    BOOST_TEST(after.checkpoints == 4u);
+    BOOST_TEST(after.blobs == 5u); // big@cp0, small@cp4, small@cp5, x@sub2, x@sub3
+    BOOST_TEST(after.writes == 2u);
+    BOOST_TEST(after.bytes < before.bytes);
+    BOOST_TEST(after.bytes >= big.size() + 2);
+    auto other_after = run(s.stats("u"));
+    BOOST_TEST(other_after.checkpoints == other_before.checkpoints);
+    BOOST_TEST(other_after.blobs == other_before.blobs);
+    BOOST_TEST(other_after.bytes == other_before.bytes);
+
+    // keep_last 0 keeps one; the blob written long ago stays because it is still needed.
+    run(s.prune("t", 0));
+    auto last = list(s, "t", "", list_options{});
+    BOOST_TEST_REQUIRE(last.size() == 1u);
+    BOOST_TEST(last[0].cp.id == cps[5].id);
+    BOOST_TEST(last[0].cp.values == (json::object{{"big", big}, {"small", 5}}));
+    auto least = run(s.stats("t"));
+    BOOST_TEST(least.checkpoints == 2u);
+    BOOST_TEST(least.blobs == 3u);
+    BOOST_TEST(least.bytes < after.bytes);
+
+    // Pruning a thread that does not exist, or keeping more than there is, changes nothing.
+    run(s.prune("nobody", 3));
+    run(s.prune("t", 100));
+    auto same = run(s.stats("t"));
+    BOOST_TEST(same.checkpoints == least.checkpoints);
+    BOOST_TEST(same.bytes == least.bytes);
+}
+
+/// stats(): counts and bytes of the serialized values, across namespaces.
+inline void stats(saver& s) {
+    auto zero = run(s.stats("t"));
+    BOOST_TEST(zero.checkpoints == 0u);
+    BOOST_TEST(zero.blobs == 0u);
+    BOOST_TEST(zero.writes == 0u);
+    BOOST_TEST(zero.bytes == 0u);
+
+    auto cp = next_cp(nullptr, -1, "input", json::object{{"a", "xyz"}, {"n", 12}}); // 5 + 2 bytes
+    put(s, "t", "", cp);
+    auto st = run(s.stats("t"));
+    BOOST_TEST(st.checkpoints == 1u);
+    BOOST_TEST(st.blobs == 2u);
+    BOOST_TEST(st.bytes == 7u);
+
+    std::vector<pending_write> w{write_of("task", "node", "a", true)}; // 4 bytes
+    run(s.put_writes("t", "", cp.id, w));
+    st = run(s.stats("t"));
+    BOOST_TEST(st.writes == 1u);
+    BOOST_TEST(st.bytes == 11u);
+
+    put(s, "t", "sub", next_cp(nullptr, 0, "loop", json::object{{"m", nullptr}})); // 4 bytes
+    st = run(s.stats("t"));
+    BOOST_TEST(st.checkpoints == 2u);
+    BOOST_TEST(st.blobs == 3u);
+    BOOST_TEST(st.bytes == 15u);
+    BOOST_TEST(run(s.stats("tt")).checkpoints == 0u); // no prefix matching
+}
+
+/// delete_thread(): every namespace of that thread, nothing else.
+inline void delete_thread(saver& s) {
+    auto a = next_cp(nullptr, -1, "input", json::object{{"a", 1}});
+    put(s, "t", "", a);
+    std::vector<pending_write> w{write_of("task", "node", "a", 2)};
+    run(s.put_writes("t", "", a.id, w));
+    put(s, "t", "sub", next_cp(nullptr, 0, "loop", json::object{{"b", 1}}));
+    auto u = next_cp(nullptr, -1, "input", json::object{{"c", 1}});
+    put(s, "u", "", u);
+    put(s, "t2", "", next_cp(nullptr, -1, "input", json::object{{"d", 1}}));
+
+    run(s.delete_thread("t"));
+    BOOST_TEST(!get(s, "t", "").has_value());
+    BOOST_TEST(!get(s, "t", "sub").has_value());
+    BOOST_TEST(list(s, "t", "", list_options{}).empty());
+    auto st = run(s.stats("t"));
+    BOOST_TEST(st.checkpoints == 0u);
+    BOOST_TEST(st.blobs == 0u);
+    BOOST_TEST(st.writes == 0u);
+    BOOST_TEST(st.bytes == 0u);
+    auto got = get(s, "u", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "u", "", u, json::object{{"c", 1}});
+    BOOST_TEST(get(s, "t2", "").has_value());
+
+    run(s.delete_thread("t"));       // again: nothing to do
+    run(s.delete_thread("nobody"));  // unknown: nothing to do
+    put(s, "t", "", a);              // the thread can start over
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->writes.empty());
+}
+
+/// Namespaces of one thread are isolated, even with equal checkpoint ids and channel names.
+inline void namespaces(saver& s) {
+    auto root = next_cp(nullptr, -1, "input", json::object{{"a", "root"}});
+    auto child = root;
+    child.values = json::object{{"a", "child"}};
+    child.step = 7;
+    put(s, "t", "", root);
+    put(s, "t", "child", child);
+    std::vector<pending_write> w{write_of("task", "node", "a", "w")};
+    run(s.put_writes("t", "child", child.id, w));
+
+    auto r = get(s, "t", "");
+    auto c = get(s, "t", "child");
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST_REQUIRE(c.has_value());
+    check_checkpoint(*r, "t", "", root, json::object{{"a", "root"}});
+    check_checkpoint(*c, "t", "child", child, json::object{{"a", "child"}});
+    BOOST_TEST(r->writes.empty());
+    BOOST_TEST(c->writes.size() == 1u);
+
+    auto root2 = next_cp(&root, 0, "loop", json::object{{"b", 1}});
+    put(s, "t", "", root2);
+    BOOST_TEST(list(s, "t", "", list_options{}).size() == 2u);
+    BOOST_TEST(list(s, "t", "child", list_options{}).size() == 1u);
+    BOOST_TEST(get(s, "t", "child")->cp.id == child.id);
+
+    run(s.prune("t", 1));
+    BOOST_TEST(list(s, "t", "", list_options{}).size() == 1u);
+    c = get(s, "t", "child");
+    BOOST_TEST_REQUIRE(c.has_value());
+    BOOST_TEST(c->cp.values == (json::object{{"a", "child"}}));
+    r = get(s, "t", "");
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST(r->cp.values == (json::object{{"a", "root"}, {"b", 1}}));
+}
+
+/// One saver shared by several OS threads, each with its own run loop and thread id.
+inline void concurrent(saver& s) {
+    constexpr int workers = 4, steps = 25;
+    std::atomic<int> failures{0};
+    std::vector<std::thread> pool;
+    for (int k = 0; k < workers; ++k) {
+        pool.emplace_back([&s, &failures, k] {
+            try {
+                const std::string thread = "c" + std::to_string(k);
+                checkpoint prev;
+                for (int i = 0; i < steps; ++i) {
+                    auto cp = next_cp(i ? &prev : nullptr, i, "loop", json::object{{"i", i}, {"k", k}});
+                    put(s, thread, "", cp);
+                    std::vector<pending_write> w{write_of("task", "node", "i", i)};
+                    run(s.put_writes(thread, "", cp.id, w));
+                    auto got = get(s, thread, "");
+                    if (!got || got->cp.id != cp.id || got->cp.values.at("i") != i || got->writes.size() != 1)
+                        ++failures;
+                    if (i % 10 == 9) {
+                        run(s.prune(thread, 5));
+                        (void)run(s.stats(thread));
+                    }
+                    prev = cp;
+                }
+            } catch (...) {
+                ++failures;
+            }
+        });
+    }
+    for (auto& t : pool) t.join();
+    BOOST_TEST(failures.load() == 0);
+    for (int k = 0; k < workers; ++k) {
+        auto all = list(s, "c" + std::to_string(k), "", list_options{});
+        BOOST_TEST(all.size() == 10u); // pruned to 5 at i = 19, then 5 more
+        BOOST_TEST_REQUIRE(!all.empty());
+        BOOST_TEST(all[0].cp.values.at("i") == steps - 1);
+    }
+}
+
+} // namespace stategraph::test::contract
+
+/// Registers every contract check as its own test case; `factory()` returns a fresh saver
+/// (as std::shared_ptr<saver>).
+#define STATEGRAPH_SAVER_CONTRACT_TESTS(factory)                                                      \
+    BOOST_AUTO_TEST_CASE(contract_put_get) { ::stategraph::test::contract::put_get(*factory()); }     \
+    BOOST_AUTO_TEST_CASE(contract_deltas) { ::stategraph::test::contract::deltas(*factory()); }       \
+    BOOST_AUTO_TEST_CASE(contract_writes) { ::stategraph::test::contract::writes(*factory()); }       \
+    BOOST_AUTO_TEST_CASE(contract_list_filters) { ::stategraph::test::contract::list_filters(*factory()); } \
+    BOOST_AUTO_TEST_CASE(contract_prune) { ::stategraph::test::contract::prune(*factory()); }         \
+    BOOST_AUTO_TEST_CASE(contract_stats) { ::stategraph::test::contract::stats(*factory()); }         \
+    BOOST_AUTO_TEST_CASE(contract_delete_thread) { ::stategraph::test::contract::delete_thread(*factory()); } \
+    BOOST_AUTO_TEST_CASE(contract_namespaces) { ::stategraph::test::contract::namespaces(*factory()); } \
+    BOOST_AUTO_TEST_CASE(contract_concurrent) { ::stategraph::test::contract::concurrent(*factory()); }

@@ -1,0 +1,29 @@
+#define BOOST_TEST_MODULE checkpoint
+#include <boost/test/unit_test.hpp>
+
+#include "saver_contract.hpp"
+
+#include <stategraph/checkpoint/memory_saver.hpp>
+
+namespace {
+
+std::shared_ptr<stategraph::checkpoint::saver> make_memory_saver() {
+    return std::make_shared<stategraph::checkpoint::memory_saver>();
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(memory_saver)
+STATEGRAPH_SAVER_CONTRACT_TESTS(make_memory_saver)
+
+BOOST_AUTO_TEST_CASE(checkpoint_ids_are_fixed_width_and_increasing) {
+    std::string prev;
+    for (int i = 0; i < 1000; ++i) {
+        auto id = stategraph::checkpoint::new_checkpoint_id();
+        BOOST_TEST(id.size() == 20u);
+        BOOST_TEST(id > prev);
+        prev = id;
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,650 @@
+#include <boost/test/unit_test.hpp>
+
+#include "saver_contract.hpp"
+
+#include <stategraph/checkpoint/sqlite_saver.hpp>
+
+#include <sqlite3.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace stategraph::checkpoint;
+using namespace stategraph::test::contract;
+using stategraph::errc;
+using stategraph::test::run;
+namespace fs = std::filesystem;
+
+/// A fresh directory under /tmp, removed with everything in it.
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        char pattern[] = "/tmp/stategraph-sqlite-XXXXXX";
+        const char* made = mkdtemp(pattern);
+        if (!made) throw std::runtime_error("mkdtemp failed");
+        path = made;
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    ~temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+sqlite_options options_for(const std::string& path) {
+    sqlite_options o;
+    o.path = path;
+    return o;
+}
+
+struct sqlite_fixture {
+    temp_dir dir;
+    sqlite_saver saver{options_for(dir.file("checkpoints.db"))};
+};
+
+std::shared_ptr<saver> make_sqlite_saver() {
+    auto f = std::make_shared<sqlite_fixture>();
+    return std::shared_ptr<saver>(f, &f->saver);
+}
+
+/// A second connection through the C API, to inspect or damage the file behind the saver's back.
+struct raw_db {
+    sqlite3* db = nullptr;
+    explicit raw_db(const std::string& path) {
+        BOOST_REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+        sqlite3_busy_timeout(db, 5000);
+    }
+    raw_db(const raw_db&) = delete;
+    raw_db& operator=(const raw_db&) = delete;
+    ~raw_db() { sqlite3_close(db); }
+    void exec(const std::string& sql) {
+        char* err = nullptr;
+        int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+        BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, sql << ": " << (err ? err : "?"));
+        sqlite3_free(err);
+    }
+    std::string text(const std::string& sql) {
+        sqlite3_stmt* s = nullptr;
+        BOOST_REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK);
+        std::string out;
+        if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+            out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+        return out;
+    }
+    std::int64_t integer(const std::string& sql) { return std::stoll(text(sql)); }
+};
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// Runs `f`, which must throw checkpoint_error with `code`; returns it.
+template <class F>
+std::optional<stategraph::checkpoint_error> expect_error(errc code, F&& f) {
+    try {
+        f();
+    } catch (const stategraph::checkpoint_error& e) {
+        BOOST_TEST_MESSAGE(stategraph::to_string(e.kind()) << ": " << e.what());
+        BOOST_CHECK_MESSAGE(e.kind() == code, "expected " << stategraph::to_string(code) << ", got "
+                                                          << stategraph::to_string(e.kind()) << ": " << e.what());
+        return e;
+    } catch (const std::exception& e) {
+        BOOST_ERROR("expected checkpoint_error " << stategraph::to_string(code) << ", got " << e.what());
+        return std::nullopt;
+    }
+    BOOST_ERROR("expected checkpoint_error " << stategraph::to_string(code) << ", nothing was thrown");
+    return std::nullopt;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has_name(const stategraph::checkpoint_error& e, const std::string& name) {
+    return std::find(e.names().begin(), e.names().end(), name) != e.names().end();
+}
+
+/// A small history: 3 checkpoints with deltas, pending writes, and a subgraph namespace.
+struct history {
+    checkpoint cp1, cp2, cp3, sub;
+    std::vector<pending_write> writes;
+    history() {
+        cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"big", std::string(5000, 'x')}});
+        cp2 = next_cp(&cp1, 0, "loop", json::object{{"b", json::array{1, 2}}});
+        cp3 = next_cp(&cp2, 1, "loop", json::object{{"a", 3}});
+        sub = next_cp(nullptr, 0, "loop", json::object{{"s", "sub"}});
+        writes = {write_of("task1", "n1", "a", 7), write_of("task2", "n2", "b", json::object{{"k", "v"}})};
+    }
+    void store(saver& s) const {
+        put(s, "t", "", cp1);
+        put(s, "t", "", cp2);
+        put(s, "t", "", cp3);
+        run(s.put_writes("t", "", cp3.id, writes));
+        put(s, "t", "sub", sub);
+    }
+    void check(saver& s) const {
+        auto got = get(s, "t", "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        check_checkpoint(*got, "t", "", cp3,
+                         json::object{{"a", 3}, {"big", std::string(5000, 'x')}, {"b", json::array{1, 2}}});
+        BOOST_TEST_REQUIRE(got->writes.size() == 2u);
+        BOOST_TEST(got->writes[1].value == (json::object{{"k", "v"}}));
+        got = get(s, "t", "", cp1.id);
+        BOOST_TEST_REQUIRE(got.has_value());
+        check_checkpoint(*got, "t", "", cp1, json::object{{"a", 1}, {"big", std::string(5000, 'x')}});
+        BOOST_TEST(ids_of(list(s, "t", "", list_options{})) == (std::vector<std::string>{cp3.id, cp2.id, cp1.id}),
+                   boost::test_tools::per_element());
+        got = get(s, "t", "sub");
+        BOOST_TEST_REQUIRE(got.has_value());
+        check_checkpoint(*got, "t", "sub", sub, json::object{{"s", "sub"}});
+    }
+};
+
+/// Waits for a child process; returns its exit status (or 128 + signal).
+int wait_child(pid_t pid) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+char read_byte(int fd) {
+    char c = 0;
+    return ::read(fd, &c, 1) == 1 ? c : '\0';
+}
+void write_byte(int fd, char c) {
+    if (::write(fd, &c, 1) != 1) std::perror("write");
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(sqlite_saver_contract)
+STATEGRAPH_SAVER_CONTRACT_TESTS(make_sqlite_saver)
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(sqlite_saver_file)
+
+BOOST_AUTO_TEST_CASE(durable_across_reopen) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    history h;
+    thread_stats before;
+    {
+        sqlite_saver s(options_for(path));
+        h.store(s);
+        before = run(s.stats("t"));
+    }
+    BOOST_TEST(!fs::exists(path + "-wal")); // the last close checkpoints the WAL into the file
+    sqlite_saver again(options_for(path));
+    h.check(again);
+    auto after = run(again.stats("t"));
+    BOOST_TEST(after.checkpoints == before.checkpoints);
+    BOOST_TEST(after.blobs == before.blobs);
+    BOOST_TEST(after.writes == before.writes);
+    BOOST_TEST(after.bytes == before.bytes);
+    BOOST_TEST(after.checkpoints == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(synchronous_modes_all_work) {
+    temp_dir dir;
+    for (auto mode : {sqlite_options::sync_mode::off, sqlite_options::sync_mode::normal,
+                      sqlite_options::sync_mode::full}) {
+        auto o = options_for(dir.file("db"));
+        o.synchronous = mode;
+        sqlite_saver s(o);
+        put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"m", static_cast<int>(mode)}}));
+        BOOST_TEST(get(s, "t", "")->cp.values.at("m") == static_cast<int>(mode));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(wal_mode_and_schema_version) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    BOOST_TEST(s.path() == path);
+    put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+    BOOST_TEST(fs::exists(path + "-wal"));
+    raw_db raw(path);
+    BOOST_TEST(raw.text("PRAGMA journal_mode") == "wal");
+    BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                           "('checkpoints', 'blobs', 'writes', 'leases')") == 4);
+    BOOST_TEST(raw.text("SELECT value FROM blobs") == "1");
+}
+
+BOOST_AUTO_TEST_CASE(in_memory_database) {
+    sqlite_saver s(options_for(":memory:"));
+    put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+    BOOST_TEST(get(s, "t", "")->cp.values.at("a") == 1);
+    run(s.acquire("t"));
+    run(s.release("t"));
+}
+
+BOOST_AUTO_TEST_CASE(garbage_file_is_reported_and_left_untouched) {
+    temp_dir dir;
+    std::mt19937 rng(42);
+    std::string random(8192, '\0');
+    for (auto& c : random) c = static_cast<char>(rng());
+    std::string fake_header = std::string("SQLite format 3", 16) + random; // passes the magic check
+    for (const auto& bytes : {random, std::string("hello, this is not a database\n"), fake_header}) {
+        const auto path = dir.file("garbage");
+        write_bytes(path, bytes);
+        auto e = expect_error(errc::corrupt_checkpoint, [&] { sqlite_saver s(options_for(path)); });
+        BOOST_REQUIRE(e.has_value());
+        BOOST_TEST(contains(e->what(), path));
+        BOOST_TEST(read_bytes(path) == bytes);
+        BOOST_TEST(!fs::exists(path + "-wal"));
+        BOOST_TEST(!fs::exists(path + "-journal"));
+        auto ro = options_for(path);
+        ro.read_only = true;
+        expect_error(errc::corrupt_checkpoint, [&] { sqlite_saver s(ro); });
+        BOOST_TEST(read_bytes(path) == bytes);
+        fs::remove(path);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(truncated_file_is_an_error_not_a_crash) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    {
+        sqlite_saver s(options_for(path));
+        checkpoint prev;
+        for (int i = 0; i < 20; ++i) {
+            auto cp = next_cp(i ? &prev : nullptr, i, "loop",
+                              json::object{{"i", i}, {"text", std::string(3000, static_cast<char>('a' + i))}});
+            put(s, "t", "", cp);
+            prev = cp;
+        }
+    }
+    const auto original = read_bytes(path);
+    BOOST_TEST_REQUIRE(original.size() > 40000u);
+    for (std::size_t cut : {std::size_t{50}, std::size_t{100}, std::size_t{4096}, original.size() / 2,
+                            original.size() - 4096}) {
+        BOOST_TEST_CONTEXT("truncated to " << cut << " of " << original.size() << " bytes") {
+            const auto damaged = dir.file("cut" + std::to_string(cut));
+            write_bytes(damaged, original.substr(0, cut));
+            auto e = expect_error(errc::corrupt_checkpoint, [&] {
+                sqlite_saver s(options_for(damaged));
+                (void)get(s, "t", "");
+                (void)list(s, "t", "", list_options{});
+                (void)run(s.stats("t"));
+            });
+            if (e) BOOST_TEST(contains(e->what(), damaged));
+            BOOST_TEST(read_bytes(damaged) == original.substr(0, cut)); // reported, not "repaired"
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(corrupted_rows_are_reported_by_name) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", 2}});
+    auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"b", 3}});
+    put(s, "t", "", cp1);
+    put(s, "t", "", cp2);
+    put(s, "ok", "", cp1);
+    std::vector<pending_write> w{write_of("task", "node", "w", 1)};
+    run(s.put_writes("t", "", cp2.id, w));
+    raw_db raw(path);
+
+    // A blob that is not JSON: named by thread, checkpoint and channel.
+    raw.exec("UPDATE blobs SET value = '{oops' WHERE thread_id = 't' AND channel = 'a'");
+    auto e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "'a'"));
+    BOOST_TEST(contains(e->what(), "'t'"));
+    BOOST_TEST(contains(e->what(), cp2.id));
+    BOOST_TEST(has_name(*e, "a"));
+    BOOST_TEST(has_name(*e, "t"));
+    expect_error(errc::corrupt_checkpoint, [&] { (void)list(s, "t", "", list_options{}); });
+    BOOST_TEST(get(s, "ok", "")->cp.values.at("a") == 1); // other threads still read
+    BOOST_TEST(run(s.stats("t")).checkpoints == 2u);      // and stats need no parsing
+    raw.exec("UPDATE blobs SET value = CAST('1' AS BLOB) WHERE thread_id = 't' AND channel = 'a'");
+    BOOST_TEST(get(s, "t", "")->cp.values.at("a") == 1);
+
+    // A pending write that is not JSON (invalid bytes).
+    raw.exec("UPDATE writes SET value = x'ff00fe'");
+    e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "'w'"));
+    BOOST_TEST(has_name(*e, "w"));
+    raw.exec("DELETE FROM writes");
+
+    // Broken columns of the checkpoint row itself.
+    raw.exec("UPDATE checkpoints SET versions = '[1' WHERE thread_id = 't' AND id = '" + cp2.id + "'");
+    e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), cp2.id));
+    BOOST_TEST(contains(e->what(), "versions"));
+    expect_error(errc::corrupt_checkpoint, [&] { run(s.prune("t", 1)); }); // refuses to prune blindly
+    BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE thread_id = 't'") == 2);
+    raw.exec("UPDATE checkpoints SET versions = '{\"a\": 5}' WHERE thread_id = 't' AND id = '" + cp2.id + "'");
+    expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    raw.exec("UPDATE checkpoints SET metadata = '[]' WHERE thread_id = 't' AND id = '" + cp1.id + "'");
+    expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", "", cp1.id); });
+    raw.exec("UPDATE checkpoints SET frontier = 'nope' WHERE thread_id = 'ok'");
+    expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "ok", ""); });
+
+    // A blob that is missing altogether.
+    raw.exec("DELETE FROM blobs WHERE thread_id = 't' AND channel = 'b' AND version = '" + cp1.id + "'");
+    raw.exec("UPDATE checkpoints SET metadata = '{}' WHERE thread_id = 't'");
+    e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", "", cp1.id); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "not stored"));
+    BOOST_TEST(has_name(*e, "b"));
+}
+
+BOOST_AUTO_TEST_CASE(schema_too_new_is_refused_untouched) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    {
+        sqlite_saver s(options_for(path));
+        put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+    }
+    {
+        raw_db raw(path);
+        raw.exec("PRAGMA user_version = 999");
+    }
+    const auto bytes = read_bytes(path);
+    auto e = expect_error(errc::schema_too_new, [&] { sqlite_saver s(options_for(path)); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "999"));
+    BOOST_TEST(contains(e->what(), path));
+    auto ro = options_for(path);
+    ro.read_only = true;
+    expect_error(errc::schema_too_new, [&] { sqlite_saver s(ro); });
+    BOOST_TEST(read_bytes(path) == bytes);
+}
+
+BOOST_AUTO_TEST_CASE(read_only_reads_and_refuses_writes) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    history h;
+    {
+        sqlite_saver s(options_for(path));
+        h.store(s);
+    }
+    auto ro = options_for(path);
+    ro.read_only = true;
+    sqlite_saver r(ro);
+    h.check(r);
+    auto stats_before = run(r.stats("t"));
+
+    auto e = expect_error(errc::storage_failure, [&] { put(r, "t", "", next_cp(&h.cp3, 2, "loop", json::object{})); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), path));
+    BOOST_TEST(contains(e->what(), "readonly"));
+    expect_error(errc::storage_failure, [&] { run(r.put_writes("t", "", h.cp3.id, h.writes)); });
+    expect_error(errc::storage_failure, [&] { run(r.prune("t", 1)); });
+    expect_error(errc::storage_failure, [&] { run(r.delete_thread("t")); });
+    expect_error(errc::storage_failure, [&] { run(r.acquire("t")); });
+    h.check(r); // still readable after the refused writes
+    BOOST_TEST(run(r.stats("t")).bytes == stats_before.bytes);
+
+    // A writer alongside: the read-only saver sees its commits.
+    sqlite_saver w(options_for(path));
+    auto cp4 = next_cp(&h.cp3, 2, "loop", json::object{{"a", 4}});
+    put(w, "t", "", cp4);
+    BOOST_TEST(get(r, "t", "")->cp.id == cp4.id);
+
+    // Read-only never creates a file.
+    auto missing = options_for(dir.file("missing"));
+    missing.read_only = true;
+    expect_error(errc::storage_failure, [&] { sqlite_saver s(missing); });
+    BOOST_TEST(!fs::exists(dir.file("missing")));
+}
+
+BOOST_AUTO_TEST_CASE(failed_write_rolls_back_and_keeps_last_good) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"huge", std::string(1 << 20, 'h')}});
+    auto cp3 = next_cp(&cp1, 1, "loop", json::object{{"a", 3}});
+    // The child runs out of file size (RLIMIT_FSIZE) in the middle of writing cp2.
+    pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int code = 0;
+        try {
+            std::signal(SIGXFSZ, SIG_IGN);
+            sqlite_saver s(options_for(path));
+            put(s, "t", "", cp1);
+            std::error_code ec;
+            auto largest = std::max(fs::file_size(path, ec), fs::file_size(path + "-wal", ec));
+            rlimit old{};
+            getrlimit(RLIMIT_FSIZE, &old);
+            rlimit tight = old;
+            tight.rlim_cur = static_cast<rlim_t>(largest + 16384);
+            setrlimit(RLIMIT_FSIZE, &tight);
+            try {
+                put(s, "t", "", cp2);
+                code = 2; // the write should have failed
+            } catch (const stategraph::checkpoint_error& e) {
+                std::fprintf(stderr, "[child] expected failure: %s: %s\n", stategraph::to_string(e.kind()), e.what());
+                if (e.kind() != errc::storage_failure) code = 3;
+            }
+            setrlimit(RLIMIT_FSIZE, &old);
+            auto got = get(s, "t", "");
+            if (!code && (!got || got->cp.id != cp1.id)) code = 4;
+            put(s, "t", "", cp3);
+            got = get(s, "t", "");
+            if (!code && (!got || got->cp.id != cp3.id)) code = 5;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "[child] %s\n", e.what());
+            code = 6;
+        }
+        std::fflush(stderr);
+        _exit(code);
+    }
+    BOOST_TEST(wait_child(pid) == 0);
+    sqlite_saver s(options_for(path));
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp3.id);
+    BOOST_TEST(!get(s, "t", "", cp2.id).has_value());
+    BOOST_TEST(run(s.stats("t")).bytes < 100u);
+}
+
+BOOST_AUTO_TEST_CASE(thread_busy_across_processes) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    { sqlite_saver create(options_for(path)); } // no connection is open across fork()
+    int ready[2], go[2];
+    BOOST_REQUIRE(pipe(ready) == 0);
+    BOOST_REQUIRE(pipe(go) == 0);
+    pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int code = 0;
+        close(ready[0]);
+        close(go[1]);
+        try {
+            sqlite_saver child(options_for(path));
+            run(child.acquire("t"));
+            write_byte(ready[1], 'h'); // holding
+            read_byte(go[0]);
+            run(child.release("t"));
+            write_byte(ready[1], 'r'); // released
+            read_byte(go[0]);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "[child] %s\n", e.what());
+            code = 1;
+        }
+        _exit(code);
+    }
+    close(ready[1]);
+    close(go[0]);
+    BOOST_REQUIRE(read_byte(ready[0]) == 'h');
+    {
+        sqlite_saver parent(options_for(path));
+        auto e = expect_error(errc::thread_busy, [&] { run(parent.acquire("t")); });
+        BOOST_REQUIRE(e.has_value());
+        BOOST_TEST(contains(e->what(), "thread 't' is busy: held by "));
+        BOOST_TEST(contains(e->what(), ":" + std::to_string(pid) + ":"));
+        BOOST_TEST(contains(e->what(), " until "));
+        BOOST_TEST(has_name(*e, "t"));
+        // Writes to a thread held by another process are refused too.
+        expect_error(errc::thread_busy, [&] { put(parent, "t", "", next_cp(nullptr, 0, "loop", json::object{})); });
+        expect_error(errc::thread_busy, [&] { run(parent.delete_thread("t")); });
+        // Other threads are free.
+        run(parent.acquire("other"));
+        put(parent, "other", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+
+        write_byte(go[1], 'g');
+        BOOST_REQUIRE(read_byte(ready[0]) == 'r');
+        run(parent.acquire("t"));
+        put(parent, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+        run(parent.release("t"));
+        write_byte(go[1], 'g');
+        BOOST_TEST(wait_child(pid) == 0);
+    }
+    close(ready[0]);
+    close(go[1]);
+}
+
+BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_expires) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    { sqlite_saver create(options_for(path)); }
+    int ready[2];
+    BOOST_REQUIRE(pipe(ready) == 0);
+    pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        try {
+            auto o = options_for(path);
+            o.lease_ttl = std::chrono::seconds(1);
+            sqlite_saver child(o);
+            run(child.acquire("t"));
+            write_byte(ready[1], 'h');
+            for (;;) pause(); // killed here, lease still held
+        } catch (...) {
+        }
+        _exit(1);
+    }
+    close(ready[1]);
+    BOOST_REQUIRE(read_byte(ready[0]) == 'h');
+    kill(pid, SIGKILL);
+    BOOST_TEST(wait_child(pid) == 128 + SIGKILL);
+    close(ready[0]);
+    sqlite_saver parent(options_for(path));
+    expect_error(errc::thread_busy, [&] { run(parent.acquire("t")); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    run(parent.acquire("t"));
+}
+
+BOOST_AUTO_TEST_CASE(expired_lease_is_taken_over) {
+    temp_dir dir;
+    auto o = options_for(dir.file("db"));
+    o.lease_ttl = std::chrono::seconds(1);
+    sqlite_saver a(o), b(o);
+    BOOST_TEST(a.owner() != b.owner());
+    BOOST_TEST(contains(a.owner(), ":" + std::to_string(getpid()) + ":"));
+
+    run(a.acquire("t"));
+    run(a.acquire("t")); // re-acquiring renews
+    put(a, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+    auto e = expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), a.owner()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    run(b.acquire("t")); // a's lease expired
+    // a lost the lease: its writes are fenced off, and it cannot take the lease back.
+    expect_error(errc::thread_busy, [&] { put(a, "t", "", next_cp(nullptr, 1, "loop", json::object{{"a", 2}})); });
+    expect_error(errc::thread_busy, [&] { run(a.acquire("t")); });
+    BOOST_TEST(get(a, "t", "")->cp.values.at("a") == 1); // reads are never blocked
+    run(a.release("t"));                                  // not a's: no effect
+    expect_error(errc::thread_busy, [&] { run(a.acquire("t")); });
+    run(b.release("t"));
+    run(a.acquire("t"));
+
+    // Closing a saver releases its leases.
+    {
+        sqlite_saver c(o);
+        run(c.acquire("x"));
+        expect_error(errc::thread_busy, [&] { run(a.acquire("x")); });
+    }
+    run(a.acquire("x"));
+}
+
+BOOST_AUTO_TEST_CASE(sqlite_busy_beyond_timeout_is_thread_busy) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    auto o = options_for(path);
+    o.busy_timeout = std::chrono::milliseconds(200);
+    sqlite_saver s(o);
+    raw_db raw(path);
+    raw.exec("BEGIN IMMEDIATE");
+    auto start = std::chrono::steady_clock::now();
+    auto e = expect_error(errc::thread_busy, [&] { put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{})); });
+    auto waited = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(waited >= std::chrono::milliseconds(150));
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "thread 't' is busy"));
+    raw.exec("ROLLBACK");
+    put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+    BOOST_TEST(get(s, "t", "")->cp.values.at("a") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(storage_grows_by_deltas_only) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    auto disk = [&] { return raw.integer("PRAGMA page_count") * raw.integer("PRAGMA page_size"); };
+
+    // "doc" grows to 1 MB over the first 5 steps, then is never written again; "counter" changes every step.
+    checkpoint prev;
+    std::size_t last_bytes = 0;
+    for (int step = 0; step < 5; ++step) {
+        auto cp = next_cp(step ? &prev : nullptr, step, "loop",
+                          json::object{{"doc", std::string(static_cast<std::size_t>(step + 1) * 200 * 1024, 'd')},
+                                       {"counter", step}});
+        put(s, "t", "", cp);
+        prev = cp;
+    }
+    last_bytes = run(s.stats("t")).bytes;
+    const auto disk_start = disk();
+    constexpr int later = 100;
+    std::size_t max_delta = 0;
+    for (int step = 5; step < 5 + later; ++step) {
+        auto cp = next_cp(&prev, step, "loop", json::object{{"counter", step}});
+        put(s, "t", "", cp);
+        std::vector<pending_write> w{write_of("task", "count", "counter", step)};
+        run(s.put_writes("t", "", cp.id, w));
+        auto bytes = run(s.stats("t")).bytes;
+        auto delta = bytes - last_bytes;
+        BOOST_TEST(delta < 1024u);
+        max_delta = std::max(max_delta, delta);
+        last_bytes = bytes;
+        prev = cp;
+    }
+    const auto disk_delta = disk() - disk_start;
+    BOOST_TEST_MESSAGE("stored value bytes per later checkpoint: max " << max_delta << " B; file growth "
+                                                                      << disk_delta / later << " B per checkpoint");
+    BOOST_TEST(disk_delta / later < 2048);
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("doc").as_string().size() == 5u * 200 * 1024);
+    BOOST_TEST(got->cp.versions.at("doc") != got->cp.id);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
