@@ -1,0 +1,160 @@
+// Running graphs: sync and coroutine nodes, stream modes, typed run-time errors, many threads.
+#include <stategraph/state_graph.hpp>
+
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <stategraph/checkpoint/memory_saver.hpp>
+
+#include "run_awaitable.hpp"
+
+#include <atomic>
+
+namespace sg = stategraph;
+namespace asio = boost::asio;
+using sg::test::run;
+
+namespace run_test {
+struct msg {
+    std::string id, role, content;
+};
+BOOST_DESCRIBE_STRUCT(msg, (), (id, role, content))
+struct st {
+    int total = 0;
+    std::vector<std::string> log;
+    std::vector<msg> messages;
+};
+BOOST_DESCRIBE_STRUCT(st, (), (total, log, messages))
+inline auto reducers(sg::for_state<st>) {
+    return sg::reducers{sg::reduce<&st::log>(sg::append), sg::reduce<&st::messages>(sg::messages),
+                        sg::reduce<&st::total>([](int a, int b) { return a + b; })};
+}
+
+asio::awaitable<sg::update<st>> slow_add(const st&, sg::context& ctx) {
+    asio::steady_timer t(ctx.executor(), std::chrono::milliseconds(1));
+    co_await t.async_wait(asio::use_awaitable);
+    ctx.write(std::string("halfway"));
+    co_return sg::update<st>{}.set<&st::total>(10).set<&st::log>({"slow_add"});
+}
+// A free coroutine with by-value parameters: a capturing lambda coroutine would outlive its captures.
+asio::awaitable<void> one_thread(sg::compiled_graph<st> app, int t, std::atomic<int>* ok) {
+    sg::run_config cfg;
+    cfg.thread_id = "thread-" + std::to_string(t);
+    auto input = sg::update<st>{};
+    auto r = co_await app.invoke(input, cfg);
+    if (r.values.total == 10 && r.values.log.size() == 10) ++*ok;
+}
+} // namespace run_test
+using run_test::st;
+using run_test::msg;
+
+BOOST_AUTO_TEST_CASE(custom_reducer_messages_reducer_and_coroutine_nodes) {
+    sg::state_graph<st> g;
+    g.add_node("sync_add", [](const st&) { return sg::update<st>{}.set<&st::total>(1).set<&st::log>({"sync_add"}); });
+    g.add_node("slow_add", run_test::slow_add);
+    g.add_node("chat", [](const st&) {
+        return sg::update<st>{}.set<&st::messages>({msg{"m1", "assistant", "edited"}, msg{"", "assistant", "new"},
+                                                     msg{"m2", "remove", ""}});
+    });
+    g.add_edge(sg::START, "sync_add").add_edge(sg::START, "slow_add");
+    g.add_edge(std::vector<std::string>{"sync_add", "slow_add"}, "chat").add_edge("chat", sg::END);
+    auto app = g.compile();
+    std::vector<sg::stream_event> events;
+    auto input = sg::update<st>{}.set<&st::total>(100).set<&st::messages>(
+        {msg{"m1", "user", "hello"}, msg{"m2", "user", "drop me"}});
+    sg::run_config cfg;
+    auto r = run(app.stream(input, cfg, sg::stream_mode::updates | sg::stream_mode::custom | sg::stream_mode::debug |
+                                            sg::stream_mode::values,
+                            [&](const sg::stream_event& e) { events.push_back(e); }));
+    BOOST_TEST(r.values.total == 111);
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"slow_add", "sync_add"})); // writes applied by node name
+    BOOST_REQUIRE(r.values.messages.size() == 2u);
+    BOOST_TEST(r.values.messages[0].content == "edited");
+    BOOST_TEST(r.values.messages[1].content == "new");
+    BOOST_TEST(!r.values.messages[1].id.empty());
+    int custom = 0, debug = 0, updates = 0, values = 0;
+    for (const auto& e : events) {
+        custom += e.mode == sg::stream_mode::custom;
+        debug += e.mode == sg::stream_mode::debug;
+        updates += e.mode == sg::stream_mode::updates;
+        values += e.mode == sg::stream_mode::values;
+    }
+    BOOST_TEST(custom == 1);
+    BOOST_TEST(debug == 6); // start + end for 3 tasks
+    BOOST_TEST(updates == 3);
+    BOOST_TEST(values == 3); // input, step 1, step 2
+}
+
+BOOST_AUTO_TEST_CASE(router_to_unknown_node_is_a_typed_error) {
+    sg::state_graph<st> g;
+    g.add_node("a", [](const st&) { return sg::update<st>{}; });
+    g.add_node("b", [](const st&) { return sg::update<st>{}; });
+    g.add_edge(sg::START, "a").add_edge("b", sg::END);
+    g.add_conditional_edges("a", [](const st&) { return std::string("c"); }, std::vector<std::string>{"b", sg::END});
+    auto app = g.compile();
+    try {
+        run(app.invoke(sg::update<st>{}, {}));
+        BOOST_FAIL("expected invalid_route");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::invalid_route));
+        BOOST_TEST(std::string(e.what()).find("'c'") != std::string::npos);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(node_exception_names_the_node) {
+    sg::state_graph<st> g;
+    g.add_node("boom", [](const st&) -> sg::update<st> { throw std::runtime_error("kaput"); });
+    g.add_edge(sg::START, "boom").add_edge("boom", sg::END);
+    auto app = g.compile();
+    try {
+        run(app.invoke(sg::update<st>{}, {}));
+        BOOST_FAIL("expected node_failed");
+    } catch (const sg::node_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::node_failed));
+        BOOST_TEST(e.node() == "boom");
+        BOOST_TEST(std::string(e.what()).find("kaput") != std::string::npos);
+        BOOST_CHECK_THROW(e.rethrow_nested(), std::runtime_error);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(checkpointer_requires_thread_id_and_history_needs_checkpointer) {
+    sg::state_graph<st> g;
+    g.add_node("a", [](const st&) { return sg::update<st>{}; }).add_edge(sg::START, "a").add_edge("a", sg::END);
+    auto with = g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    try {
+        run(with.invoke(sg::update<st>{}, {}));
+        BOOST_FAIL("expected invalid_input");
+    } catch (const sg::thread_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::invalid_input));
+    }
+    auto without = g.compile();
+    try {
+        run(without.get_state("t"));
+        BOOST_FAIL("expected no_checkpointer");
+    } catch (const sg::thread_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::no_checkpointer));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(many_threads_run_concurrently_on_a_thread_pool) {
+    sg::state_graph<st> g;
+    std::vector<std::string> names;
+    for (int i = 0; i < 10; ++i) names.push_back("n" + std::to_string(i));
+    for (const auto& n : names)
+        g.add_node(n, [n](const st&) { return sg::update<st>{}.set<&st::total>(1).set<&st::log>({n}); });
+    g.add_edge(sg::START, names.front());
+    for (std::size_t i = 0; i + 1 < names.size(); ++i) g.add_edge(names[i], names[i + 1]);
+    g.add_edge(names.back(), sg::END);
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto app = g.compile({.checkpointer = saver});
+    asio::thread_pool pool(2);
+    std::atomic<int> ok{0};
+    for (int t = 0; t < 200; ++t) asio::co_spawn(pool, run_test::one_thread(app, t, &ok), asio::detached);
+    pool.join();
+    BOOST_TEST(ok.load() == 200);
+    auto s = run(app.get_state("thread-7"));
+    BOOST_TEST(s.values.total == 10);
+    BOOST_TEST(s.step == 10);
+}
