@@ -20,6 +20,7 @@ const char* to_string(errc e) noexcept {
     case errc::node_failed: return "node_failed";
     case errc::invalid_route: return "invalid_route";
     case errc::invalid_input: return "invalid_input";
+    case errc::node_timeout: return "node_timeout";
     case errc::thread_not_found: return "thread_not_found";
     case errc::nothing_to_resume: return "nothing_to_resume";
     case errc::resume_type_mismatch: return "resume_type_mismatch";

@@ -158,3 +158,48 @@ BOOST_AUTO_TEST_CASE(many_threads_run_concurrently_on_a_thread_pool) {
     BOOST_TEST(s.values.total == 10);
     BOOST_TEST(s.step == 10);
 }
+
+namespace run_test {
+// Slow on the first attempt only, so the time limit trips once and the retry succeeds.
+asio::awaitable<sg::update<st>> slow_then_fast(const st&, sg::context& ctx) {
+    auto delay = ctx.attempt() == 1 ? std::chrono::milliseconds(500) : std::chrono::milliseconds(1);
+    asio::steady_timer t(ctx.executor(), delay);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return sg::update<st>{}.set<&st::log>({"attempt " + std::to_string(ctx.attempt())});
+}
+asio::awaitable<sg::update<st>> always_slow(const st&, sg::context& ctx) {
+    asio::steady_timer t(ctx.executor(), std::chrono::seconds(5));
+    co_await t.async_wait(asio::use_awaitable);
+    co_return sg::update<st>{};
+}
+} // namespace run_test
+
+BOOST_AUTO_TEST_CASE(retry_policy_time_limit_retries_then_reports_node_timeout) {
+    sg::retry_policy policy;
+    policy.max_attempts = 3;
+    policy.initial_interval = std::chrono::milliseconds(1);
+    policy.jitter = false;
+    policy.timeout = std::chrono::milliseconds(30);
+    {
+        sg::state_graph<st> g;
+        g.add_node("agent", run_test::slow_then_fast, {.retry = policy});
+        g.add_edge(sg::START, "agent").add_edge("agent", sg::END);
+        auto r = run(g.compile().invoke(sg::update<st>{}, {}));
+        BOOST_TEST(r.values.log == (std::vector<std::string>{"attempt 2"}));
+    }
+    {
+        sg::state_graph<st> g;
+        g.add_node("agent", run_test::always_slow, {.retry = policy});
+        g.add_edge(sg::START, "agent").add_edge("agent", sg::END);
+        auto start = std::chrono::steady_clock::now();
+        try {
+            run(g.compile().invoke(sg::update<st>{}, {}));
+            BOOST_FAIL("expected node_timeout");
+        } catch (const sg::graph_error& e) {
+            BOOST_TEST((e.kind() == sg::errc::node_timeout));
+            BOOST_TEST(std::string(e.what()).find("attempt 3") != std::string::npos);
+        }
+        // Three 30 ms attempts, not three 5 s sleeps: the timed-out attempts were cancelled.
+        BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(4)));
+    }
+}

@@ -16,6 +16,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -793,6 +794,7 @@ private:
             std::exception_ptr error;
             try {
                 if (rt.call.sync) t.out = rt.call.sync(t.input, ctx);
+                else if (rt.retry && rt.retry->timeout.count() > 0) t.out = co_await call_with_timeout(rt, t, ctx, ex);
                 else t.out = co_await rt.call.async(t.input, ctx);
                 t.status = task_status::done;
             } catch (interrupt_signal& sig) {
@@ -826,6 +828,23 @@ private:
             auto ws = task_writes(impl, t);
             co_await r.saver->put_writes(r.thread_id, r.ns, r.cp_id, std::move(ws));
         }
+    }
+
+    /// Runs a coroutine node against its retry policy's per-attempt time limit; the node is
+    /// cancelled (Asio cancellation) when the limit passes first.
+    static boost::asio::awaitable<node_output<S>> call_with_timeout(const node_rt& rt, task& t, context& ctx,
+                                                                   boost::asio::any_io_executor ex) {
+        using namespace boost::asio::experimental::awaitable_operators;
+        boost::asio::steady_timer timer(ex, rt.retry->timeout);
+        auto work = rt.call.async(t.input, ctx);
+        auto wait = timer.async_wait(boost::asio::use_awaitable);
+        auto raced = co_await (std::move(work) || std::move(wait));
+        if (raced.index() == 1)
+            throw graph_error(errc::node_timeout,
+                              "node '" + rt.name + "' attempt " + std::to_string(ctx.attempt()) + " ran past its time limit of " +
+                                  std::to_string(rt.retry->timeout.count()) + " ms",
+                              {rt.name});
+        co_return std::get<0>(std::move(raced));
     }
 
     static bool is_resume_mismatch(const task& t) {

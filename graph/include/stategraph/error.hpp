@@ -29,6 +29,7 @@ enum class errc {
     node_failed,           ///< a node threw (after its retry policy gave up)
     invalid_route,         ///< a router or Command returned a name that is not a node
     invalid_input,         ///< the input or a Send payload does not fit the node or state
+    node_timeout,          ///< a node attempt ran past its retry policy's time limit
     // -- threads, interrupts and checkpoints ---------------------------------------------
     thread_not_found = 40, ///< no checkpoint exists for the thread id
     nothing_to_resume,     ///< a resume was sent but no interrupt is pending on the thread

@@ -27,6 +27,7 @@ struct for_state {};
 /// @brief Reducer: concatenate the update onto the current value (vectors, strings, deques).
 struct append_t {
     template <class T>
+        requires requires(T& c, T& u) { c.insert(c.end(), std::make_move_iterator(u.begin()), std::make_move_iterator(u.end())); }
     T operator()(T current, T update) const {
         current.insert(current.end(), std::make_move_iterator(update.begin()), std::make_move_iterator(update.end()));
         return current;
@@ -39,6 +40,7 @@ inline constexpr append_t append{};
 /// id, anything else is appended. Messages without an id get one.
 struct messages_t {
     template <class T>
+        requires requires(T& c) { c.begin()->id; c.begin()->role; }
     T operator()(T current, T update) const {
         for (auto& m : update) {
             if (m.id.empty()) m.id = "m" + std::to_string(current.size() + 1) + "-" + std::to_string(next_id());
@@ -66,8 +68,10 @@ struct field_reducer {
     static constexpr auto member = M;
     Op op;
     static_assert(std::is_invocable_r_v<value_type, Op, value_type, value_type>,
-                  "a reducer must be callable as T(T current, T update) for its field's type T; "
-                  "check the field the reducer is declared for, or write a lambda taking and returning that type");
+                  "reduce<&S::field>(op): the reducer does not fit the field's type T; a reducer must be callable as "
+                  "T(T current, T update); stategraph::append needs a container field (std::vector, std::string, std::deque) "
+                  "and stategraph::messages a list of messages; for other types write a lambda taking and returning T, "
+                  "e.g. [](int current, int update) { return current + update; }");
 };
 
 /// @brief Declares the reducer of field `M`.

@@ -39,7 +39,7 @@ public:
     update& set(typename member_traits<M>::value_type v) & {
         static_assert(std::is_same_v<typename member_traits<M>::state_type, S>,
                       "update<S>::set<&X::field>: the field belongs to another state type than S; "
-                      "use update<X> or name a field of S");
+                      "name a field of S (update<S>{}.set<&S::field>(value)), or build an update<X> in a node of a graph over X");
         constexpr std::size_t i = field_index<M>();
         values_.*M = std::move(v);
         set_.set(i);
