@@ -1,0 +1,99 @@
+#pragma once
+/// @file flow.hpp
+/// @brief Edges in the DSL, written as chains:
+/// @code
+/// start >> "a"_n >> "b"_n >> end,                 // add_edge for each arrow
+/// "a"_n >> parallel("b"_n, "c"_n) >> "d"_n,       // a -> b, a -> c, b -> d, c -> d
+/// join("b"_n, "c"_n) >> "d"_n,                    // d runs once both b and c have run
+/// @endcode
+/// A chain may end in a route (see route.hpp): `"a"_n >> on(&S::field, {...})`.
+
+#include <stategraph/dsl/lowering.hpp>
+#include <stategraph/dsl/node.hpp>
+
+#include <stategraph/state_graph.hpp>
+#include <stategraph/topology.hpp>
+
+#include <concepts>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace stategraph::dsl {
+
+/// @brief Several nodes side by side: `a >> parallel(b, c)` leads to both, `parallel(b, c) >> d`
+/// leads from both (d runs in the step after either; use `join` to wait for all).
+struct parallel_nodes {
+    std::vector<std::string> names;
+};
+template <class... N>
+    requires(sizeof...(N) > 0 && (std::same_as<N, node_ref> && ...))
+parallel_nodes parallel(const N&... nodes) {
+    return {{nodes.name()...}};
+}
+
+/// @brief The sources of a join edge: `join(a, b) >> c` runs c once a and b have both run.
+struct join_sources {
+    std::vector<std::string> names;
+};
+template <class... N>
+    requires(sizeof...(N) > 0 && (std::same_as<N, node_ref> && ...))
+join_sources join(const N&... sources) {
+    return {{sources.name()...}};
+}
+
+/// @brief A chain of edges, and the nodes at its end (where the next `>>` starts).
+class flow {
+public:
+    std::vector<edge_spec> edges;
+    std::vector<join_spec> joins;
+    std::vector<std::string> tail;
+
+    /// @brief Lowers to `add_edge` calls (one or several sources).
+    template <class S>
+    void lower_into(detail::lowering<S>& out) const {
+        if (edges.empty() && joins.empty()) return;
+        out.edges.push_back([edges = edges, joins = joins](state_graph<S>& g) {
+            for (const auto& e : edges) g.add_edge(e.from, e.to);
+            for (const auto& j : joins) g.add_edge(j.sources, j.target);
+        });
+    }
+};
+
+namespace detail {
+template <class T, class... U>
+concept one_of = (std::same_as<std::remove_cvref_t<T>, U> || ...);
+
+inline flow as_flow(const node_ref& n) { return flow{{}, {}, {n.name()}}; }
+inline flow as_flow(const parallel_nodes& p) { return flow{{}, {}, p.names}; }
+inline flow as_flow(const flow& f) { return f; }
+inline std::vector<std::string> names_of(const node_ref& n) { return {n.name()}; }
+inline std::vector<std::string> names_of(const parallel_nodes& p) { return p.names; }
+} // namespace detail
+
+/// @brief What may stand left of `>>`.
+template <class T>
+concept flow_source = detail::one_of<T, node_ref, parallel_nodes, flow, join_sources>;
+/// @brief What may stand right of `>>` (besides a route).
+template <class T>
+concept flow_target = detail::one_of<T, node_ref, parallel_nodes>;
+
+/// @brief An edge from every node at the end of `from` to every node of `to`
+/// (a join edge when `from` is `join(...)`).
+template <flow_source A, flow_target B>
+flow operator>>(const A& from, const B& to) {
+    std::vector<std::string> targets = detail::names_of(to);
+    flow f;
+    if constexpr (std::same_as<A, join_sources>) {
+        for (const auto& t : targets) f.joins.push_back({from.names, t});
+    } else {
+        f = detail::as_flow(from);
+        for (const auto& s : f.tail)
+            for (const auto& t : targets) f.edges.push_back({s, t});
+    }
+    f.tail = std::move(targets);
+    return f;
+}
+
+} // namespace stategraph::dsl

@@ -1,0 +1,73 @@
+#pragma once
+/// @file graph.hpp
+/// @brief `graph<S>("name", ...)`: a whole graph as one declaration. It lowers to the builder
+/// (`state_graph<S>`: add_node, add_edge, add_conditional_edges, interrupt_before/after), so a
+/// DSL graph and the same graph built by hand have the same shape and run on the same engine.
+/// @code
+/// auto app = graph<turn>("supervisor",
+///                        intake_stage(), memory_stage(), planning_stage(),
+///                        start >> "intake"_n,
+///                        "respond"_n >> end)
+///                .compile({.checkpointer = saver});
+/// @endcode
+/// Structural mistakes (unknown or misspelled names, unreachable nodes, unmapped enum routes,
+/// ...) are reported together by `compile()`, with the nearest declared name.
+
+#include <stategraph/dsl/checks.hpp>
+#include <stategraph/dsl/lowering.hpp>
+
+#include <stategraph/error.hpp>
+#include <stategraph/state_graph.hpp>
+#include <stategraph/topology.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace stategraph::dsl {
+
+namespace detail {
+template <class S, class... Items>
+state_graph<S> build(std::string name, std::vector<graph_problem>& problems, const Items&... items) {
+    state_graph<S> g(std::move(name));
+    if constexpr (check::described_state<S>()) {
+        lowering<S> top;
+        (lower_item(top, items), ...);
+        top.apply(g);
+        problems = std::move(top.problems);
+    }
+    return g;
+}
+} // namespace detail
+
+/// @brief Builds the graph declared by `items` (stages, nodes, chains, routes, joins,
+/// breakpoints) as a `state_graph<S>`; call `.compile(options)` on it.
+/// @throws compile_error when the declaration itself is inconsistent (a route map that maps one
+/// value twice); the error lists every structural problem of the graph as well.
+template <class S, class... Items>
+state_graph<S> graph(std::string name, const Items&... items) {
+    std::vector<graph_problem> problems;
+    auto g = detail::build<S>(std::move(name), problems, items...);
+    if (!problems.empty()) {
+        auto more = validate(g.shape());
+        problems.insert(problems.end(), more.begin(), more.end());
+        throw compile_error(std::move(problems));
+    }
+    return g;
+}
+
+/// @brief The non-throwing form: on a declaration problem returns nullopt and fills `problems`
+/// (with every structural problem of the graph as well).
+template <class S, class... Items>
+std::optional<state_graph<S>> graph(std::vector<graph_problem>& problems, std::string name, const Items&... items) {
+    auto g = detail::build<S>(std::move(name), problems, items...);
+    if (!problems.empty()) {
+        auto more = validate(g.shape());
+        problems.insert(problems.end(), more.begin(), more.end());
+        return std::nullopt;
+    }
+    return g;
+}
+
+} // namespace stategraph::dsl
