@@ -47,7 +47,7 @@ struct built {
     std::map<std::string, vertex> index;
 };
 
-built build(const topology& t) {
+built build(const topology& t, bool junctions = false) {
     built b;
     auto add_vertex = [&](const std::string& n) { b.index[n] = boost::add_vertex(vertex_props{n}, b.g); };
     add_vertex(START);
@@ -59,8 +59,17 @@ built build(const topology& t) {
         boost::add_edge(f->second, g->second, edge_props{k, std::move(label), join}, b.g);
     };
     for (const auto& e : t.edges) connect(e.from, e.to, edge_kind::plain, "", -1);
-    for (std::size_t j = 0; j < t.joins.size(); ++j)
-        for (const auto& s : t.joins[j].sources) connect(s, t.joins[j].target, edge_kind::join, "", static_cast<int>(j));
+    for (std::size_t j = 0; j < t.joins.size(); ++j) {
+        if (junctions) {
+            // Drawing: each join is a junction point; sources meet there, one edge leads on.
+            std::string point = "join#" + std::to_string(j);
+            add_vertex(point);
+            for (const auto& s : t.joins[j].sources) connect(s, point, edge_kind::join, "", static_cast<int>(j));
+            connect(point, t.joins[j].target, edge_kind::plain, "", static_cast<int>(j));
+        } else {
+            for (const auto& s : t.joins[j].sources) connect(s, t.joins[j].target, edge_kind::join, "", static_cast<int>(j));
+        }
+    }
     for (const auto& br : t.branches)
         for (const auto& [label, to] : br.routes) connect(br.from, to, edge_kind::route, label, -1);
     for (const auto& n : t.nodes)
@@ -130,7 +139,7 @@ std::vector<graph_problem> validate(const topology& t) {
         if (!b.unmapped.empty())
             out.push_back({errc::unmapped_route,
                            "conditional edge from '" + b.from + "': router value" + (b.unmapped.size() > 1 ? "s " : " ") +
-                               quoted_list(b.unmapped) + " have no target in the path map",
+                               quoted_list(b.unmapped) + (b.unmapped.size() > 1 ? " have" : " has") + " no target in the path map",
                            {b.from}});
     }
     for (const auto& n : t.nodes)
@@ -219,7 +228,7 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
 std::string vid(const std::string& prefix, const std::string& name) { return "\"" + esc(prefix + name) + "\""; }
 
 void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, const std::string& prefix, int depth) {
-    auto b = build(t);
+    auto b = build(t, true);
     auto is_in = [](const std::vector<std::string>& v, const std::string& n) { return std::find(v.begin(), v.end(), n) != v.end(); };
     std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
 
@@ -240,8 +249,6 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
             for (const auto& m : members) out << "  " << vid(prefix, m) << ";\n";
             out << "}\n";
         }
-        for (std::size_t j = 0; j < t.joins.size(); ++j)
-            out << vid(prefix, "join#" + std::to_string(j)) << " [shape=point, width=0.12, xlabel=\"join\"];\n";
     };
     auto vertex_writer = [&](std::ostream& out, vertex v) {
         const std::string& name = b.g[v].name;
@@ -253,8 +260,12 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
             out << "[label=\"END\", shape=oval, style=filled, fillcolor=\"#f5d5d5\", peripheries=2]";
             return;
         }
+        if (name.rfind("join#", 0) == 0) {
+            out << "[label=\"\", shape=point, width=0.15, xlabel=\"join\"]";
+            return;
+        }
         const node_spec* n = t.find(name);
-        std::string label = name, style = "rounded,filled", fill = "#f7f7f7", extra;
+        std::string label = esc(name), style = "rounded,filled", fill = "#f7f7f7", extra;
         if (n && n->deferred) label += "\\n(deferred)", style = "rounded,filled,dashed";
         if (n && n->send_only) label += "\\n(Send target)";
         if (n && n->has_retry) label += "\\n(retry)";
@@ -262,7 +273,7 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
         if (t.interrupt_after.count(name)) extra += ", color=red, penwidth=2, xlabel=\"interrupt after\"";
         if (is_in(opt.visited, name)) fill = "#cfe2ff";
         if (is_in(opt.current, name)) fill = "#ffd966", extra += ", penwidth=3";
-        out << "[label=\"" << esc(label) << "\", style=\"" << style << "\", fillcolor=\"" << fill << "\"" << extra << "]";
+        out << "[label=\"" << label << "\", style=\"" << style << "\", fillcolor=\"" << fill << "\"" << extra << "]";
     };
     auto edge_writer = [&](std::ostream& out, boost::graph_traits<bgraph>::edge_descriptor e) {
         const auto& p = b.g[e];
@@ -273,26 +284,14 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
         case edge_kind::command: out << "[style=dotted, label=\"goto\"]"; break;
         }
     };
-    // Join edges end at the junction point, not at the target: write them ourselves.
     std::ostringstream body;
     auto names = boost::make_transform_value_property_map(
         [&](const std::string& n) { return prefix + n; }, get(&vertex_props::name, b.g));
     boost::write_graphviz(body, b.g, vertex_writer, edge_writer, graph_writer, names);
     std::string text = body.str();
-    // Keep only the body between the outer braces; we nest it ourselves.
+    // Keep only the body between the outer braces; we nest it ourselves (subgraph clusters).
     auto open = text.find('{'), close = text.rfind('}');
     std::string inner = text.substr(open + 1, close - open - 1);
-    // Redirect join edges: "a"->"j" [style=bold...] becomes "a"->"join#k".
-    for (std::size_t j = 0; j < t.joins.size(); ++j) {
-        for (const auto& s : t.joins[j].sources) {
-            std::string from = "\"" + esc(prefix + s) + "\"->\"" + esc(prefix + t.joins[j].target) + "\" [style=bold";
-            auto pos = inner.find(from);
-            if (pos != std::string::npos)
-                inner.replace(pos, from.size(),
-                              "\"" + esc(prefix + s) + "\"->" + vid(prefix, "join#" + std::to_string(j)) + " [style=bold");
-        }
-        inner += vid(prefix, "join#" + std::to_string(j)) + "->" + vid(prefix, t.joins[j].target) + " [style=bold];\n";
-    }
     os << inner;
     // Subgraph nodes: drawn as clusters holding the subgraph, wired to its START and END.
     for (const auto& n : t.nodes) {

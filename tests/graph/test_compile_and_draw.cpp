@@ -146,7 +146,10 @@ BOOST_AUTO_TEST_CASE(dot_has_clusters_dashed_routes_and_joins_and_renders) {
     BOOST_TEST(dot.find("subgraph \"cluster_entry") != std::string::npos);
     BOOST_TEST(dot.find("subgraph \"cluster_work") != std::string::npos);
     BOOST_TEST(dot.find("style=dashed, label=\"slow\"") != std::string::npos);
-    BOOST_TEST(dot.find("join#0") != std::string::npos);
+    BOOST_TEST(dot.find("\"join#0\"->merge") != std::string::npos); // the junction leads to the join's target
+    BOOST_TEST(dot.find("router->\"join#0\"") != std::string::npos);
+    BOOST_TEST(dot.find("router->merge") == std::string::npos);     // no direct edge bypasses the junction
+    BOOST_TEST(dot.find("merge\\n(deferred)") != std::string::npos); // one backslash: a line break for dot
     BOOST_TEST(dot.find("(deferred)") != std::string::npos);
     BOOST_TEST(dot.find("interrupt before") != std::string::npos);
     BOOST_TEST(dot.find("label=\"START\"") != std::string::npos);

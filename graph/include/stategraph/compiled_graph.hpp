@@ -49,6 +49,7 @@ struct run_config {
     stream_mode modes = stream_mode::none;   ///< what to stream to `on_event`
     stream_handler on_event;                 ///< receives streamed events
     bool allow_drift = false;                ///< resume a thread written by a different graph shape
+    std::size_t keep_last = 0;               ///< retention: after the call, keep only the newest N checkpoints (0 = all)
 };
 
 /// @brief How a call ended.
@@ -242,9 +243,12 @@ public:
     /// @brief Writes `values` into the thread's state as if node `as_node` had returned them
     /// (default: the node that wrote last), in a new checkpoint with source "update".
     /// The next nodes are the successors of `as_node`. Returns the new checkpoint id.
+    /// @throws thread_error(invalid_input) without `as_node` when several nodes wrote last;
+    /// drift_error when the thread was written by another graph shape, unless `allow_drift`.
     boost::asio::awaitable<std::string> update_state(std::string thread_id, update<S> values,
                                                      std::optional<std::string> as_node = std::nullopt,
-                                                     std::optional<std::string> checkpoint_id = std::nullopt) const {
+                                                     std::optional<std::string> checkpoint_id = std::nullopt,
+                                                     bool allow_drift = false) const {
         auto impl = impl_;
         auto* saver = require_saver(*impl);
         run_state r;
@@ -255,8 +259,24 @@ public:
         std::string id;
         try {
             auto t = co_await saver->get(thread_id, "", checkpoint_id);
+            if (!t && checkpoint_id)
+                throw thread_error(errc::checkpoint_not_found,
+                                   "thread '" + thread_id + "' has no checkpoint '" + *checkpoint_id + "'",
+                                   {thread_id, *checkpoint_id});
             if (!t) throw thread_error(errc::thread_not_found, "thread '" + thread_id + "' has no checkpoint", {thread_id});
             restore(*impl, r, *t);
+            if (t->cp.signature != impl->signature) {
+                if (!allow_drift) throw_drift(*impl, r);
+                r.signature_differs = true;
+            }
+            if (!as_node && r.last_writers.size() > 1) {
+                std::string list;
+                for (const auto& w : r.last_writers) list += (list.empty() ? "'" : ", '") + w + "'";
+                throw thread_error(errc::invalid_input,
+                                   "update_state on thread '" + thread_id + "': the last step was written by " + list +
+                                       "; pass as_node to say which node the update comes from",
+                                   r.last_writers);
+            }
             std::string writer = as_node.value_or(r.last_writers.size() == 1 ? r.last_writers[0] : START);
             int from = writer == START ? -1 : impl->find(writer);
             if (from == -2) {
@@ -374,6 +394,7 @@ public:
         run_result<S> result;
         try {
             result = co_await run_locked(impl, r, std::move(in), cfg);
+            if (leased && cfg.keep_last > 0) co_await saver->prune(r.thread_id, cfg.keep_last);
         } catch (...) {
             failure = std::current_exception();
         }
@@ -499,7 +520,9 @@ private:
     // -- checkpoints -------------------------------------------------------------------------
     static boost::json::value frontier_json(const impl_t& impl, const detail::frontier& f) {
         boost::json::object o;
+        o.reserve(5); // one table allocation instead of a rehash per inserted key
         boost::json::array pull, push, deferred, barriers;
+        pull.reserve(f.pull.size());
         for (int n : f.pull) pull.push_back(boost::json::string(impl.nodes[n].name));
         for (const auto& s : f.push) push.push_back(boost::json::object{{"node", s.node()}, {"arg", s.arg_json()}});
         for (int n : f.deferred) deferred.push_back(boost::json::string(impl.nodes[n].name));
@@ -632,6 +655,8 @@ private:
         cp.source = source;
         cp.signature = impl.signature;
         const auto& names = field_names<S>();
+        cp.values.reserve(changed.count() + 1); // sized once: no rehash per inserted key
+        cp.metadata.reserve(4);
         for (std::size_t i = 0; i < ops::n; ++i) {
             if (r.versions[i].empty()) continue;
             cp.versions[std::string(names[i])] = r.versions[i];
@@ -726,9 +751,9 @@ private:
             }
         }
         if (done) {
+            // A task that finished after a resume keeps its (answered) interrupts for get_state.
             t.status = task_status::done;
             t.cached = true;
-            t.interrupts.clear();
             return true;
         }
         return false;
@@ -993,10 +1018,16 @@ private:
     static void apply_resume(const impl_t& impl, run_state& r, const resume_input& res) {
         (void)impl;
         std::map<std::string, std::string> owner; // interrupt id -> task id
-        for (const auto& [tid, ws] : r.pending)
+        for (const auto& [tid, ws] : r.pending) {
+            // A task that finished after an earlier resume has nothing pending any more.
+            bool finished = std::any_of(ws.begin(), ws.end(), [](const checkpoint::pending_write& w) {
+                return w.channel == detail::k_goto || w.channel == detail::k_send;
+            });
+            if (finished) continue;
             for (const auto& w : ws)
                 if (w.channel == detail::k_interrupt)
                     for (const auto& i : w.value.as_array()) owner[std::string(i.at("id").as_string())] = tid;
+        }
         if (owner.empty())
             throw thread_error(errc::nothing_to_resume,
                                "thread '" + r.thread_id + "' has no pending interrupt to resume", {r.thread_id});
@@ -1103,12 +1134,21 @@ private:
                             auto ws = task_writes(impl, t);
                             co_await r.saver->put_writes(r.thread_id, r.ns, r.cp_id, std::move(ws));
                         }
-                if (wants(cfg, stream_mode::updates)) {
-                    boost::json::array list;
-                    for (const auto& i : interrupts) list.push_back(boost::json::object{{"id", i.id}, {"value", i.value}});
-                    emit(cfg, r, stream_mode::updates, detail::k_interrupt, std::move(list), false, true);
-                }
+                // One __interrupt__ event per interrupted task, as LangGraph.
+                if (wants(cfg, stream_mode::updates))
+                    for (const auto& t : tasks) {
+                        if (t.status != task_status::interrupted) continue;
+                        boost::json::array list;
+                        for (const auto& i : t.interrupts) list.push_back(boost::json::object{{"id", i.id}, {"value", i.value}});
+                        emit(cfg, r, stream_mode::updates, detail::k_interrupt, std::move(list), false, true);
+                    }
                 auto res = make_result(impl, r, run_status::interrupted, std::move(interrupts));
+                // The result includes the writes of the step's finished tasks (as get_state).
+                for (const auto& t : tasks)
+                    if (t.status == task_status::done) {
+                        ops::apply_copy(res.values, t.out.writes, impl.reds);
+                        std::erase(res.next, impl.nodes[t.node].name);
+                    }
                 co_return res;
             }
 

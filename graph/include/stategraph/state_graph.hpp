@@ -202,7 +202,9 @@ public:
             impl->joins.push_back(std::move(jr));
         }
         for (std::size_t b = 0; b < impl->branches.size(); ++b) {
-            int from = impl->branches[b].from;
+            const auto& src = t.branches[b].from;
+            int from = src == START ? -1 : impl->find(src);
+            impl->branches[b].from = from;
             if (from < 0) impl->start_branches.push_back(static_cast<int>(b));
             else impl->nodes[from].branches.push_back(static_cast<int>(b));
         }
@@ -231,10 +233,9 @@ private:
 
     template <class Route>
     state_graph& add_branch(branch_spec spec, Route route) {
-        int from = spec.from == START ? -1 : impl_->find(spec.from);
+        // The source is resolved in compile(): it may be added after its conditional edge.
         impl_->topo.branches.push_back(spec);
-        if (from == -2) return *this; // reported by validate() as unknown
-        impl_->branches.push_back({from, std::move(route)});
+        impl_->branches.push_back({-2, std::move(route)});
         return *this;
     }
 
