@@ -341,8 +341,24 @@ public:
             if (ctx.sink()) cfg.on_event = *ctx.sink();
             cfg.recursion_limit = ctx.recursion_limit();
             cfg.allow_drift = true;
+            // The namespace belongs to this task: a checkpoint there that still has work
+            // (next nodes, pending writes or a breakpoint) is an earlier attempt of this task
+            // (interrupted, stopped at a breakpoint, failed or killed): continue it, so that
+            // subgraph nodes that finished do not run again.
+            bool unfinished = false;
+            if (!ctx.scratch().child_resume && r.saver) {
+                auto head = co_await r.saver->get(r.thread_id, r.ns, std::nullopt);
+                if (head) {
+                    unfinished = !head->writes.empty();
+                    if (const auto* f = head->cp.frontier.if_object())
+                        for (const char* k : {"pull", "push", "deferred"})
+                            if (const auto* a = f->if_contains(k); a && a->is_array() && !a->get_array().empty())
+                                unfinished = true;
+                }
+            }
             input child_input;
             if (ctx.scratch().child_resume) child_input = resume_map(ctx.scratch().child_resume->by_id);
+            else if (unfinished) child_input = continue_run;
             else child_input = detail::map_fields<P, S>(parent, nullptr);
             auto res = co_await run(*impl, r, std::move(child_input), cfg);
             if (res.interrupted()) throw interrupt_signal{std::move(res.interrupts)};
@@ -859,17 +875,26 @@ private:
     /// cancelled (Asio cancellation) when the limit passes first.
     static boost::asio::awaitable<node_output<S>> call_with_timeout(const node_rt& rt, task& t, context& ctx,
                                                                    boost::asio::any_io_executor ex) {
-        using namespace boost::asio::experimental::awaitable_operators;
+        // Not `work || timer`: awaitable_operators' || waits for one *success*, so a node that
+        // throws (an error, or the interrupt_signal of interrupt()) would only be seen when the
+        // timer fires, as a timeout. wait_for_one() ends with whichever finishes first.
         boost::asio::steady_timer timer(ex, rt.retry->timeout);
         auto work = rt.call.async(t.input, ctx);
         auto wait = timer.async_wait(boost::asio::use_awaitable);
-        auto raced = co_await (std::move(work) || std::move(wait));
-        if (raced.index() == 1)
-            throw graph_error(errc::node_timeout,
-                              "node '" + rt.name + "' attempt " + std::to_string(ctx.attempt()) + " ran past its time limit of " +
-                                  std::to_string(rt.retry->timeout.count()) + " ms",
-                              {rt.name});
-        co_return std::get<0>(std::move(raced));
+        auto [order, work_error, out, wait_error] =
+            co_await boost::asio::experimental::make_parallel_group(
+                boost::asio::co_spawn(ex, std::move(work), boost::asio::deferred),
+                boost::asio::co_spawn(ex, std::move(wait), boost::asio::deferred))
+                .async_wait(boost::asio::experimental::wait_for_one(), boost::asio::use_awaitable);
+        (void)wait_error;
+        if (order[0] == 0) {
+            if (work_error) std::rethrow_exception(work_error);
+            co_return std::move(out);
+        }
+        throw graph_error(errc::node_timeout,
+                          "node '" + rt.name + "' attempt " + std::to_string(ctx.attempt()) + " ran past its time limit of " +
+                              std::to_string(rt.retry->timeout.count()) + " ms",
+                          {rt.name});
     }
 
     static bool is_resume_mismatch(const task& t) {
@@ -960,6 +985,7 @@ private:
             // New input: abandons pending tasks and interrupts; runs from START.
             std::int64_t base = r.have_checkpoint ? r.step : -2;
             r.pending.clear();
+            r.delta = update<S>{}; // a subgraph's output is what this run writes
             detail::frontier input_fr;
             input_fr.barriers = r.fr.barriers;
             input_fr.seen = r.fr.seen;
@@ -1125,9 +1151,13 @@ private:
                     throw_failure(impl, t);
                 }
             std::vector<interrupt_info> interrupts;
+            bool any_interrupted = false; // a subgraph stopped at a breakpoint interrupts without payload
             for (const auto& t : tasks)
-                if (t.status == task_status::interrupted) interrupts.insert(interrupts.end(), t.interrupts.begin(), t.interrupts.end());
-            if (!interrupts.empty()) {
+                if (t.status == task_status::interrupted) {
+                    any_interrupted = true;
+                    interrupts.insert(interrupts.end(), t.interrupts.begin(), t.interrupts.end());
+                }
+            if (any_interrupted) {
                 if (!durable && r.saver)
                     for (const auto& t : tasks)
                         if (t.status == task_status::interrupted) {

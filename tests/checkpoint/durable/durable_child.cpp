@@ -1,0 +1,133 @@
+// Helper program of the durable-thread tests: runs one call of a shared graph on a SQLite
+// checkpoint file, in its own process, so that the tests can kill it mid-step (SIGKILL) and
+// continue or resume its thread from another process.
+//
+//   durable_child crash-start <db> <thread> <counters>      runs the crash graph; slow blocks
+//   durable_child crash-continue <db> <thread> <counters>   continues the thread (waits out the lease)
+//   durable_child ask-start <db> <thread> <counters> <out>  runs until the interrupt; writes its id to <out>
+//   durable_child ask-resume <db> <thread> <counters> <json value>        resume(value)
+//   durable_child ask-resume-id <db> <thread> <counters> <id> <json value> resume_map({{id, value}})
+//   durable_child disk-full <db> <thread> <limit bytes>     runs the big graph under RLIMIT_FSIZE
+//
+// Exit codes: 0 done as expected, 10 + errc value for a stategraph error, 2 other failures.
+#include "durable_graphs.hpp"
+
+#include <stategraph/checkpoint/sqlite_saver.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json.hpp>
+
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+namespace sg = stategraph;
+namespace cp = stategraph::checkpoint;
+using namespace durable::graphs;
+
+namespace {
+
+template <class T>
+T run(boost::asio::awaitable<T> a) {
+    boost::asio::io_context io;
+    auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
+    io.run();
+    return f.get();
+}
+
+std::shared_ptr<cp::saver> open_saver(const std::string& db) {
+    cp::sqlite_options o;
+    o.path = db;
+    o.lease_ttl = std::chrono::seconds(2); // a killed holder blocks the thread for 2 s at most
+    return std::make_shared<cp::sqlite_saver>(o);
+}
+
+/// Retries while another (killed) process still holds the thread's lease.
+template <class F>
+auto retry_busy(F f) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+        try {
+            return f();
+        } catch (const sg::checkpoint_error& e) {
+            if (e.kind() != sg::errc::thread_busy || std::chrono::steady_clock::now() > until) throw;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+}
+
+int main_impl(int argc, char** argv) {
+    if (argc < 4) {
+        std::cerr << "usage: durable_child <mode> <db> <thread> ...\n";
+        return 2;
+    }
+    const std::string mode = argv[1], db = argv[2], thread = argv[3];
+    sg::run_config cfg;
+    cfg.thread_id = thread;
+
+    if (mode == "crash-start" || mode == "crash-continue") {
+        if (argc < 5) return 2;
+        static bool block = mode == "crash-start";
+        auto app = crash_graph(argv[4], &block).compile({.checkpointer = open_saver(db)});
+        sg::run_result<crash_state> r;
+        if (block) r = run(app.invoke(sg::update<crash_state>{}, cfg));
+        else r = retry_busy([&] { return run(app.invoke(sg::continue_run, cfg)); });
+        std::cout << "done: " << r.values.log.size() << " entries\n";
+        return 0;
+    }
+    if (mode == "ask-start" || mode == "ask-resume" || mode == "ask-resume-id") {
+        if (argc < 6) return 2;
+        auto app = ask_graph(argv[4]).compile({.checkpointer = open_saver(db)});
+        if (mode == "ask-start") {
+            auto r = run(app.invoke(sg::update<ask_state>{}, cfg));
+            if (!r.interrupted() || r.interrupts.size() != 1) return 2;
+            std::ofstream(argv[5]) << r.interrupts[0].id;
+            return 0;
+        }
+        sg::run_result<ask_state> r;
+        if (mode == "ask-resume") {
+            r = run(app.invoke(sg::resume(boost::json::parse(argv[5])), cfg));
+        } else {
+            if (argc < 7) return 2;
+            std::map<std::string, boost::json::value> answers;
+            answers[argv[5]] = boost::json::parse(argv[6]);
+            r = run(app.invoke(sg::resume_map(std::move(answers)), cfg));
+        }
+        std::cout << "count " << r.values.count << "\n";
+        return r.interrupted() ? 2 : 0;
+    }
+    if (mode == "disk-full") {
+        if (argc < 5) return 2;
+        // Writing past the limit fails with EFBIG instead of killing the process.
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit lim{};
+        lim.rlim_cur = static_cast<rlim_t>(std::stoull(argv[4]));
+        lim.rlim_max = RLIM_INFINITY;
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return 2;
+        auto app = big_graph(4u << 20).compile({.checkpointer = open_saver(db)});
+        run(app.invoke(sg::update<big_state>{}, cfg));
+        return 0; // the huge write did not fail: the test reports it
+    }
+    std::cerr << "unknown mode " << mode << "\n";
+    return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return main_impl(argc, argv);
+    } catch (const sg::graph_error& e) {
+        std::cerr << "stategraph error " << sg::to_string(e.kind()) << ": " << e.what() << "\n";
+        return 10 + static_cast<int>(e.kind());
+    } catch (const std::exception& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 2;
+    }
+}

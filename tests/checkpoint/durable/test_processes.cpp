@@ -1,0 +1,183 @@
+// Durable threads across processes (SQLite file): a child process is SIGKILLed in the middle
+// of a step and the thread is continued from a new process without re-running the finished
+// sibling; an interrupt is resumed from a second process; a disk-full run fails and keeps the
+// last good checkpoint. The child is the helper program durable_child (fork + exec).
+#include "durable_common.hpp"
+#include "durable_graphs.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Starts durable_child with `args`.
+pid_t spawn(const std::vector<std::string>& args) {
+    std::vector<std::string> all{STATEGRAPH_DURABLE_CHILD};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = ::fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+
+/// Waits for the child (at most `limit`); returns its exit code, or -signal when killed.
+int wait_child(pid_t pid, std::chrono::seconds limit = 60s) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
+        if (r < 0) return -1001;
+        if (std::chrono::steady_clock::now() > until) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return -1002;
+        }
+        std::this_thread::sleep_for(10ms);
+    }
+}
+
+int run_child(const std::vector<std::string>& args) { return wait_child(spawn(args)); }
+
+int exit_code(sg::errc e) { return 10 + static_cast<int>(e); }
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(processes)
+
+// SIGKILL in the middle of a step: fast has finished (its pending write is in the file), slow
+// is still running. A new process continues the thread: only slow runs again.
+BOOST_AUTO_TEST_CASE(sigkill_mid_step_then_continue_from_a_new_process) {
+    using graphs::crash_state;
+    temp_dir dir;
+    const std::string db = dir.file("crash.db"), counts = dir.file("counters");
+    pid_t child = spawn({"crash-start", db, "t", counts});
+
+    // Wait until fast's write is visible in the file and slow has started.
+    std::shared_ptr<cp::sqlite_saver> saver;
+    bool seen = false;
+    for (auto until = std::chrono::steady_clock::now() + 30s; !seen && std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(20ms);
+        if (!std::filesystem::exists(db)) continue;
+        try {
+            if (!saver) saver = std::make_shared<cp::sqlite_saver>(cp::sqlite_options{.path = db});
+            auto head = run(saver->get("t", "", std::nullopt));
+            bool fast_saved = false;
+            if (head)
+                for (const auto& w : head->writes) fast_saved = fast_saved || (w.task_name == "fast" && w.channel == "log");
+            seen = fast_saved && graphs::read_counts(counts)["slow"] == 1;
+        } catch (const sg::checkpoint_error&) {
+            // the child may still be creating the schema
+        }
+    }
+    BOOST_REQUIRE_MESSAGE(seen, "the child never saved fast's write while slow was running");
+    ::kill(child, SIGKILL);
+    BOOST_REQUIRE_EQUAL(wait_child(child), -SIGKILL);
+
+    // What the dead process left: fast's write applied on read, slow still to run.
+    bool no_block = false;
+    auto app = graphs::crash_graph(counts, &no_block).compile({.checkpointer = saver});
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.log == (std::vector<std::string>{"fast"}));
+    BOOST_TEST(s.next == (std::vector<std::string>{"slow"}));
+    // Its lease (2 s) still guards the thread against other processes.
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::continue_run, thread("t"))); }) == sg::errc::thread_busy);
+
+    // A new process continues the thread (waiting out the dead process's lease).
+    BOOST_REQUIRE_EQUAL(run_child({"crash-continue", db, "t", counts}), 0);
+    auto c = graphs::read_counts(counts);
+    BOOST_TEST(c["fast"] == 1); // the finished sibling never re-ran
+    BOOST_TEST(c["slow"] == 2);
+    BOOST_TEST(c["after"] == 1);
+    auto done = run(app.get_state("t"));
+    BOOST_TEST(done.values.log == (std::vector<std::string>{"fast", "slow", "after"}));
+    BOOST_TEST(done.next.empty());
+}
+
+// An interrupt raised in one process is resumed by thread id from other processes; bad
+// resumes from another process are typed errors and lose nothing.
+BOOST_AUTO_TEST_CASE(interrupt_resumed_from_a_second_process) {
+    using graphs::ask_state;
+    temp_dir dir;
+    const std::string db = dir.file("ask.db"), counts = dir.file("counters"), id_file = dir.file("id");
+    BOOST_REQUIRE_EQUAL(run_child({"ask-start", db, "t", counts, id_file}), 0);
+    std::string id;
+    std::ifstream(id_file) >> id;
+    BOOST_REQUIRE(!id.empty());
+
+    auto saver = std::make_shared<cp::sqlite_saver>(cp::sqlite_options{.path = db});
+    auto app = graphs::ask_graph(counts).compile({.checkpointer = saver});
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.next == (std::vector<std::string>{"ask"}));
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 1u);
+    BOOST_REQUIRE_EQUAL(s.tasks[0].interrupts.size(), 1u);
+    BOOST_TEST(s.tasks[0].interrupts[0].id == id);
+    BOOST_TEST(s.tasks[0].interrupts[0].value == json::value(json::object{{"q", "how many?"}}));
+
+    BOOST_TEST(run_child({"ask-resume", db, "t", counts, "\"lots\""}) == exit_code(sg::errc::resume_type_mismatch));
+    BOOST_TEST(run_child({"ask-resume-id", db, "t", counts, "0000000000000000", "3"}) ==
+               exit_code(sg::errc::unknown_interrupt_id));
+    auto s2 = run(app.get_state("t"));
+    BOOST_REQUIRE_EQUAL(s2.tasks.size(), 1u);
+    BOOST_REQUIRE_EQUAL(s2.tasks[0].interrupts.size(), 1u);
+    BOOST_TEST(s2.tasks[0].interrupts[0].id == id);
+
+    BOOST_REQUIRE_EQUAL(run_child({"ask-resume-id", db, "t", counts, id, "5"}), 0);
+    auto done = run(app.get_state("t"));
+    BOOST_TEST(done.values.count == 5);
+    BOOST_TEST(done.values.trail == (std::vector<std::string>{"prep", "ask"}));
+    BOOST_TEST(done.next.empty());
+    auto c = graphs::read_counts(counts);
+    BOOST_TEST(c["prep"] == 1);
+    BOOST_TEST(c["ask.start"] == 3); // first run, the mismatched resume, the good resume
+    BOOST_TEST(c["ask.after"] == 1);
+    BOOST_TEST(run_child({"ask-resume", db, "t", counts, "1"}) == exit_code(sg::errc::nothing_to_resume));
+    BOOST_TEST(run_child({"ask-resume", db, "nobody", counts, "1"}) == exit_code(sg::errc::thread_not_found));
+}
+
+// Disk full (the child runs under RLIMIT_FSIZE): the run fails with storage_failure, the last
+// good checkpoint stays readable, other threads are intact, and the thread continues later.
+BOOST_AUTO_TEST_CASE(disk_full_keeps_the_last_good_checkpoint) {
+    using graphs::big_state;
+    temp_dir dir;
+    const std::string db = dir.file("full.db");
+    auto saver = std::make_shared<cp::sqlite_saver>(cp::sqlite_options{.path = db});
+    auto small_app = graphs::big_graph(1000).compile({.checkpointer = saver});
+    run(small_app.invoke(sg::update<big_state>{}, thread("good")));
+
+    std::uintmax_t biggest = 0;
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+        std::error_code ec;
+        auto n = std::filesystem::file_size(db + suffix, ec);
+        if (!ec) biggest = std::max(biggest, n);
+    }
+    const std::string limit = std::to_string(biggest + (512u << 10));
+    BOOST_TEST(run_child({"disk-full", db, "full", limit}) == exit_code(sg::errc::storage_failure));
+
+    auto app = graphs::big_graph(4u << 20).compile({.checkpointer = saver});
+    auto s = run(app.get_state("full"));
+    BOOST_TEST(s.values.n == 1); // small's checkpoint is the last good one
+    BOOST_TEST(s.values.big.empty());
+    BOOST_TEST(s.next == (std::vector<std::string>{"huge"}));
+    BOOST_TEST(run(app.get_state("good")).values.big.size() == 1000u);
+    // With room again (the child's lease was released), the thread goes on.
+    auto r = run(app.invoke(sg::continue_run, thread("full")));
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(r.values.big.size() == (4u << 20));
+    BOOST_TEST(r.values.n == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,784 @@
+// Durable threads on both checkpointers: pending writes survive an abandoned step, interrupts
+// (several per node, typed answers, maps), bad input as typed errors that lose nothing,
+// breakpoints, get_state / history / update_state, replay and fork, drift, subgraphs.
+#include "durable_common.hpp"
+#include "durable_graphs.hpp"
+
+#include <boost/asio/detached.hpp>
+
+#include <set>
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace th {
+struct st {
+    std::string value;
+    std::vector<std::string> log;
+    int n = 0;
+};
+BOOST_DESCRIBE_STRUCT(st, (), (value, log, n))
+inline auto reducers(sg::for_state<st>) { return sg::reducers{sg::reduce<&st::log>(sg::append)}; }
+
+/// Same fields plus one more: a different state shape for drift tests.
+struct st2 {
+    std::string value;
+    std::vector<std::string> log;
+    int n = 0;
+    double extra = 0;
+};
+BOOST_DESCRIBE_STRUCT(st2, (), (value, log, n, extra))
+inline auto reducers(sg::for_state<st2>) { return sg::reducers{sg::reduce<&st2::log>(sg::append)}; }
+} // namespace th
+
+namespace {
+using th::st;
+using upd = sg::update<st>;
+using awaitable_update = boost::asio::awaitable<upd>;
+
+/// A node appending its name to `value` and `log`, counting its starts.
+auto letter(counters& side, std::string name) {
+    return [&side, name](const st& s) {
+        side.bump(name);
+        return upd{}.set<&st::value>(s.value + name).set<&st::log>({name});
+    };
+}
+
+/// A node appending its name to `log` only, counting its starts.
+auto logger(counters& side, std::string name) {
+    return [&side, name](const st&) {
+        side.bump(name);
+        return upd{}.set<&st::log>({name});
+    };
+}
+
+/// A node asking `question` (interrupt<T>) and logging "<name>=<answer>".
+template <class T>
+auto asker(counters& side, std::string name, std::string question) {
+    return [&side, name, question](const st&, sg::context& ctx) -> awaitable_update {
+        side.bump(name + ".start");
+        auto pending = ctx.interrupt<T>(question);
+        T answer = co_await std::move(pending);
+        side.bump(name + ".after");
+        co_return upd{}.set<&st::log>({name + "=" + json::serialize(json::value_from(answer))});
+    };
+}
+
+json::value snap_json(const sg::state_snapshot<st>& s) {
+    json::object o;
+    o["values"] = sg::detail::state_ops<st>::state_json(s.values);
+    o["next"] = json::value_from(s.next);
+    json::array tasks;
+    for (const auto& t : s.tasks) {
+        json::array ints;
+        for (const auto& i : t.interrupts) ints.push_back(json::object{{"id", i.id}, {"node", i.node}, {"value", i.value}});
+        json::object to{{"id", t.id}, {"name", t.name}, {"interrupts", ints}};
+        if (t.result) to["result"] = *t.result;
+        tasks.push_back(to);
+    }
+    o["tasks"] = tasks;
+    o["step"] = s.step;
+    o["source"] = s.source;
+    o["checkpoint_id"] = s.checkpoint_id;
+    return o;
+}
+
+bool has_write(const std::optional<cp::checkpoint_tuple>& head, const std::string& task, const std::string& channel) {
+    if (!head) return false;
+    for (const auto& w : head->writes)
+        if (w.task_name == task && w.channel == channel) return true;
+    return false;
+}
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(threads)
+
+// A checkpoint after every node: a finished node's writes are saved the moment it finishes;
+// when the run dies mid-step, continuing the thread runs only the unfinished node.
+BOOST_DATA_TEST_CASE(finished_sibling_survives_an_abandoned_step, savers(), kind) {
+    using graphs::crash_state;
+    saver_env env(kind);
+    const std::string counts = env.dir.file("counters");
+    bool block = true;
+    auto app = graphs::crash_graph(counts, &block).compile({.checkpointer = env.saver});
+    {
+        boost::asio::io_context io;
+        boost::asio::co_spawn(io, app.invoke(sg::update<crash_state>{}, thread("t")), boost::asio::detached);
+        bool seen = false;
+        for (int i = 0; i < 400 && !seen; ++i) {
+            io.run_for(5ms);
+            seen = has_write(run(env.saver->get("t", "", std::nullopt)), "fast", "log") &&
+                   graphs::read_counts(counts)["slow"] == 1;
+        }
+        BOOST_REQUIRE_MESSAGE(seen, "fast's pending write never became visible while slow was running");
+    } // the io_context dies with `slow` suspended mid-step: what a crash leaves behind
+
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.log == (std::vector<std::string>{"fast"}));
+    BOOST_TEST(s.next == (std::vector<std::string>{"slow"}));
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
+    BOOST_TEST(s.tasks[0].name == "fast");
+    BOOST_TEST(s.tasks[0].result.has_value());
+    BOOST_TEST(!s.tasks[1].result.has_value());
+
+    if (kind == saver_kind::sqlite) {
+        // Another owner (another process, here a second connection) cannot take the thread
+        // while the dead run's lease is live.
+        auto other = graphs::crash_graph(counts, &block).compile({.checkpointer = env.open()});
+        BOOST_TEST(error_of([&] { run(other.invoke(sg::continue_run, thread("t"))); }) == sg::errc::thread_busy);
+    }
+
+    block = false;
+    auto r = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"fast", "slow", "after"}));
+    auto c = graphs::read_counts(counts);
+    BOOST_TEST(c["fast"] == 1); // never re-run
+    BOOST_TEST(c["slow"] == 2);
+    BOOST_TEST(c["after"] == 1);
+}
+
+// A node that fails in a parallel step: the run fails with the node's error, the finished
+// sibling's writes stay saved, and continuing the thread runs only the failed node again.
+BOOST_DATA_TEST_CASE(failed_node_reruns_alone, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    bool fail = true;
+    sg::state_graph<st> g;
+    g.add_node("ok", logger(side, "ok"));
+    g.add_node("flaky", [&side, &fail](const st&) {
+        side.bump("flaky");
+        if (fail) throw std::runtime_error("upstream is down");
+        return upd{}.set<&st::log>({"flaky"});
+    });
+    g.add_node("after", logger(side, "after"));
+    g.add_edge(sg::START, "ok").add_edge(sg::START, "flaky").add_edge("ok", "after").add_edge("flaky", "after");
+    g.add_edge("after", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    std::string msg;
+    BOOST_TEST(error_of([&] { run(app.invoke(upd{}, thread("t"))); }, &msg) == sg::errc::node_failed);
+    BOOST_TEST(msg.find("upstream is down") != std::string::npos, msg);
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.log == (std::vector<std::string>{"ok"}));
+    BOOST_TEST(s.next == (std::vector<std::string>{"flaky"}));
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
+    BOOST_TEST(s.tasks[0].name == "flaky");
+    BOOST_TEST((s.tasks[0].error && s.tasks[0].error->find("upstream is down") != std::string::npos));
+    fail = false;
+    auto r = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"flaky", "ok", "after"}));
+    BOOST_TEST(side["ok"] == 1);
+    BOOST_TEST(side["flaky"] == 2);
+}
+
+// A node may call interrupt several times; each resume re-runs it from its start and every
+// earlier call gets its answer by position; answers are converted to the requested types.
+BOOST_DATA_TEST_CASE(several_interrupts_in_one_node, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("form", [&side](const st&, sg::context& ctx) -> awaitable_update {
+        side.bump("form.start");
+        auto a1 = ctx.interrupt<std::string>(std::string("name?"));
+        std::string name = co_await std::move(a1);
+        side.bump("form.name");
+        auto a2 = ctx.interrupt<int>(std::string("age?"));
+        int age = co_await std::move(a2);
+        auto a3 = ctx.interrupt<bool>(std::string("sure?"));
+        bool sure = co_await std::move(a3);
+        co_return upd{}.set<&st::value>(name + ":" + std::to_string(age) + ":" + (sure ? "yes" : "no"));
+    });
+    g.add_edge(sg::START, "form").add_edge("form", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r1 = run(app.invoke(upd{}, thread("t")));
+    BOOST_REQUIRE(r1.interrupted());
+    BOOST_REQUIRE_EQUAL(r1.interrupts.size(), 1u);
+    BOOST_TEST(r1.interrupts[0].value == json::value("name?"));
+    BOOST_TEST(r1.interrupts[0].node == "form");
+    BOOST_TEST(r1.next == (std::vector<std::string>{"form"}));
+    auto s1 = run(app.get_state("t"));
+    BOOST_REQUIRE_EQUAL(s1.tasks.size(), 1u);
+    BOOST_REQUIRE_EQUAL(s1.tasks[0].interrupts.size(), 1u);
+    BOOST_TEST(s1.tasks[0].interrupts[0].id == r1.interrupts[0].id);
+
+    auto r2 = run(app.invoke(sg::resume(std::string("ann")), thread("t")));
+    BOOST_REQUIRE(r2.interrupted());
+    BOOST_TEST(r2.interrupts[0].value == json::value("age?"));
+    BOOST_TEST(r2.interrupts[0].id != r1.interrupts[0].id);
+    auto r3 = run(app.invoke(sg::resume(41), thread("t")));
+    BOOST_REQUIRE(r3.interrupted());
+    BOOST_TEST(r3.interrupts[0].value == json::value("sure?"));
+    BOOST_TEST(r3.interrupts[0].id != r2.interrupts[0].id);
+    // The answer may also name the interrupt by id.
+    std::map<std::string, json::value> by_id;
+    by_id[r3.interrupts[0].id] = true;
+    auto r4 = run(app.invoke(sg::resume_map(by_id), thread("t")));
+    BOOST_TEST(!r4.interrupted());
+    BOOST_TEST(r4.values.value == "ann:41:yes");
+    BOOST_TEST(side["form.start"] == 4);
+    BOOST_TEST(side["form.name"] == 3);
+    // Nothing is pending any more.
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("t"))); }) == sg::errc::nothing_to_resume);
+}
+
+// Bad input on an interrupted thread: typed errors naming what is wrong; the thread keeps its
+// state, its pending interrupt and its finished sibling's writes; a good resume then works.
+BOOST_DATA_TEST_CASE(bad_resumes_are_typed_errors_and_lose_nothing, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("p", asker<int>(side, "p", "how many?"));
+    g.add_node("r", letter(side, "r"));
+    g.add_edge(sg::START, "p").add_edge(sg::START, "r").add_edge("p", sg::END).add_edge("r", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r1 = run(app.invoke(upd{}.set<&st::value>("v"), thread("t")));
+    BOOST_REQUIRE(r1.interrupted());
+    BOOST_REQUIRE_EQUAL(r1.interrupts.size(), 1u);
+    BOOST_TEST(r1.values.log == (std::vector<std::string>{"r"})); // the finished sibling's write
+    const std::string id = r1.interrupts[0].id;
+    const auto before = snap_json(run(app.get_state("t")));
+    const auto history = run(app.get_state_history("t")).size();
+    auto unchanged = [&](const char* what) {
+        BOOST_TEST(snap_json(run(app.get_state("t"))) == before, what);
+        BOOST_TEST(run(app.get_state_history("t")).size() == history, what);
+        BOOST_TEST(side["r"] == 1, what);
+    };
+
+    std::string msg;
+    std::vector<std::string> names;
+    // A value that does not convert to the type the node asked for names the node and the type.
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(std::string("lots")), thread("t"))); }, &msg, &names) ==
+               sg::errc::resume_type_mismatch);
+    BOOST_TEST(msg.find("'p'") != std::string::npos, msg);
+    BOOST_TEST(msg.find("int") != std::string::npos, msg);
+    BOOST_TEST(msg.find("lots") != std::string::npos, msg);
+    BOOST_TEST((!names.empty() && names[0] == "p"));
+    unchanged("after a mismatched resume");
+
+    // An interrupt id that is not pending.
+    std::map<std::string, json::value> wrong;
+    wrong["0123456789abcdef"] = 3;
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume_map(wrong), thread("t"))); }, &msg, &names) ==
+               sg::errc::unknown_interrupt_id);
+    BOOST_TEST(msg.find("0123456789abcdef") != std::string::npos, msg);
+    BOOST_TEST(msg.find(id) != std::string::npos, msg); // lists what is pending
+    unchanged("after an unknown interrupt id");
+
+    // A checkpoint id that does not exist, for every call taking one.
+    auto cfg = thread("t");
+    cfg.checkpoint_id = "ffffffffffffffffffff";
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(3), cfg)); }) == sg::errc::checkpoint_not_found);
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::continue_run, cfg)); }) == sg::errc::checkpoint_not_found);
+    BOOST_TEST(error_of([&] { run(app.get_state("t", std::string("ffffffffffffffffffff"))); }) ==
+               sg::errc::checkpoint_not_found);
+    BOOST_TEST(error_of([&] {
+                   run(app.update_state("t", upd{}.set<&st::n>(1), std::nullopt, std::string("ffffffffffffffffffff")));
+               }) == sg::errc::checkpoint_not_found);
+    unchanged("after unknown checkpoint ids");
+
+    auto done = run(app.invoke(sg::resume(3), thread("t")));
+    BOOST_TEST(!done.interrupted());
+    BOOST_TEST(done.values.log == (std::vector<std::string>{"p=3", "r"}));
+    BOOST_TEST(side["r"] == 1);
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(3), thread("t"))); }) == sg::errc::nothing_to_resume);
+
+    // The last step was written by two nodes: update_state must be told which one it speaks for.
+    BOOST_TEST(error_of([&] { run(app.update_state("t", upd{}.set<&st::n>(1))); }, &msg, &names) ==
+               sg::errc::invalid_input);
+    BOOST_TEST(msg.find("as_node") != std::string::npos, msg);
+    BOOST_TEST(names == (std::vector<std::string>{"p", "r"}));
+    run(app.update_state("t", upd{}.set<&st::n>(1), std::string("r")));
+    BOOST_TEST(run(app.get_state("t")).values.n == 1);
+}
+
+// Unknown thread ids and missing thread ids.
+BOOST_DATA_TEST_CASE(unknown_threads, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("a", letter(side, "a"));
+    g.add_edge(sg::START, "a").add_edge("a", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    std::string msg;
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::continue_run, thread("ghost"))); }, &msg) == sg::errc::thread_not_found);
+    BOOST_TEST(msg.find("ghost") != std::string::npos, msg);
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("ghost"))); }) == sg::errc::thread_not_found);
+    BOOST_TEST(error_of([&] { run(app.get_state("ghost")); }) == sg::errc::thread_not_found);
+    BOOST_TEST(error_of([&] { run(app.update_state("ghost", upd{}.set<&st::n>(1))); }) == sg::errc::thread_not_found);
+    BOOST_TEST(run(app.get_state_history("ghost")).empty());
+    BOOST_TEST(error_of([&] { run(app.invoke(upd{}, sg::run_config{})); }) == sg::errc::invalid_input);
+    BOOST_TEST(side["a"] == 0);
+    // A graph without a checkpointer has no threads.
+    auto plain = g.compile();
+    BOOST_TEST(error_of([&] { run(plain.get_state("t")); }) == sg::errc::no_checkpointer);
+}
+
+// Static breakpoints: interrupt_after (compile option) and interrupt_before (builder);
+// continuing with no input goes on; a resume at a breakpoint has nothing to answer.
+BOOST_DATA_TEST_CASE(static_breakpoints, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    for (std::string n : {"a", "b", "c"}) g.add_node(n, letter(side, n));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    g.interrupt_before({"c"});
+    auto app = g.compile({.checkpointer = env.saver, .interrupt_after = {"a"}});
+
+    auto r1 = run(app.invoke(upd{}, thread("t")));
+    BOOST_TEST(r1.interrupted());
+    BOOST_TEST(r1.interrupts.empty());
+    BOOST_TEST(r1.next == (std::vector<std::string>{"b"}));
+    BOOST_TEST(r1.values.value == "a");
+    auto s1 = run(app.get_state("t"));
+    BOOST_TEST(s1.next == (std::vector<std::string>{"b"}));
+    BOOST_REQUIRE_EQUAL(s1.tasks.size(), 1u);
+    BOOST_TEST(s1.tasks[0].interrupts.empty());
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("t"))); }) == sg::errc::nothing_to_resume);
+
+    auto r2 = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(r2.interrupted());
+    BOOST_TEST(r2.next == (std::vector<std::string>{"c"}));
+    BOOST_TEST(r2.values.value == "ab");
+    BOOST_TEST(side["c"] == 0);
+
+    auto r3 = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!r3.interrupted());
+    BOOST_TEST(r3.values.value == "abc");
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["b"] == 1);
+    BOOST_TEST(side["c"] == 1);
+}
+
+// get_state and get_state_history: values, next, tasks with their interrupts, steps, sources,
+// parents; history newest first with its filters and limit.
+BOOST_DATA_TEST_CASE(state_and_history, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("a", letter(side, "a"));
+    g.add_node("b", asker<std::string>(side, "b", "ok?"));
+    g.add_node("c", letter(side, "c"));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r = run(app.invoke(upd{}.set<&st::value>("x"), thread("t")));
+    BOOST_REQUIRE(r.interrupted());
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.value == "xa");
+    BOOST_TEST(s.next == (std::vector<std::string>{"b"}));
+    BOOST_TEST(s.step == 1);
+    BOOST_TEST(s.source == "loop");
+    BOOST_TEST(s.checkpoint_id == r.checkpoint_id);
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 1u);
+    BOOST_TEST(s.tasks[0].name == "b");
+    BOOST_REQUIRE_EQUAL(s.tasks[0].interrupts.size(), 1u);
+    BOOST_TEST(s.tasks[0].interrupts[0].id == r.interrupts[0].id);
+    BOOST_TEST(s.tasks[0].interrupts[0].node == "b");
+    BOOST_TEST(s.tasks[0].interrupts[0].value == json::value("ok?"));
+
+    run(app.invoke(sg::resume(std::string("y")), thread("t")));
+    auto h = run(app.get_state_history("t"));
+    // input (-1), START applied (0), a (1), b (2), c (3): newest first.
+    BOOST_REQUIRE_EQUAL(h.size(), 5u);
+    std::vector<std::int64_t> steps;
+    for (const auto& x : h) steps.push_back(x.step);
+    BOOST_TEST(steps == (std::vector<std::int64_t>{3, 2, 1, 0, -1}));
+    BOOST_TEST(h.back().source == "input");
+    BOOST_TEST(h.back().parent_checkpoint_id.empty());
+    for (std::size_t i = 0; i + 1 < h.size(); ++i) {
+        BOOST_TEST(h[i].checkpoint_id > h[i + 1].checkpoint_id);
+        BOOST_TEST(h[i].parent_checkpoint_id == h[i + 1].checkpoint_id);
+    }
+    BOOST_TEST(h[0].values.log == (std::vector<std::string>{"a", "b=\"y\"", "c"}));
+    BOOST_TEST(h[2].values.log == (std::vector<std::string>{"a"}));
+    BOOST_TEST(h[2].next == (std::vector<std::string>{"b"}));
+    BOOST_TEST(h[0].next.empty());
+
+    cp::list_options o;
+    o.limit = 2;
+    auto limited = run(app.get_state_history("t", o));
+    BOOST_REQUIRE_EQUAL(limited.size(), 2u);
+    BOOST_TEST(limited[0].checkpoint_id == h[0].checkpoint_id);
+    BOOST_TEST(limited[1].checkpoint_id == h[1].checkpoint_id);
+    cp::list_options by_source;
+    by_source.source = "input";
+    auto inputs = run(app.get_state_history("t", by_source));
+    BOOST_REQUIRE_EQUAL(inputs.size(), 1u);
+    BOOST_TEST(inputs[0].step == -1);
+    cp::list_options by_step;
+    by_step.step = 1;
+    auto one = run(app.get_state_history("t", by_step));
+    BOOST_REQUIRE_EQUAL(one.size(), 1u);
+    BOOST_TEST(one[0].checkpoint_id == h[2].checkpoint_id);
+    cp::list_options before;
+    before.before = h[2].checkpoint_id;
+    before.limit = 10;
+    auto older = run(app.get_state_history("t", before));
+    BOOST_REQUIRE_EQUAL(older.size(), 2u);
+    BOOST_TEST(older[0].step == 0);
+    BOOST_TEST(older[1].step == -1);
+    // An earlier checkpoint by id.
+    auto at1 = run(app.get_state("t", h[2].checkpoint_id));
+    BOOST_TEST(at1.values.value == "xa");
+    BOOST_TEST(at1.next == (std::vector<std::string>{"b"}));
+}
+
+// update_state: as the last writer (next unchanged), as another node (its successors next),
+// unknown as_node; on an earlier checkpoint it forks the thread.
+BOOST_DATA_TEST_CASE(update_state_and_time_travel, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    for (std::string n : {"a", "b", "c"}) g.add_node(n, letter(side, n));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto done = run(app.invoke(upd{}.set<&st::value>("x"), thread("t")));
+    BOOST_TEST(done.values.value == "xabc");
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 5u);
+    const std::string final_id = h[0].checkpoint_id, after_a = h[2].checkpoint_id;
+    BOOST_REQUIRE_EQUAL(h[2].step, 1);
+
+    // Replay from the checkpoint after a: b and c run again, a does not.
+    auto cfg = thread("t");
+    cfg.checkpoint_id = after_a;
+    auto replay = run(app.invoke(sg::continue_run, cfg));
+    BOOST_TEST(replay.values.value == "xabc");
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["b"] == 2);
+    BOOST_TEST(side["c"] == 2);
+    auto h2 = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h2.size(), 7u);
+    BOOST_TEST(h2[1].parent_checkpoint_id == after_a); // the replayed b hangs off the old checkpoint
+    BOOST_TEST(h2[1].step == 2);
+
+    // Fork: write into the checkpoint after a as if a had returned it; continue from there.
+    auto fork_id = run(app.update_state("t", upd{}.set<&st::value>("fork"), std::string("a"), after_a));
+    auto f = run(app.get_state("t", fork_id));
+    BOOST_TEST(f.source == "update");
+    BOOST_TEST(f.parent_checkpoint_id == after_a);
+    BOOST_TEST(f.step == 2);
+    BOOST_TEST(f.values.value == "fork");
+    BOOST_TEST(f.values.log == (std::vector<std::string>{"a"}));
+    BOOST_TEST(f.next == (std::vector<std::string>{"b"}));
+    auto forked = run(app.invoke(sg::continue_run, thread("t"))); // the fork is the newest checkpoint
+    BOOST_TEST(forked.values.value == "forkbc");
+    // The original branch is still there.
+    BOOST_TEST(run(app.get_state("t", final_id)).values.value == "xabc");
+
+    // As node c: nothing runs next; as the last writer (c) by default.
+    auto as_c = run(app.update_state("t", upd{}.set<&st::n>(7).set<&st::log>({"manual"}), std::string("c")));
+    auto sc = run(app.get_state("t"));
+    BOOST_TEST(sc.checkpoint_id == as_c);
+    BOOST_TEST(sc.next.empty());
+    BOOST_TEST(sc.values.n == 7);
+    BOOST_TEST(sc.values.log.back() == "manual"); // through the reducer
+    run(app.update_state("t", upd{}.set<&st::n>(8)));
+    BOOST_TEST(run(app.get_state("t")).values.n == 8);
+    // As node a: b and c run next.
+    run(app.update_state("t", upd{}.set<&st::value>("y"), std::string("a")));
+    BOOST_TEST(run(app.get_state("t")).next == (std::vector<std::string>{"b"}));
+    BOOST_TEST(run(app.invoke(sg::continue_run, thread("t"))).values.value == "ybc");
+
+    std::string msg;
+    BOOST_TEST(error_of([&] { run(app.update_state("t", upd{}, std::string("bb"))); }, &msg) == sg::errc::unknown_node);
+    BOOST_TEST(msg.find("did you mean 'b'") != std::string::npos, msg);
+}
+
+// Drift: a thread written by another graph shape is refused with a typed error listing what
+// changed, unless run_config::allow_drift; the thread is left as it was.
+BOOST_DATA_TEST_CASE(drift_detection, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> v1;
+    v1.add_node("a", letter(side, "a"));
+    v1.add_node("b", asker<int>(side, "b", "n?"));
+    v1.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", sg::END);
+    auto app1 = v1.compile({.checkpointer = env.saver});
+    auto r = run(app1.invoke(upd{}, thread("t")));
+    BOOST_REQUIRE(r.interrupted());
+    const auto before = snap_json(run(app1.get_state("t")));
+
+    sg::state_graph<st> v2;
+    v2.add_node("a", letter(side, "a"));
+    v2.add_node("b", asker<int>(side, "b", "n?"));
+    v2.add_node("c", letter(side, "c"));
+    v2.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    auto app2 = v2.compile({.checkpointer = env.saver});
+    BOOST_TEST(app1.signature() != app2.signature());
+
+    std::string msg;
+    std::vector<std::string> names;
+    BOOST_TEST(error_of([&] { run(app2.invoke(sg::resume(1), thread("t"))); }, &msg, &names) == sg::errc::graph_drift);
+    BOOST_TEST(msg.find("allow_drift") != std::string::npos, msg);
+    BOOST_TEST(msg.find("+ ") != std::string::npos, msg); // lines of the new shape
+    BOOST_TEST(msg.find("c") != std::string::npos, msg);
+    BOOST_TEST((!names.empty() && names[0] == "t"));
+    BOOST_TEST(error_of([&] { run(app2.invoke(sg::continue_run, thread("t"))); }) == sg::errc::graph_drift);
+    // update_state through the new shape is refused as well (it would stamp the new signature).
+    BOOST_TEST(error_of([&] { run(app2.update_state("t", upd{}.set<&st::n>(1), std::string("a"))); }) ==
+               sg::errc::graph_drift);
+    BOOST_TEST(snap_json(run(app1.get_state("t"))) == before);
+    BOOST_TEST(side["b.start"] == 1);
+
+    // A different state type is drift too, and the message names the new field.
+    sg::state_graph<th::st2> v3;
+    v3.add_node("a", [](const th::st2&) { return sg::update<th::st2>{}; });
+    v3.add_node("b", [](const th::st2&) { return sg::update<th::st2>{}; });
+    v3.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", sg::END);
+    auto app3 = v3.compile({.checkpointer = env.saver});
+    BOOST_TEST(error_of([&] { run(app3.invoke(sg::resume(1), thread("t"))); }, &msg) == sg::errc::graph_drift);
+    BOOST_TEST(msg.find("extra") != std::string::npos, msg);
+
+    // Forced: the new shape resumes the thread and runs its new node.
+    auto cfg = thread("t");
+    cfg.allow_drift = true;
+    auto done = run(app2.invoke(sg::resume(5), cfg));
+    BOOST_TEST(!done.interrupted());
+    BOOST_TEST(done.values.log == (std::vector<std::string>{"a", "b=5", "c"}));
+    // From then on the thread carries the new signature: no drift for v2 any more.
+    auto again = run(app2.invoke(upd{}, thread("t")));
+    BOOST_TEST(again.interrupted());
+}
+
+// Interrupts inside a subgraph surface at the parent and resume from the parent's thread:
+// twice in one subgraph node, answered by value and by id; subgraph nodes that finished and the
+// parent's finished sibling do not run again.
+BOOST_DATA_TEST_CASE(subgraph_interrupts_resume_from_the_parent, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> sub("sub");
+    sub.add_node("s1", logger(side, "s1"));
+    sub.add_node("s2", [&side](const st&, sg::context& ctx) -> awaitable_update {
+        side.bump("s2.start");
+        auto a1 = ctx.interrupt<std::string>(std::string("first?"));
+        std::string x = co_await std::move(a1);
+        auto a2 = ctx.interrupt<std::string>(std::string("second?"));
+        std::string y = co_await std::move(a2);
+        co_return upd{}.set<&st::log>({"s2:" + x + y});
+    });
+    sub.add_edge(sg::START, "s1").add_edge("s1", "s2").add_edge("s2", sg::END);
+
+    sg::state_graph<st> g("parent");
+    g.add_node("pre", logger(side, "pre"));
+    g.add_node("sub", sub.compile());
+    g.add_node("side", logger(side, "side"));
+    g.add_node("post", logger(side, "post"));
+    g.add_edge(sg::START, "pre").add_edge("pre", "sub").add_edge("pre", "side");
+    g.add_edge("sub", "post").add_edge("side", "post").add_edge("post", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r1 = run(app.invoke(upd{}, thread("t")));
+    BOOST_REQUIRE(r1.interrupted());
+    BOOST_REQUIRE_EQUAL(r1.interrupts.size(), 1u);
+    BOOST_TEST(r1.interrupts[0].value == json::value("first?"));
+    BOOST_TEST(r1.interrupts[0].node == "s2");
+    BOOST_TEST(r1.values.log == (std::vector<std::string>{"pre", "side"}));
+    auto s1 = run(app.get_state("t"));
+    BOOST_TEST(s1.next == (std::vector<std::string>{"sub"}));
+    BOOST_REQUIRE_EQUAL(s1.tasks.size(), 2u);
+    BOOST_TEST(s1.tasks[1].name == "sub");
+    BOOST_REQUIRE_EQUAL(s1.tasks[1].interrupts.size(), 1u);
+    BOOST_TEST(s1.tasks[1].interrupts[0].id == r1.interrupts[0].id);
+    BOOST_TEST(s1.tasks[0].result.has_value()); // side finished
+
+    std::map<std::string, json::value> wrong;
+    wrong["nope"] = "x";
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume_map(wrong), thread("t"))); }) == sg::errc::unknown_interrupt_id);
+
+    auto r2 = run(app.invoke(sg::resume(std::string("A")), thread("t")));
+    BOOST_REQUIRE(r2.interrupted());
+    BOOST_REQUIRE_EQUAL(r2.interrupts.size(), 1u);
+    BOOST_TEST(r2.interrupts[0].value == json::value("second?"));
+    BOOST_TEST(r2.interrupts[0].id != r1.interrupts[0].id);
+
+    std::map<std::string, json::value> answer;
+    answer[r2.interrupts[0].id] = "B";
+    auto r3 = run(app.invoke(sg::resume_map(answer), thread("t")));
+    BOOST_TEST(!r3.interrupted());
+    // Writes of one step are applied in node name order: side, then sub's (s1, s2).
+    BOOST_TEST(r3.values.log == (std::vector<std::string>{"pre", "side", "s1", "s2:AB", "post"}));
+    BOOST_TEST(side["pre"] == 1);
+    BOOST_TEST(side["side"] == 1);
+    BOOST_TEST(side["s1"] == 1);
+    BOOST_TEST(side["s2.start"] == 3);
+    BOOST_TEST(side["post"] == 1);
+}
+
+// A static breakpoint inside a subgraph stops the parent too (an interrupt without payload);
+// continuing the parent goes on inside the subgraph from its own checkpoint.
+BOOST_DATA_TEST_CASE(subgraph_breakpoint_surfaces_at_the_parent, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> sub("sub");
+    sub.add_node("s1", logger(side, "s1"));
+    sub.add_node("s2", logger(side, "s2"));
+    sub.add_edge(sg::START, "s1").add_edge("s1", "s2").add_edge("s2", sg::END);
+    sg::state_graph<st> g("parent");
+    g.add_node("sub", sub.compile({.interrupt_before = {"s2"}}));
+    g.add_node("post", logger(side, "post"));
+    g.add_edge(sg::START, "sub").add_edge("sub", "post").add_edge("post", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r1 = run(app.invoke(upd{}, thread("t")));
+    BOOST_TEST(r1.interrupted());
+    BOOST_TEST(r1.interrupts.empty());
+    BOOST_TEST(r1.next == (std::vector<std::string>{"sub"}));
+    BOOST_TEST(r1.values.log.empty());
+    BOOST_TEST(side["post"] == 0);
+    auto r2 = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!r2.interrupted());
+    BOOST_TEST(r2.values.log == (std::vector<std::string>{"s1", "s2", "post"}));
+    BOOST_TEST(side["s1"] == 1);
+    BOOST_TEST(side["s2"] == 1);
+}
+
+// A run that dies inside a subgraph: continuing the parent thread continues the subgraph from
+// its own last checkpoint; subgraph nodes that finished do not run again.
+BOOST_DATA_TEST_CASE(abandoned_subgraph_step_continues_inside_the_subgraph, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    bool block = true;
+    sg::state_graph<st> sub("sub");
+    sub.add_node("s1", logger(side, "s1"));
+    sub.add_node("s2", [&side, &block](const st&) -> awaitable_update {
+        side.bump("s2");
+        if (block) {
+            boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, std::chrono::hours(1));
+            co_await t.async_wait(boost::asio::use_awaitable);
+        }
+        co_return upd{}.set<&st::log>({"s2"});
+    });
+    sub.add_edge(sg::START, "s1").add_edge("s1", "s2").add_edge("s2", sg::END);
+    sg::state_graph<st> g("parent");
+    g.add_node("sub", sub.compile());
+    g.add_node("post", logger(side, "post"));
+    g.add_edge(sg::START, "sub").add_edge("sub", "post").add_edge("post", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    {
+        boost::asio::io_context io;
+        boost::asio::co_spawn(io, app.invoke(upd{}, thread("t")), boost::asio::detached);
+        for (int i = 0; i < 400 && side["s2"] == 0; ++i) io.run_for(5ms);
+        BOOST_REQUIRE(side["s2"] == 1);
+    } // dies inside the subgraph, s1 done
+    block = false;
+    auto r = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"s1", "s2", "post"}));
+    BOOST_TEST(side["s1"] == 1);
+    BOOST_TEST(side["s2"] == 2);
+
+    // Replaying the parent from before the subgraph runs the subgraph again, from its start,
+    // and its output is only what this run wrote (not the earlier run's writes as well).
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 4u);
+    BOOST_REQUIRE_EQUAL(h[2].step, 0);
+    auto cfg = thread("t");
+    cfg.checkpoint_id = h[2].checkpoint_id;
+    auto replay = run(app.invoke(sg::continue_run, cfg));
+    BOOST_TEST(replay.values.log == (std::vector<std::string>{"s1", "s2", "post"}));
+    BOOST_TEST(side["s1"] == 2);
+    BOOST_TEST(side["s2"] == 3);
+}
+
+// Interrupts in Send tasks (map-reduce): each task has its own interrupt id; a plain value
+// answers them all, a map answers some; finished Send tasks do not run again.
+BOOST_DATA_TEST_CASE(interrupts_in_send_tasks, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("fan", [](const st&) { return upd{}; });
+    g.add_node("worker", [&side](const std::string& item, sg::context& ctx) -> awaitable_update {
+        side.bump("worker." + item);
+        if (item == "easy") co_return upd{}.set<&st::log>({"easy"});
+        auto pending = ctx.interrupt<std::string>("check " + item);
+        std::string verdict = co_await std::move(pending);
+        co_return upd{}.set<&st::log>({item + ":" + verdict});
+    });
+    g.add_edge(sg::START, "fan");
+    g.add_conditional_edges(
+        "fan",
+        [](const st&) {
+            return std::vector<sg::send>{sg::send("worker", std::string("x")), sg::send("worker", std::string("easy")),
+                                         sg::send("worker", std::string("y")), sg::send("worker", std::string("z"))};
+        },
+        std::vector<std::string>{"worker"});
+    g.add_edge("worker", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r1 = run(app.invoke(upd{}, thread("t")));
+    BOOST_REQUIRE(r1.interrupted());
+    BOOST_REQUIRE_EQUAL(r1.interrupts.size(), 3u);
+    std::set<std::string> ids;
+    for (const auto& i : r1.interrupts) ids.insert(i.id);
+    BOOST_TEST(ids.size() == 3u);
+    BOOST_TEST(r1.interrupts[0].value == json::value("check x"));
+    BOOST_TEST(r1.interrupts[2].value == json::value("check z"));
+    BOOST_TEST(r1.values.log == (std::vector<std::string>{"easy"}));
+
+    // Answer x only: y and z ask again with the same ids.
+    std::map<std::string, json::value> some;
+    some[r1.interrupts[0].id] = "ok";
+    auto r2 = run(app.invoke(sg::resume_map(some), thread("t")));
+    BOOST_REQUIRE(r2.interrupted());
+    BOOST_REQUIRE_EQUAL(r2.interrupts.size(), 2u);
+    BOOST_TEST(r2.interrupts[0].id == r1.interrupts[1].id);
+    BOOST_TEST(r2.interrupts[1].id == r1.interrupts[2].id);
+    BOOST_TEST(r2.values.log == (std::vector<std::string>{"x:ok", "easy"}));
+
+    auto r3 = run(app.invoke(sg::resume(std::string("fine")), thread("t")));
+    BOOST_TEST(!r3.interrupted());
+    BOOST_TEST(r3.values.log == (std::vector<std::string>{"x:ok", "easy", "y:fine", "z:fine"})); // Send order
+    BOOST_TEST(side["worker.easy"] == 1);
+    BOOST_TEST(side["worker.x"] == 2);
+    BOOST_TEST(side["worker.y"] == 3);
+    BOOST_TEST(side["worker.z"] == 3);
+}
+
+// Corrupt stored data (written through the saver interface): typed errors, never a crash, and
+// nothing is overwritten; the last good checkpoint stays readable by id.
+BOOST_DATA_TEST_CASE(corrupt_checkpoints_are_reported, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("p", asker<int>(side, "p", "n?"));
+    g.add_node("r", letter(side, "r"));
+    g.add_edge(sg::START, "p").add_edge(sg::START, "r").add_edge("p", sg::END).add_edge("r", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    // Thread "values": a checkpoint whose value of `n` is not a number.
+    run(app.invoke(upd{}, thread("values")));
+    auto head = *run(env.saver->get("values", "", std::nullopt));
+    const std::string good = head.cp.id;
+    cp::checkpoint bad = head.cp;
+    bad.id = cp::new_checkpoint_id();
+    bad.parent_id = good;
+    bad.values = json::object{{"n", "not a number"}};
+    bad.versions["n"] = bad.id;
+    run(env.saver->put("values", "", bad));
+    std::string msg;
+    BOOST_TEST(error_of([&] { run(app.get_state("values")); }, &msg) == sg::errc::corrupt_checkpoint);
+    BOOST_TEST(msg.find("'n'") != std::string::npos, msg);
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("values"))); }) == sg::errc::corrupt_checkpoint);
+    BOOST_TEST(error_of([&] { run(app.invoke(upd{}, thread("values"))); }) == sg::errc::corrupt_checkpoint);
+    BOOST_TEST(run(env.saver->get("values", "", std::nullopt))->cp.id == bad.id); // not overwritten
+    BOOST_TEST(run(app.get_state("values", good)).tasks.size() == 2u);           // last good one
+
+    // Thread "writes": a pending write of the finished sibling holding the wrong type.
+    run(app.invoke(upd{}, thread("writes")));
+    auto h2 = *run(env.saver->get("writes", "", std::nullopt));
+    std::string r_task;
+    for (const auto& w : h2.writes)
+        if (w.task_name == "r") r_task = w.task_id;
+    BOOST_REQUIRE(!r_task.empty());
+    run(env.saver->put_writes("writes", "", h2.cp.id, {cp::pending_write{r_task, "r", "log", 42}}));
+    BOOST_TEST(error_of([&] { run(app.get_state("writes")); }, &msg) == sg::errc::corrupt_checkpoint);
+    BOOST_TEST(msg.find("'r'") != std::string::npos, msg);
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("writes"))); }) == sg::errc::corrupt_checkpoint);
+    BOOST_TEST(side["r"] == 2); // once per thread: the corrupt write did not make r run again
+}
+
+BOOST_AUTO_TEST_SUITE_END()
