@@ -203,3 +203,49 @@ BOOST_AUTO_TEST_CASE(retry_policy_time_limit_retries_then_reports_node_timeout) 
         BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(4)));
     }
 }
+
+namespace run_test {
+asio::awaitable<sg::update<st>> throws_at_once(const st&, sg::context&) {
+    throw std::runtime_error("bad input");
+    co_return sg::update<st>{};
+}
+asio::awaitable<sg::update<st>> asks_permission(const st&, sg::context& ctx) {
+    auto answer = co_await ctx.interrupt<std::string>(std::string("send the email?"));
+    co_return sg::update<st>{}.set<&st::log>({answer});
+}
+} // namespace run_test
+
+// Regression: the time limit must not hide a node's own error or interrupt (the race ends with
+// whichever finishes first, not with the first success).
+BOOST_AUTO_TEST_CASE(time_limit_passes_errors_and_interrupts_through_at_once) {
+    sg::retry_policy policy;
+    policy.max_attempts = 1;
+    policy.timeout = std::chrono::seconds(3);
+    {
+        sg::state_graph<st> g;
+        g.add_node("agent", run_test::throws_at_once, {.retry = policy});
+        g.add_edge(sg::START, "agent").add_edge("agent", sg::END);
+        auto start = std::chrono::steady_clock::now();
+        try {
+            run(g.compile().invoke(sg::update<st>{}, {}));
+            BOOST_FAIL("expected node_failed");
+        } catch (const sg::node_error& e) {
+            BOOST_TEST(std::string(e.what()).find("bad input") != std::string::npos);
+        }
+        BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(2)));
+    }
+    {
+        sg::state_graph<st> g;
+        g.add_node("agent", run_test::asks_permission, {.retry = policy});
+        g.add_edge(sg::START, "agent").add_edge("agent", sg::END);
+        auto app = g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+        sg::run_config cfg;
+        cfg.thread_id = "perm";
+        auto start = std::chrono::steady_clock::now();
+        auto r = run(app.invoke(sg::update<st>{}, cfg));
+        BOOST_TEST(r.interrupted());
+        BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(2)));
+        r = run(app.invoke(sg::resume(std::string("approve")), cfg));
+        BOOST_TEST(r.values.log == (std::vector<std::string>{"approve"}));
+    }
+}

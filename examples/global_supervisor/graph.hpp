@@ -1,0 +1,67 @@
+#ifndef GLOBAL_SUPERVISOR_GRAPH_HPP
+#define GLOBAL_SUPERVISOR_GRAPH_HPP
+
+/// @file graph.hpp
+/// @brief The Global Supervisor graph, composed from its seven stages, and the calls the
+/// command line (and the tests) make on it: a chat turn, a resume, the state, the history, DOT.
+
+#include "services.hpp"
+#include "state.hpp"
+
+#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/compiled_graph.hpp>
+#include <stategraph/state_graph.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace global_supervisor {
+
+using supervisor_graph = stategraph::compiled_graph<supervisor_state>;
+
+/// @brief The graph, declared stage by stage with the DSL (not compiled).
+stategraph::state_graph<supervisor_state> declare_graph(const agent_settings& agents);
+
+/// @brief The compiled graph with its checkpointer (a checkpoint after every node).
+supervisor_graph build_graph(std::shared_ptr<stategraph::checkpoint::saver> checkpointer, const agent_settings& agents);
+
+/// @brief The checkpoint file kept beside a memory database: "<db>.checkpoints".
+std::string checkpoint_path(const std::string& db_path);
+
+/// @brief What one chat or resume call did.
+struct turn_outcome {
+    std::string thread_id;
+    bool interrupted = false;
+    std::string reply;  ///< the answer, or the question the run waits on
+    std::vector<stategraph::interrupt_info> interrupts;
+    std::vector<std::string> nodes;  ///< nodes run by this call, in order (superstep, then name)
+    supervisor_state values;
+};
+
+/// @brief Runs one turn: `message` on thread `thread_id` (created when new).
+boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
+                                          std::string user_id);
+/// @brief Answers the question the thread waits on. Throws stategraph::thread_error
+/// (thread_not_found, nothing_to_resume) when there is nothing to answer.
+boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer);
+
+/// @brief {"thread_id", "status", "reply", "interrupts": [{"id","value"}], "nodes": [...]}.
+boost::json::object to_json(const turn_outcome& t);
+
+/// @brief The thread's state as JSON: {"thread_id", "status", "next", "interrupts", "trace", "values"}.
+boost::asio::awaitable<boost::json::object> state_json(const supervisor_graph& g, std::string thread_id);
+/// @brief The thread's checkpoints, newest first: [{"checkpoint_id", "step", "source", "writers", "next"}].
+boost::asio::awaitable<boost::json::array> history_json(const supervisor_graph& g, std::string thread_id);
+
+/// @brief DOT of the graph; with a thread, its latest turn's path and its current position
+/// highlighted.
+boost::asio::awaitable<void> write_dot(const supervisor_graph& g, std::ostream& os, std::string thread_id = {});
+
+} // namespace global_supervisor
+
+#endif // GLOBAL_SUPERVISOR_GRAPH_HPP

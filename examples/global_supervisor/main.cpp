@@ -1,0 +1,339 @@
+// global_supervisor: the command line of the Global Supervisor example.
+//
+//   global_supervisor chat    --db FILE --thread ID [--json] [--user ID] [--model-url URL --model NAME] MESSAGE
+//   global_supervisor resume  --db FILE --thread ID [--json] [--model-url URL --model NAME] ANSWER
+//   global_supervisor state   --db FILE --thread ID [--json]
+//   global_supervisor history --db FILE --thread ID [--json]
+//   global_supervisor dot     [--db FILE --thread ID]
+//   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
+//
+// FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
+// FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
+// The thread id is the chat id. Every call is one process: a thread interrupted by one call is
+// resumed by another. Exit status: 0 success, 1 failure (one line on stderr), 2 bad usage.
+
+#include "graph.hpp"
+#include "services.hpp"
+
+#include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/error.hpp>
+#include <stategraph/nodes/openai_chat_model.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace gs = global_supervisor;
+namespace sg = stategraph;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+namespace {
+
+constexpr const char* usage_text =
+    "usage:\n"
+    "  global_supervisor chat    --db FILE --thread ID [--json] [--user ID] [--model-url URL --model NAME] MESSAGE\n"
+    "  global_supervisor resume  --db FILE --thread ID [--json] [--model-url URL --model NAME] ANSWER\n"
+    "  global_supervisor state   --db FILE --thread ID [--json]\n"
+    "  global_supervisor history --db FILE --thread ID [--json]\n"
+    "  global_supervisor dot     [--db FILE --thread ID]\n"
+    "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n";
+
+struct usage_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct args {
+    std::string command;
+    std::map<std::string, std::string> options;
+    bool json = false;
+    std::vector<std::string> positional;
+
+    std::optional<std::string> get(const std::string& k) const {
+        auto it = options.find(k);
+        if (it == options.end()) return std::nullopt;
+        return it->second;
+    }
+    std::string need(const std::string& k) const {
+        auto v = get(k);
+        if (!v || v->empty()) throw usage_error(command + ": missing --" + k);
+        return *v;
+    }
+};
+
+args parse(int argc, char** argv) {
+    if (argc < 2) throw usage_error("missing command");
+    args a;
+    a.command = argv[1];
+    static const std::map<std::string, std::vector<std::string>> allowed = {
+        {"chat", {"db", "thread", "user", "model-url", "model"}},
+        {"resume", {"db", "thread", "user", "model-url", "model"}},
+        {"state", {"db", "thread"}},
+        {"history", {"db", "thread"}},
+        {"dot", {"db", "thread"}},
+        {"demo", {"db", "model-url", "model"}},
+    };
+    auto cmd = allowed.find(a.command);
+    if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
+    bool json_allowed = a.command == "chat" || a.command == "resume" || a.command == "state" || a.command == "history";
+    for (int i = 2; i < argc; ++i) {
+        std::string s = argv[i];
+        if (s == "--") {
+            for (++i; i < argc; ++i) a.positional.push_back(argv[i]);
+            break;
+        }
+        if (s.rfind("--", 0) == 0) {
+            std::string key = s.substr(2), value;
+            if (auto eq = key.find('='); eq != std::string::npos) {
+                value = key.substr(eq + 1);
+                key = key.substr(0, eq);
+            } else if (key == "json") {
+                if (!json_allowed) throw usage_error(a.command + ": unknown flag --json");
+                a.json = true;
+                continue;
+            } else {
+                if (std::find(cmd->second.begin(), cmd->second.end(), key) == cmd->second.end())
+                    throw usage_error(a.command + ": unknown flag " + s);
+                if (i + 1 >= argc) throw usage_error(a.command + ": " + s + " needs a value");
+                value = argv[++i];
+            }
+            if (std::find(cmd->second.begin(), cmd->second.end(), key) == cmd->second.end())
+                throw usage_error(a.command + ": unknown flag --" + key);
+            a.options[key] = value;
+        } else {
+            a.positional.push_back(s);
+        }
+    }
+    if (a.get("model-url").has_value() != a.get("model").has_value())
+        throw usage_error(a.command + ": --model-url and --model go together");
+    return a;
+}
+
+template <class T>
+T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
+    auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
+    io.restart();
+    io.run();
+    return f.get();
+}
+
+/// Everything one process needs: the services (memory + brain) and the compiled graph.
+struct app {
+    boost::asio::io_context& io;
+    std::unique_ptr<gs::services> svc;
+    std::unique_ptr<gs::services::scope> scope;
+    gs::supervisor_graph graph;
+
+    app(boost::asio::io_context& io_, const args& a, const std::string& db, bool create) : io(io_) {
+        if (!create && !fs::exists(db)) throw std::runtime_error("no database at '" + db + "'");
+        if (!create && !fs::exists(gs::checkpoint_path(db)))
+            throw std::runtime_error("database '" + db + "' has no checkpoints (" + gs::checkpoint_path(db) + ")");
+        gs::services::options o;
+        o.db = db;
+        if (auto u = a.get("user")) o.user_id = *u;
+        if (auto url = a.get("model-url")) {
+            sg::nodes::openai_options oo;
+            oo.base_url = *url;
+            oo.model = *a.get("model");
+            if (const char* key = std::getenv("OPENAI_API_KEY")) oo.api_key = key;
+            auto model = std::make_shared<sg::nodes::openai_chat_model>(io.get_executor(), oo);
+            o.model = std::make_shared<gs::llm_brain>(model, oo.model);
+        }
+        svc = std::make_unique<gs::services>(std::move(o));
+        scope = std::make_unique<gs::services::scope>(*svc);
+        sg::checkpoint::sqlite_options so;
+        so.path = gs::checkpoint_path(db);
+        graph = gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(so), svc->agents());
+    }
+};
+
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+    return out;
+}
+
+void print_turn(const gs::turn_outcome& t, bool as_json, double ms, const std::string& db) {
+    if (as_json) {
+        std::cout << json::serialize(gs::to_json(t)) << "\n";
+        return;
+    }
+    std::cout << "assistant: " << t.reply << "\n";
+    std::cout << "  path (" << t.nodes.size() << " nodes, " << static_cast<long>(ms) << " ms): " << joined(t.nodes, " > ")
+              << "\n";
+    if (t.interrupted)
+        std::cout << "  waiting for your answer: global_supervisor resume --db " << db << " --thread " << t.thread_id
+                  << " ANSWER\n";
+}
+
+std::string message_of(const args& a, const char* what) {
+    if (a.positional.empty()) throw usage_error(a.command + ": missing " + what);
+    return joined(a.positional, " ");
+}
+
+int cmd_chat_or_resume(const args& a) {
+    std::string db = a.need("db"), thread = a.need("thread");
+    std::string text = message_of(a, a.command == "chat" ? "MESSAGE" : "ANSWER");
+    boost::asio::io_context io;
+    app ap(io, a, db, a.command == "chat");
+    auto start = std::chrono::steady_clock::now();
+    gs::turn_outcome t = a.command == "chat" ? run(io, gs::chat(ap.graph, thread, text, ap.svc->user_id()))
+                                             : run(io, gs::resume(ap.graph, thread, text));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    print_turn(t, a.json, ms, db);
+    return 0;
+}
+
+int cmd_state(const args& a) {
+    std::string db = a.need("db"), thread = a.need("thread");
+    boost::asio::io_context io;
+    app ap(io, a, db, false);
+    auto o = run(io, gs::state_json(ap.graph, thread));
+    if (a.json) {
+        std::cout << json::serialize(o) << "\n";
+        return 0;
+    }
+    const auto& v = o.at("values").as_object();
+    std::cout << "thread:  " << thread << "\n";
+    auto str = [](const json::value& v) { return std::string(v.as_string()); };
+    std::cout << "status:  " << str(o.at("status")) << "\n";
+    for (const auto& i : o.at("interrupts").as_array())
+        if (auto* q = i.at("value").as_object().if_contains("question"))
+            std::cout << "waiting: " << str(*q) << "\n";
+    std::cout << "message: " << str(v.at("conversation").at("user_message")) << "\n";
+    if (auto reply = str(v.at("response").at("reply")); !reply.empty()) std::cout << "reply:   " << reply << "\n";
+    std::vector<std::string> trace;
+    for (const auto& n : v.at("trace").as_array()) trace.push_back(std::string(n.as_string()));
+    std::cout << "path:    " << joined(trace, " > ") << "\n";
+    std::vector<std::string> next;
+    for (const auto& n : o.at("next").as_array()) next.push_back(std::string(n.as_string()));
+    std::cout << "next:    " << (next.empty() ? "(end)" : joined(next, ", ")) << "\n";
+    return 0;
+}
+
+int cmd_history(const args& a) {
+    std::string db = a.need("db"), thread = a.need("thread");
+    boost::asio::io_context io;
+    app ap(io, a, db, false);
+    auto list = run(io, gs::history_json(ap.graph, thread));
+    if (a.json) {
+        std::cout << json::serialize(list) << "\n";
+        return 0;
+    }
+    for (const auto& c : list) {
+        const auto& o = c.as_object();
+        std::vector<std::string> writers, next;
+        for (const auto& w : o.at("writers").as_array()) writers.push_back(std::string(w.as_string()));
+        for (const auto& n : o.at("next").as_array()) next.push_back(std::string(n.as_string()));
+        std::cout << "step " << o.at("step").as_int64() << "  " << std::string(o.at("source").as_string()) << "  by "
+                  << (writers.empty() ? "-" : joined(writers, ",")) << "  -> "
+                  << (next.empty() ? "(end)" : joined(next, ",")) << "\n";
+    }
+    return 0;
+}
+
+int cmd_dot(const args& a) {
+    auto db = a.get("db"), thread = a.get("thread");
+    if (thread && !db) throw usage_error("dot: --thread needs --db");
+    boost::asio::io_context io;
+    if (!db) {
+        // The graph alone: no database needed.
+        auto g = gs::build_graph(nullptr, gs::agent_settings{});
+        run(io, gs::write_dot(g, std::cout));
+        return 0;
+    }
+    app ap(io, a, *db, false);
+    run(io, gs::write_dot(ap.graph, std::cout, thread.value_or("")));
+    return 0;
+}
+
+int cmd_demo(const args& a) {
+    fs::path dir;
+    std::string db;
+    bool temporary = !a.get("db");
+    if (temporary) {
+        dir = fs::temp_directory_path() / ("global_supervisor_demo_" + std::to_string(::getpid()));
+        fs::create_directories(dir);
+        db = (dir / "demo.db").string();
+    } else {
+        db = *a.get("db");
+        if (fs::exists(db)) throw std::runtime_error("demo: '" + db + "' exists; the demo starts from a fresh database");
+    }
+    const std::string thread = "demo";
+    struct step {
+        bool resume;
+        std::string text;
+    };
+    const std::vector<step> script = {
+        {false, "Hi there!"},
+        {false, "Plan my week: book flights to Zurich and review my portfolio"},
+        {false, "Thomas is traveling to Mallorca next week"},
+        {true, "Thomas Berger"},
+        {false, "What does Thomas like?"},
+    };
+    int status = 0;
+    try {
+        for (const auto& st : script) {
+            // A new io_context, services and graph for every message: as separate processes would.
+            boost::asio::io_context io;
+            app ap(io, a, db, true);
+            std::cout << (st.resume ? "resume> " : "user> ") << st.text << "\n";
+            auto start = std::chrono::steady_clock::now();
+            auto t = st.resume ? run(io, gs::resume(ap.graph, thread, st.text))
+                               : run(io, gs::chat(ap.graph, thread, st.text, ap.svc->user_id()));
+            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+            print_turn(t, false, ms, db);
+            std::cout << "\n";
+        }
+    } catch (...) {
+        status = 1;
+        if (temporary) fs::remove_all(dir);
+        throw;
+    }
+    if (temporary) fs::remove_all(dir);
+    return status;
+}
+
+/// One line: messages from the engine may span lines (drift reports).
+std::string one_line(std::string s) {
+    for (auto& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    return s;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "help")) {
+        std::cout << usage_text;
+        return 0;
+    }
+    try {
+        args a = parse(argc, argv);
+        if (a.command == "chat" || a.command == "resume") return cmd_chat_or_resume(a);
+        if (a.command == "state") return cmd_state(a);
+        if (a.command == "history") return cmd_history(a);
+        if (a.command == "dot") return cmd_dot(a);
+        if (a.command == "demo") return cmd_demo(a);
+    } catch (const usage_error& e) {
+        std::cerr << "error: " << one_line(e.what()) << " (see global_supervisor --help)\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "error: " << one_line(e.what()) << "\n";
+        return 1;
+    }
+    return 2;
+}

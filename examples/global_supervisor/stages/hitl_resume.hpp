@@ -1,0 +1,29 @@
+#ifndef GLOBAL_SUPERVISOR_STAGES_HITL_RESUME_HPP
+#define GLOBAL_SUPERVISOR_STAGES_HITL_RESUME_HPP
+
+/// @file stages/hitl_resume.hpp
+/// @brief Stage 2, "HITL Resume": hitl_handler and the "Resume Type" decision.
+
+#include "stages/common.hpp"
+
+#include <stategraph/command.hpp>
+
+#include <string>
+#include <vector>
+
+namespace global_supervisor {
+
+update hitl_handler(const state& s);
+
+/// @brief "Resume Type" for messages classified as usual: {"none"} or {"disambiguation"}
+/// (both lead to intent_classification); empty when an agent waits for permission.
+std::vector<std::string> resume_type(const state& s);
+/// @brief "Resume Type" = agent HITL: the waiting agent task, with the decision the message
+/// carries, sent back to agent_execution; empty otherwise.
+std::vector<stategraph::send> agent_resume(const state& s);
+
+stage_decl hitl_resume_stage();
+
+} // namespace global_supervisor
+
+#endif // GLOBAL_SUPERVISOR_STAGES_HITL_RESUME_HPP

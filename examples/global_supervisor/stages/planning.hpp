@@ -1,0 +1,34 @@
+#ifndef GLOBAL_SUPERVISOR_STAGES_PLANNING_HPP
+#define GLOBAL_SUPERVISOR_STAGES_PLANNING_HPP
+
+/// @file stages/planning.hpp
+/// @brief Stage 6, "Planning & Execution": global_planner and agent_execution (one Send per
+/// agent, with a retry policy), looping while the plan has more agents.
+
+#include "stages/common.hpp"
+
+#include <stategraph/command.hpp>
+
+#include <string>
+#include <vector>
+
+namespace global_supervisor {
+
+boost::asio::awaitable<update> global_planner(const state& s);
+boost::asio::awaitable<update> agent_execution(const agent_task& task, stategraph::context& ctx);
+
+/// @brief The planner's batch, one Send per agent task (they run in parallel).
+std::vector<stategraph::send> dispatch_agents(const state& s);
+/// @brief {"nothing_to_run"} (to ui_router) when the planner found nothing to run, else nothing.
+std::vector<std::string> nothing_to_run(const state& s);
+/// @brief "More agents?".
+bool more_agents(const state& s);
+
+/// @brief The action an agent task needs permission for ("send_email", "move_money", ...).
+std::string permission_action(const std::string& task);
+
+stage_decl planning_stage(const agent_settings& agents);
+
+} // namespace global_supervisor
+
+#endif // GLOBAL_SUPERVISOR_STAGES_PLANNING_HPP

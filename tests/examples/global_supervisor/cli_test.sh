@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The global_supervisor command line, each call a separate process:
+#   chat / resume / state / history / dot, --json output parsed with python3,
+#   an interrupt in one process and its resume in another,
+#   error exits (missing thread, nothing pending, bad flag) that lose nothing,
+#   and the DOT output rendered by dot -Tsvg.
+# usage: cli_test.sh path/to/global_supervisor
+set -euo pipefail
+
+bin=${1:?usage: cli_test.sh path/to/global_supervisor}
+work=$(mktemp -d "${TMPDIR:-/tmp}/gs_cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+db="$work/chat.db"
+failures=0
+
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+
+# json FILE EXPR: evaluates a Python expression on the parsed JSON object `j`.
+json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# expect_error CODE DESCRIPTION -- command...: the command fails with CODE and one line on stderr.
+expect_error() {
+  local want=$1 what=$2; shift 3
+  local rc=0
+  "$@" >"$work/out" 2>"$work/err" || rc=$?
+  if [ "$rc" -ne "$want" ]; then fail "$what: exit $rc, expected $want"; return; fi
+  if [ "$(wc -l <"$work/err")" -ne 1 ]; then fail "$what: expected one line on stderr, got: $(cat "$work/err")"; return; fi
+  ok "$what ($(cat "$work/err"))"
+}
+
+# 1. A greeting takes the fast path.
+"$bin" chat --db "$db" --thread t1 --json "Hi there!" >"$work/greet.json"
+[ "$(json "$work/greet.json" 'j["status"]')" = done ] || fail "greeting status"
+[ "$(json "$work/greet.json" '",".join(j["nodes"])')" = \
+  "session_init,summarization_check,context_loader,hitl_handler,intent_classification,retrieval_router,memory_assembly,extraction_merge,ui_router,simple_text,message_persist" ] \
+  || fail "greeting nodes: $(json "$work/greet.json" 'j["nodes"]')"
+[ "$(json "$work/greet.json" 'sorted(j.keys())')" = "['interrupts', 'nodes', 'reply', 'status', 'thread_id']" ] \
+  || fail "greeting keys"
+ok "greeting"
+
+# 2. A multi-agent request: two agents in parallel.
+"$bin" chat --db "$db" --thread t1 --json "Plan my week: book flights to Zurich and review my portfolio" >"$work/plan.json"
+[ "$(json "$work/plan.json" 'j["nodes"].count("agent_execution")')" = 2 ] || fail "two agents"
+[ "$(json "$work/plan.json" 'j["nodes"][-2]')" = complex_text ] || fail "complex_text"
+ok "multi-agent request"
+
+# 3. The Thomas message pauses with a question (process A) ...
+"$bin" chat --db "$db" --thread t1 --json "Thomas is traveling to Mallorca" >"$work/thomas.json"
+[ "$(json "$work/thomas.json" 'j["status"]')" = interrupted ] || fail "Thomas: not interrupted"
+[ "$(json "$work/thomas.json" 'j["nodes"][-1]')" = disambiguation_blocking ] || fail "Thomas: last node"
+[ "$(json "$work/thomas.json" 'j["interrupts"][0]["value"]["options"]')" = "['Thomas Anderson', 'Thomas Berger']" ] \
+  || fail "Thomas: options"
+[ -n "$(json "$work/thomas.json" 'j["interrupts"][0]["id"]')" ] || fail "Thomas: interrupt id"
+ok "interrupt: $(json "$work/thomas.json" 'j["reply"]')"
+
+"$bin" state --db "$db" --thread t1 --json >"$work/state.json"
+[ "$(json "$work/state.json" 'j["status"]')" = interrupted ] || fail "state: interrupted"
+[ "$(json "$work/state.json" 'j["next"]')" = "['disambiguation_blocking']" ] || fail "state: next"
+"$bin" state --db "$db" --thread t1 | grep -q "waiting: Which Thomas" || fail "state text"
+ok "state while waiting"
+
+# ... and a second process resumes it.
+"$bin" resume --db "$db" --thread t1 --json "Thomas Berger" >"$work/resume.json"
+[ "$(json "$work/resume.json" 'j["status"]')" = done ] || fail "resume status"
+[ "$(json "$work/resume.json" '",".join(j["nodes"])')" = "disambiguation_blocking,message_persist" ] || fail "resume nodes"
+json "$work/resume.json" 'j["reply"]' | grep -q "Thomas Berger" || fail "resume reply"
+ok "resume: $(json "$work/resume.json" 'j["reply"]')"
+
+# The fact is stored against the chosen contact (read with sqlite3 when it is installed).
+if command -v sqlite3 >/dev/null; then
+  who=$(sqlite3 "$db" "SELECT c.full_name FROM facts f JOIN contacts c ON c.id = f.contact_id WHERE f.text LIKE 'Thomas is traveling%'")
+  [ "$who" = "Thomas Berger" ] || fail "fact stored for '$who'"
+  ok "fact stored for Thomas Berger"
+fi
+
+# 4. History and state after the turn.
+"$bin" history --db "$db" --thread t1 --json >"$work/history.json"
+[ "$(json "$work/history.json" 'len(j) > 20')" = True ] || fail "history length"
+[ "$(json "$work/history.json" 'j[0]["writers"]')" = "['message_persist']" ] || fail "history newest"
+"$bin" history --db "$db" --thread t1 | head -1 | grep -q "message_persist" || fail "history text"
+ok "history ($(json "$work/history.json" 'len(j)') checkpoints)"
+
+# 5. Errors: one line, non-zero, nothing lost.
+before=$(json "$work/history.json" 'len(j)')
+expect_error 1 "resume with nothing pending" -- "$bin" resume --db "$db" --thread t1 "2"
+expect_error 1 "missing thread (state)" -- "$bin" state --db "$db" --thread nobody
+expect_error 1 "missing thread (resume)" -- "$bin" resume --db "$db" --thread nobody "2"
+expect_error 1 "missing thread (history)" -- "$bin" history --db "$db" --thread nobody
+expect_error 2 "bad flag" -- "$bin" chat --db "$db" --thread t1 --colour "Hi"
+expect_error 2 "missing --thread" -- "$bin" chat --db "$db" "Hi"
+expect_error 2 "missing message" -- "$bin" chat --db "$db" --thread t1
+expect_error 2 "unknown command" -- "$bin" chatter --db "$db" --thread t1 "Hi"
+expect_error 1 "missing database" -- "$bin" state --db "$work/none.db" --thread t1
+"$bin" history --db "$db" --thread t1 --json >"$work/history2.json"
+[ "$(json "$work/history2.json" 'len(j)')" = "$before" ] || fail "errors changed the history"
+[ "$(json "$work/history2.json" 'j[0]["checkpoint_id"]')" = "$(json "$work/history.json" 'j[0]["checkpoint_id"]')" ] \
+  || fail "errors changed the head checkpoint"
+ok "errors lose nothing"
+
+# 6. Permission: asked in one process, approved in another.
+"$bin" chat --db "$db" --thread t2 --json "Send an email to Anna about dinner on Friday" >"$work/mail.json"
+[ "$(json "$work/mail.json" 'j["interrupts"][0]["value"]["action"]')" = send_email ] || fail "permission asked"
+"$bin" resume --db "$db" --thread t2 --json approve >"$work/approve.json"
+json "$work/approve.json" 'j["reply"]' | grep -q "Done, with your approval" || fail "approved"
+ok "permission approved from a second process"
+
+# 7. DOT: the whole graph, and a thread's path; both render with dot -Tsvg.
+"$bin" dot >"$work/graph.dot"
+grep -q "extraction_merge" "$work/graph.dot" || fail "dot: nodes"
+"$bin" dot --db "$db" --thread t1 >"$work/t1.dot"
+grep -q "#ffd966" "$work/t1.dot" || fail "dot: current position"
+if command -v dot >/dev/null; then
+  dot -Tsvg "$work/graph.dot" -o "$work/graph.svg" || fail "dot -Tsvg graph"
+  dot -Tsvg "$work/t1.dot" -o "$work/t1.svg" || fail "dot -Tsvg thread"
+  grep -q "<svg" "$work/t1.svg" || fail "svg"
+  ok "dot -Tsvg"
+else
+  echo "note: graphviz not installed, SVG not rendered"
+fi
+
+# 8. Text output.
+"$bin" chat --db "$db" --thread t3 "Hello" | grep -q "^assistant: Hello" || fail "text output"
+ok "text output"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "all CLI checks passed"

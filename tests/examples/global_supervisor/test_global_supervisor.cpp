@@ -1,0 +1,577 @@
+// Tests of the Global Supervisor graph: every route through it (the node sequence of each),
+// the interrupt and its resume from a second "process" (new services, saver and graph on the same
+// files), a new message while a question is pending, retries that succeed and retries that run
+// out, the permission interrupt, summarization, and the DOT drawing rendered by `dot -Tsvg`.
+#define BOOST_TEST_MODULE global_supervisor
+#include <boost/test/unit_test.hpp>
+
+#include "graph.hpp"
+#include "services.hpp"
+#include "stages/memory.hpp"
+#include "state.hpp"
+
+#include "print_enums.hpp"
+
+#include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/dsl/dsl.hpp>
+#include <stategraph/error.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace gs = global_supervisor;
+namespace sg = stategraph;
+namespace fs = std::filesystem;
+
+namespace {
+
+using nodes_t = std::vector<std::string>;
+
+template <class T>
+T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
+    auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
+    io.restart();
+    io.run();
+    return f.get();
+}
+
+/// A directory removed at the end of the test.
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        static std::atomic<int> counter{0};
+        path = fs::temp_directory_path() /
+               ("gs_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
+                std::to_string(std::random_device{}()));
+        fs::create_directories(path);
+    }
+    ~temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+/// Fast agent settings for tests: the same policy shape, shorter waits.
+gs::agent_settings test_agents() {
+    gs::agent_settings a;
+    a.retry.max_attempts = 3;
+    a.retry.initial_interval = std::chrono::milliseconds(2);
+    a.retry.backoff_factor = 2.0;
+    a.retry.jitter = true;
+    a.retry.timeout = std::chrono::milliseconds(300);
+    return a;
+}
+
+/// One "process": services on the memory database, a SQLite saver on the checkpoint file, the
+/// compiled graph, and an io_context. Two of them on the same files are two processes.
+struct process {
+    boost::asio::io_context io;
+    gs::services svc;
+    gs::services::scope scope{svc};
+    gs::supervisor_graph graph;
+
+    explicit process(const fs::path& db, std::shared_ptr<gs::brain> brain = nullptr)
+        : svc(options(db, std::move(brain))),
+          graph(gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(
+                                    sg::checkpoint::sqlite_options{.path = gs::checkpoint_path(db.string())}),
+                                svc.agents())) {}
+
+    static gs::services::options options(const fs::path& db, std::shared_ptr<gs::brain> brain) {
+        gs::services::options o;
+        o.db = db;
+        o.user_id = "u1";
+        o.today = "2026-11-22";
+        o.agents = test_agents();
+        o.model = std::move(brain);
+        return o;
+    }
+
+    gs::turn_outcome chat(const std::string& thread, const std::string& message) {
+        return run(io, gs::chat(graph, thread, message, "u1"));
+    }
+    gs::turn_outcome resume(const std::string& thread, const std::string& answer) {
+        return run(io, gs::resume(graph, thread, answer));
+    }
+    std::vector<gs::chat_message> messages(const std::string& thread) {
+        return svc.with_store([&](gs::memory_store& m) { return m.load_messages(thread); });
+    }
+    std::vector<gs::fact> facts_of(const std::string& full_name) {
+        return svc.with_store([&](gs::memory_store& m) {
+            for (const auto& c : m.find_contacts_by_name("u1", full_name.substr(0, full_name.find(' '))))
+                if (c.full_name == full_name) return m.facts_for_contact(c.id);
+            return std::vector<gs::fact>{};
+        });
+    }
+};
+
+const nodes_t entry_nodes = {"session_init", "summarization_check", "context_loader", "hitl_handler",
+                             "intent_classification", "retrieval_router"};
+
+nodes_t concat(nodes_t a, const nodes_t& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool has_fact(const std::vector<gs::fact>& facts, const std::string& text) {
+    for (const auto& f : facts)
+        if (f.text == text) return true;
+    return false;
+}
+
+} // namespace
+
+// -- the routes through the graph ------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(greeting_takes_the_fast_path) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("greet", "Hi there!");
+    BOOST_TEST(!t.interrupted);
+    // No retrieval, no fact extraction: the optimization flags skip them.
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"memory_assembly", "extraction_merge", "ui_router", "simple_text",
+                                               "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(t.values.trace == t.nodes, boost::test_tools::per_element());
+    BOOST_TEST(contains(t.reply, "Hello"));
+    BOOST_TEST(contains(t.reply, "Dentist appointment")); // the agenda loaded by context_loader
+    auto msgs = p.messages("greet");
+    BOOST_REQUIRE(msgs.size() == 2u);
+    BOOST_TEST(msgs[0].role == "user");
+    BOOST_TEST(msgs[1].content == t.reply);
+}
+
+BOOST_AUTO_TEST_CASE(question_takes_semantic_retrieval_without_extraction) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("q", "Tell me about Anna");
+    BOOST_TEST(t.values.memory.path == gs::retrieval_path::semantic);
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"entity_resolution", "semantic_retrieval", "temporal_retrieval",
+                                               "memory_assembly", "extraction_merge", "ui_router", "simple_text",
+                                               "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(contains(t.reply, "Anna likes Italian food"));
+    BOOST_TEST(t.values.memory.temporal_facts.empty());
+}
+
+BOOST_AUTO_TEST_CASE(statement_runs_extraction_in_parallel_with_entity_resolution) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("s", "Anna is moving to Berlin");
+    // entity_resolution and fact_extraction run in one superstep; extraction_merge waits for both.
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"entity_resolution", "fact_extraction", "semantic_retrieval",
+                                               "temporal_retrieval", "memory_assembly", "extraction_merge",
+                                               "ui_router", "simple_text", "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(has_fact(p.facts_of("Anna Keller"), "Anna is moving to Berlin"));
+    BOOST_TEST(contains(t.reply, "Noted: Anna is moving to Berlin (Anna Keller)"));
+}
+
+BOOST_AUTO_TEST_CASE(time_question_takes_parallel_retrieval) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("time", "What is coming up this week?");
+    BOOST_TEST(t.values.memory.path == gs::retrieval_path::parallel);
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"entity_resolution", "semantic_retrieval", "temporal_retrieval",
+                                               "memory_assembly", "extraction_merge", "ui_router", "simple_text",
+                                               "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_REQUIRE(!t.values.memory.temporal_facts.empty());
+    BOOST_TEST(contains(t.reply, "Dentist appointment with Dr. Meier"));
+}
+
+BOOST_AUTO_TEST_CASE(non_blocking_disambiguation_answers_and_asks_by_the_way) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("nb", "What does Thomas like?");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"entity_resolution", "semantic_retrieval", "temporal_retrieval",
+                                               "memory_assembly", "extraction_merge", "disambiguation_simple",
+                                               "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(contains(t.reply, "Thomas Berger loves sailing"));
+    BOOST_TEST(contains(t.reply, "By the way, which Thomas did you mean: Thomas Anderson or Thomas Berger?"));
+    BOOST_TEST(t.values.hitl.pending == gs::hitl_kind::none);
+}
+
+BOOST_AUTO_TEST_CASE(complex_request_runs_agents_in_parallel) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("c", "Plan my week: book flights to Zurich and review my portfolio");
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"entity_resolution", "semantic_retrieval", "temporal_retrieval",
+                                               "memory_assembly", "extraction_merge", "global_planner",
+                                               "agent_execution", "agent_execution", "ui_router", "complex_text",
+                                               "message_persist"}),
+               boost::test_tools::per_element());
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 2u);
+    BOOST_TEST(t.values.planning.batch.size() == 2u); // one batch: both agents in one superstep
+    BOOST_TEST(contains(t.reply, "Productivity: Planned"));
+    BOOST_TEST(contains(t.reply, "Window seat requested")); // the preference from memory
+    BOOST_TEST(contains(t.reply, "Wealth: Portfolio review"));
+}
+
+// -- blocking disambiguation, interrupt and resume ----------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(blocking_disambiguation_pauses_and_resumes_from_another_process) {
+    temp_dir dir;
+    const auto db = dir.path / "m.db";
+    const nodes_t before = concat(entry_nodes, {"entity_resolution", "fact_extraction", "semantic_retrieval",
+                                                "temporal_retrieval", "memory_assembly", "extraction_merge",
+                                                "disambiguation_blocking"});
+    {
+        process first(db);
+        auto t = first.chat("thomas", "Thomas is traveling to Mallorca");
+        BOOST_TEST(t.interrupted);
+        BOOST_TEST(t.nodes == before, boost::test_tools::per_element());
+        BOOST_REQUIRE(t.interrupts.size() == 1u);
+        const auto& v = t.interrupts[0].value.as_object();
+        BOOST_TEST(v.at("kind").as_string() == "disambiguation");
+        BOOST_TEST(t.reply == "Which Thomas do you mean: 1) Thomas Anderson (colleague) or 2) Thomas Berger "
+                              "(brother-in-law)?");
+        // The question is the assistant's message while the thread waits; the fact is not stored.
+        auto msgs = first.messages("thomas");
+        BOOST_REQUIRE(msgs.size() == 2u);
+        BOOST_TEST(msgs[1].role == "assistant");
+        BOOST_TEST(msgs[1].content == t.reply);
+        BOOST_TEST(!has_fact(first.facts_of("Thomas Anderson"), "Thomas is traveling to Mallorca"));
+        BOOST_TEST(!has_fact(first.facts_of("Thomas Berger"), "Thomas is traveling to Mallorca"));
+    }
+    {
+        process second(db); // a new process: nothing shared but the files
+        auto t = second.resume("thomas", "2");
+        BOOST_TEST(!t.interrupted);
+        BOOST_TEST(t.nodes == (nodes_t{"disambiguation_blocking", "message_persist"}), boost::test_tools::per_element());
+        BOOST_TEST(has_fact(second.facts_of("Thomas Berger"), "Thomas is traveling to Mallorca"));
+        BOOST_TEST(!has_fact(second.facts_of("Thomas Anderson"), "Thomas is traveling to Mallorca"));
+        BOOST_TEST(contains(t.reply, "saved that for Thomas Berger"));
+        // The whole path of the turn, across both processes.
+        BOOST_TEST(t.values.trace == concat(before, {"message_persist"}), boost::test_tools::per_element());
+        auto msgs = second.messages("thomas");
+        BOOST_REQUIRE(msgs.size() == 4u); // user, question, answer, reply: the question not stored twice
+        BOOST_TEST(msgs[2].content == "2");
+        BOOST_TEST(msgs[3].content == t.reply);
+        // Nothing is pending any more.
+        BOOST_CHECK_THROW(second.resume("thomas", "1"), sg::thread_error);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(an_answer_naming_no_candidate_gets_the_question_again) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    BOOST_TEST(p.chat("again", "Thomas is traveling to Mallorca").interrupted);
+    auto t = p.resume("again", "the tall one");
+    BOOST_TEST(t.interrupted);
+    BOOST_TEST(contains(t.reply, "Sorry, I didn't get that."));
+    t = p.resume("again", "Thomas Anderson");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(has_fact(p.facts_of("Thomas Anderson"), "Thomas is traveling to Mallorca"));
+    auto msgs = p.messages("again");
+    BOOST_TEST(msgs.size() == 6u); // user, q1, bad answer, q2, answer, reply
+}
+
+BOOST_AUTO_TEST_CASE(new_message_while_disambiguation_pending_goes_through_hitl_handler) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    BOOST_TEST(p.chat("pending", "Thomas is traveling to Mallorca").interrupted);
+    // Not a resume: a new chat message that names a candidate answers the question.
+    auto t = p.chat("pending", "I meant Thomas Berger");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(t.values.hitl.resume_type == gs::hitl_kind::disambiguation);
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"memory_assembly", "extraction_merge", "ui_router", "simple_text",
+                                               "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(has_fact(p.facts_of("Thomas Berger"), "Thomas is traveling to Mallorca"));
+    BOOST_TEST(contains(t.reply, "saved that for Thomas Berger"));
+    BOOST_TEST(t.values.hitl.pending == gs::hitl_kind::none);
+}
+
+BOOST_AUTO_TEST_CASE(new_message_that_moves_on_drops_the_pending_question) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    BOOST_TEST(p.chat("moveon", "Thomas is traveling to Mallorca").interrupted);
+    auto t = p.chat("moveon", "Hello");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(t.values.hitl.pending == gs::hitl_kind::none);
+    BOOST_TEST(!has_fact(p.facts_of("Thomas Berger"), "Thomas is traveling to Mallorca"));
+    BOOST_CHECK_THROW(p.resume("moveon", "2"), sg::thread_error);
+}
+
+// -- agents: retries, time limits, permission -------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(retry_succeeds_after_a_transient_failure) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("flaky", "Research flaky battery suppliers");
+    BOOST_TEST(!t.interrupted);
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u);
+    BOOST_TEST(results[0].agent == gs::agent_kind::research);
+    BOOST_TEST(results[0].status == gs::agent_status::ok);
+    BOOST_TEST(results[0].attempts == 2);
+    BOOST_TEST(contains(t.reply, "Research on"));
+}
+
+BOOST_AUTO_TEST_CASE(retry_after_an_attempt_overruns_its_time_limit) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto start = std::chrono::steady_clock::now();
+    auto t = p.chat("slow", "Research slow battery suppliers");
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u);
+    BOOST_TEST(results[0].status == gs::agent_status::ok);
+    BOOST_TEST(results[0].attempts == 2);
+    // The first attempt was cut at the 300 ms limit, not left to sleep its 600 ms.
+    BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::milliseconds(590)));
+}
+
+BOOST_AUTO_TEST_CASE(retries_that_run_out_are_reported_not_thrown) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("down", "Research unreachable battery suppliers");
+    BOOST_TEST(!t.interrupted);
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u);
+    BOOST_TEST(results[0].status == gs::agent_status::failed);
+    BOOST_TEST(results[0].attempts == 3);
+    BOOST_TEST(contains(t.reply, "I couldn't reach the research agent after 3 attempts"));
+    BOOST_TEST(t.nodes.back() == "message_persist");
+}
+
+BOOST_AUTO_TEST_CASE(permission_is_asked_and_approved_from_another_process) {
+    temp_dir dir;
+    const auto db = dir.path / "m.db";
+    {
+        process first(db);
+        auto t = first.chat("mail", "Send an email to Anna about dinner on Friday");
+        BOOST_TEST(t.interrupted);
+        BOOST_TEST(t.nodes.back() == "agent_execution");
+        const auto& v = t.interrupts.at(0).value.as_object();
+        BOOST_TEST(v.at("kind").as_string() == "agent");
+        BOOST_TEST(v.at("action").as_string() == "send_email");
+        BOOST_TEST(v.at("to").as_string() == "Anna Keller");
+        BOOST_TEST(t.values.hitl.pending == gs::hitl_kind::agent);
+        BOOST_TEST(first.messages("mail").back().content == t.reply);
+    }
+    process second(db);
+    auto t = second.resume("mail", "approve");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(t.nodes == (nodes_t{"agent_execution", "ui_router", "hitl_text", "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(contains(t.reply, "Done, with your approval"));
+    auto facts = second.facts_of("Anna Keller");
+    BOOST_TEST(std::any_of(facts.begin(), facts.end(), [](const gs::fact& f) { return f.text.rfind("Email sent to Anna Keller", 0) == 0; }));
+}
+
+BOOST_AUTO_TEST_CASE(permission_denied_does_nothing) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    BOOST_TEST(p.chat("deny", "Send an email to Anna about dinner on Friday").interrupted);
+    auto t = p.resume("deny", "deny");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(contains(t.reply, "I did not send the email"));
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u);
+    BOOST_TEST(results[0].status == gs::agent_status::denied);
+    auto facts = p.facts_of("Anna Keller");
+    BOOST_TEST(std::none_of(facts.begin(), facts.end(), [](const gs::fact& f) { return f.text.rfind("Email sent", 0) == 0; }));
+}
+
+BOOST_AUTO_TEST_CASE(new_message_while_agent_waits_goes_to_agent_execution) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    BOOST_TEST(p.chat("agentmsg", "Send an email to Anna about dinner on Friday").interrupted);
+    auto t = p.chat("agentmsg", "yes, go ahead");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(t.values.hitl.resume_type == gs::hitl_kind::agent);
+    BOOST_TEST(t.nodes == (nodes_t{"session_init", "summarization_check", "context_loader", "hitl_handler",
+                                   "agent_execution", "ui_router", "hitl_text", "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(contains(t.reply, "Done, with your approval"));
+}
+
+BOOST_AUTO_TEST_CASE(planner_loops_while_more_agents_remain) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("loop", "Research Italian restaurants and send an email to Anna about dinner");
+    // Batch 1: research (no permission); "More agents?" yes; batch 2: the email, which asks.
+    BOOST_TEST(t.interrupted);
+    BOOST_TEST(t.nodes == concat(entry_nodes, {"entity_resolution", "semantic_retrieval", "temporal_retrieval",
+                                               "memory_assembly", "extraction_merge", "global_planner",
+                                               "agent_execution", "global_planner", "agent_execution"}),
+               boost::test_tools::per_element());
+    t = p.resume("loop", "approve");
+    BOOST_TEST(t.nodes == (nodes_t{"agent_execution", "ui_router", "hitl_text", "message_persist"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(contains(t.reply, "Research on"));
+    BOOST_TEST(gs::current_results(t.values).size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(email_without_recipient_asks_for_one) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("who", "Send an email about the budget meeting");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST(t.values.response.kind == gs::response_kind::hitl);
+    BOOST_TEST(contains(t.reply, "Who should I send the email to?"));
+}
+
+// -- summarization ------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(long_history_is_summarized) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    p.svc.with_store([](gs::memory_store& m) {
+        for (int i = 0; i < 12; ++i) {
+            m.append_message("long", "user", "message number " + std::to_string(i));
+            m.append_message("long", "assistant", "answer number " + std::to_string(i));
+        }
+    });
+    auto t = p.chat("long", "Hi");
+    BOOST_TEST(t.nodes == (nodes_t{"session_init", "summarization_check", "summarization", "context_loader",
+                                   "hitl_handler", "intent_classification", "retrieval_router", "memory_assembly",
+                                   "extraction_merge", "ui_router", "simple_text", "message_persist"}),
+               boost::test_tools::per_element());
+    auto msgs = p.messages("long");
+    BOOST_REQUIRE(msgs.size() == 9u); // summary + 6 kept + this turn's 2
+    BOOST_TEST(msgs[0].role == "summary");
+    BOOST_TEST(contains(msgs[0].content, "Summary of 18 earlier messages"));
+    // Short histories are not summarized.
+    auto again = p.chat("long", "Hi");
+    BOOST_TEST((std::find(again.nodes.begin(), again.nodes.end(), "summarization") == again.nodes.end()));
+}
+
+BOOST_AUTO_TEST_CASE(many_tokens_trigger_summarization) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    p.svc.with_store([](gs::memory_store& m) {
+        for (int i = 0; i < 9; ++i) m.append_message("tokens", "user", std::string(2000, 'x'));
+    });
+    auto t = p.chat("tokens", "Hi");
+    BOOST_TEST((std::find(t.nodes.begin(), t.nodes.end(), "summarization") != t.nodes.end()));
+}
+
+// -- errors and the graph's shape ---------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(missing_thread_and_nothing_pending_are_errors) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    try {
+        p.resume("nobody", "2");
+        BOOST_FAIL("expected thread_not_found");
+    } catch (const sg::thread_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::thread_not_found));
+    }
+    p.chat("done", "Hi");
+    try {
+        p.resume("done", "2");
+        BOOST_FAIL("expected nothing_to_resume");
+    } catch (const sg::thread_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::nothing_to_resume));
+    }
+    // The thread is intact.
+    auto state = run(p.io, gs::state_json(p.graph, "done"));
+    BOOST_TEST(state.at("status").as_string() == "done");
+}
+
+BOOST_AUTO_TEST_CASE(history_lists_a_checkpoint_per_superstep) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    auto t = p.chat("h", "Hi there!");
+    auto list = run(p.io, gs::history_json(p.graph, "h"));
+    // The input checkpoint, the START step, and one per node (each node runs alone here).
+    BOOST_TEST(list.size() == t.nodes.size() + 2);
+}
+
+BOOST_AUTO_TEST_CASE(the_graph_has_every_node_of_the_flowchart_in_its_stage) {
+    auto g = gs::declare_graph(test_agents());
+    const auto& shape = g.shape();
+    const std::vector<std::pair<std::string, std::string>> expected = {
+        {"session_init", "1. Entry & Session"},         {"summarization_check", "1. Entry & Session"},
+        {"summarization", "1. Entry & Session"},        {"context_loader", "1. Entry & Session"},
+        {"hitl_handler", "2. HITL Resume"},             {"intent_classification", "3. Intent Classification"},
+        {"retrieval_router", "4. Memory Pipeline"},     {"entity_resolution", "4. Memory Pipeline"},
+        {"semantic_retrieval", "4. Memory Pipeline"},   {"temporal_retrieval", "4. Memory Pipeline"},
+        {"memory_assembly", "4. Memory Pipeline"},      {"fact_extraction", "4. Memory Pipeline"},
+        {"extraction_merge", "4. Memory Pipeline"},     {"disambiguation_blocking", "5. Disambiguation"},
+        {"disambiguation_simple", "5. Disambiguation"}, {"global_planner", "6. Planning & Execution"},
+        {"agent_execution", "6. Planning & Execution"}, {"ui_router", "7. Response Generation"},
+        {"simple_text", "7. Response Generation"},      {"complex_text", "7. Response Generation"},
+        {"hitl_text", "7. Response Generation"},        {"message_persist", "7. Response Generation"},
+    };
+    BOOST_TEST(shape.nodes.size() == expected.size());
+    for (const auto& [name, stage] : expected) {
+        const auto* n = shape.find(name);
+        BOOST_REQUIRE_MESSAGE(n != nullptr, name);
+        BOOST_TEST(n->stage == stage);
+    }
+    BOOST_TEST(shape.find("extraction_merge")->deferred);
+    BOOST_TEST(shape.find("agent_execution")->send_only);
+    BOOST_TEST(shape.find("agent_execution")->has_retry);
+    BOOST_TEST(sg::validate(shape).empty());
+}
+
+namespace barrier_variant {
+using S = gs::supervisor_state;
+sg::update<S> noop(const S&) { return {}; }
+std::vector<std::string> routes(const S&) { return {"skip"}; }
+} // namespace barrier_variant
+
+BOOST_AUTO_TEST_CASE(a_barrier_join_instead_of_the_deferred_merge_is_rejected) {
+    // The memory stage's join as a barrier: fact_extraction can be skipped, so it never fires.
+    using namespace stategraph::dsl;
+    using barrier_variant::noop;
+    std::vector<sg::graph_problem> problems;
+    // clang-format off
+    auto g = sg::dsl::graph<gs::supervisor_state>("barrier",
+        "retrieval_router"_n = noop, "memory_assembly"_n = noop, "fact_extraction"_n = noop, "extraction_merge"_n = noop,
+        start >> "retrieval_router"_n,
+        "retrieval_router"_n >> route(barrier_variant::routes, {{"skip", "memory_assembly"_n}, {"extract", "fact_extraction"_n}}),
+        join("memory_assembly"_n, "fact_extraction"_n) >> "extraction_merge"_n,
+        "extraction_merge"_n >> end);
+    // clang-format on
+    auto compiled = g.compile({}, problems);
+    BOOST_TEST(!compiled.has_value());
+    BOOST_TEST(std::any_of(problems.begin(), problems.end(),
+                           [](const sg::graph_problem& p) { return p.code == sg::errc::join_never_fires; }));
+}
+
+BOOST_AUTO_TEST_CASE(dot_shows_the_path_and_renders_with_graphviz) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    p.chat("dot", "Thomas is traveling to Mallorca");
+    std::ostringstream os;
+    run(p.io, gs::write_dot(p.graph, os, "dot"));
+    std::string text = os.str();
+    BOOST_TEST(contains(text, "digraph"));
+    BOOST_TEST(contains(text, "cluster"));
+    BOOST_TEST(contains(text, "#ffd966")); // the current position: disambiguation_blocking
+    BOOST_TEST(contains(text, "#cfe2ff")); // the path taken
+    auto dot_file = dir.path / "g.dot", svg_file = dir.path / "g.svg";
+    std::ofstream(dot_file) << text;
+    if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+        BOOST_TEST_MESSAGE("graphviz is not installed: SVG rendering not checked");
+        return;
+    }
+    std::string cmd = "dot -Tsvg '" + dot_file.string() + "' -o '" + svg_file.string() + "'";
+    BOOST_TEST(std::system(cmd.c_str()) == 0);
+    std::ifstream in(svg_file);
+    std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_TEST(contains(svg, "<svg"));
+    BOOST_TEST(contains(svg, "disambiguation_blocking"));
+}
