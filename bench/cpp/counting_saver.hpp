@@ -1,0 +1,121 @@
+#pragma once
+/// @file counting_saver.hpp
+/// @brief A saver that forwards to another one and counts what passes through: the calls
+/// (how many storage transactions a run costs) and, per thread, the serialized bytes of the
+/// checkpoint records (versions, frontier, metadata, signature) that `thread_stats::bytes`
+/// does not include. Used only in untimed passes and in `checkpoint_size`.
+
+#include <stategraph/checkpoint/saver.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace stategraph::bench {
+
+class counting_saver final : public checkpoint::saver {
+public:
+    struct calls {
+        std::size_t put = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0;
+        boost::json::object json() const {
+            boost::json::object o;
+            o["put"] = put;
+            o["put_writes"] = put_writes;
+            o["get"] = get;
+            o["list"] = list;
+            o["acquire"] = acquire;
+            o["release"] = release;
+            return o;
+        }
+    };
+    struct bytes {
+        std::size_t record = 0; ///< versions + frontier + metadata + signature, as JSON text
+        std::size_t values = 0; ///< channel values and pending-write values, as JSON text
+    };
+
+    explicit counting_saver(std::shared_ptr<checkpoint::saver> inner) : inner_(std::move(inner)) {}
+
+    boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint::checkpoint cp) override {
+        {
+            std::lock_guard lock(mutex_);
+            ++calls_.put;
+            auto& b = bytes_[thread_id];
+            boost::json::object versions;
+            for (const auto& [k, v] : cp.versions) versions[k] = v;
+            b.record += boost::json::serialize(versions).size() + boost::json::serialize(cp.frontier).size() +
+                        boost::json::serialize(cp.metadata).size() + cp.signature.size();
+            for (const auto& [k, v] : cp.values) b.values += boost::json::serialize(v).size();
+        }
+        co_await inner_->put(std::move(thread_id), std::move(ns), std::move(cp));
+    }
+    boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                            std::vector<checkpoint::pending_write> writes) override {
+        {
+            std::lock_guard lock(mutex_);
+            ++calls_.put_writes;
+            auto& b = bytes_[thread_id];
+            for (const auto& w : writes) b.values += boost::json::serialize(w.value).size();
+        }
+        co_await inner_->put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
+    }
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> get(std::string thread_id, std::string ns,
+                                                                            std::optional<std::string> id) override {
+        bump(&calls::get);
+        co_return co_await inner_->get(std::move(thread_id), std::move(ns), std::move(id));
+    }
+    boost::asio::awaitable<std::vector<checkpoint::checkpoint_tuple>> list(std::string thread_id, std::string ns,
+                                                                           checkpoint::list_options o) override {
+        bump(&calls::list);
+        co_return co_await inner_->list(std::move(thread_id), std::move(ns), std::move(o));
+    }
+    boost::asio::awaitable<void> delete_thread(std::string thread_id) override {
+        {
+            std::lock_guard lock(mutex_);
+            bytes_.erase(thread_id);
+        }
+        co_await inner_->delete_thread(std::move(thread_id));
+    }
+    boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override {
+        co_await inner_->prune(std::move(thread_id), keep_last);
+    }
+    boost::asio::awaitable<checkpoint::thread_stats> stats(std::string thread_id) override {
+        co_return co_await inner_->stats(std::move(thread_id));
+    }
+    boost::asio::awaitable<void> acquire(std::string thread_id) override {
+        bump(&calls::acquire);
+        co_await inner_->acquire(std::move(thread_id));
+    }
+    boost::asio::awaitable<void> release(std::string thread_id) override {
+        bump(&calls::release);
+        co_await inner_->release(std::move(thread_id));
+    }
+
+    calls take_calls() {
+        std::lock_guard lock(mutex_);
+        return std::exchange(calls_, calls{});
+    }
+    bytes bytes_of(const std::string& thread_id) {
+        std::lock_guard lock(mutex_);
+        auto it = bytes_.find(thread_id);
+        return it == bytes_.end() ? bytes{} : it->second;
+    }
+
+private:
+    void bump(std::size_t calls::*m) {
+        std::lock_guard lock(mutex_);
+        ++(calls_.*m);
+    }
+
+    std::shared_ptr<checkpoint::saver> inner_;
+    std::mutex mutex_;
+    calls calls_;
+    std::map<std::string, bytes> bytes_;
+};
+
+} // namespace stategraph::bench

@@ -1,0 +1,23 @@
+# Runs `stategraph_bench <scenario> <checkpointer> --smoke` for each pair below and fails on
+# the first pair that exits non-zero. Usage: cmake -DBENCH=<exe> -DDB_DIR=<dir> -P bench_smoke.cmake
+set(pairs
+  "chain20 none" "chain20 memory" "chain20 sqlite_normal"
+  "fanout8 memory" "fanout8 sqlite_normal"
+  "hitl memory" "hitl sqlite_normal"
+  "throughput memory" "throughput sqlite_normal"
+  "supervisor none" "supervisor memory" "supervisor sqlite_normal"
+  "checkpoint_size memory" "checkpoint_size sqlite_normal"
+  "sqlite_commit sqlite_normal")
+foreach(pair IN LISTS pairs)
+  separate_arguments(args UNIX_COMMAND "${pair}")
+  execute_process(COMMAND ${BENCH} ${args} --smoke --db-dir ${DB_DIR}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "bench_smoke: ${pair} failed (${rc}):\n${err}")
+  endif()
+  string(FIND "${out}" "\"metrics\":[{" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "bench_smoke: ${pair} printed no metrics:\n${out}")
+  endif()
+  message(STATUS "bench_smoke: ${pair}: ok")
+endforeach()
