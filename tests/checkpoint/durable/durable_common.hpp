@@ -11,7 +11,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include "../../graph/run_awaitable.hpp"
+#include "run_awaitable.hpp"
 
 #include <unistd.h>
 

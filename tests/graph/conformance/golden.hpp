@@ -42,7 +42,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../run_awaitable.hpp"
+#include "run_awaitable.hpp"
 
 namespace stategraph::conformance {
 
