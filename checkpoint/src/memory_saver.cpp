@@ -20,25 +20,34 @@ std::string new_checkpoint_id() {
     do {
         next = now > prev ? now : prev + 1;
     } while (!last.compare_exchange_weak(prev, next, std::memory_order_relaxed));
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%020llx", static_cast<unsigned long long>(next));
-    return buf;
+    // 11 symbols of a 64-symbol alphabet in ASCII order (66 bits): fixed width, sortable as text, and short
+    // enough for the small-string buffer (no allocation per copy). Ids of the former 20-hex-digit format
+    // ("0000...") sort before these ("0Y..." onwards), so a store holding both stays time-ordered.
+    static constexpr char alphabet[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+    static_assert(sizeof alphabet == 65);
+    char buf[11];
+    for (int i = 10; i >= 0; --i) {
+        buf[i] = alphabet[next & 63u];
+        next >>= 6;
+    }
+    return std::string(buf, sizeof buf);
 }
 
 boost::asio::awaitable<void> memory_saver::put(std::string thread_id, std::string ns, checkpoint cp) {
     std::lock_guard lock(mutex_);
-    auto& d = threads_[{thread_id, ns}];
-    for (auto& [channel, value] : cp.values) d.blobs[{std::string(channel), cp.id}] = std::move(value);
+    auto& d = threads_.try_emplace(key{std::move(thread_id), std::move(ns)}).first->second;
+    for (auto& [channel, value] : cp.values)
+        d.blobs.insert_or_assign(std::pair<std::string, std::string>(std::string(channel), cp.id), std::move(value));
     cp.values.clear();
     auto id = cp.id;
-    d.checkpoints[id] = std::move(cp);
+    d.checkpoints.insert_or_assign(std::move(id), std::move(cp));
     co_return;
 }
 
 boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                       std::vector<pending_write> writes) {
     std::lock_guard lock(mutex_);
-    auto& list = threads_[{thread_id, ns}].writes[checkpoint_id];
+    auto& list = threads_.try_emplace(key{std::move(thread_id), std::move(ns)}).first->second.writes[std::move(checkpoint_id)];
     // A task's writes replace any earlier writes of the same task and channel (a re-run after resume).
     for (auto& w : writes) {
         auto it = std::find_if(list.begin(), list.end(), [&](const pending_write& o) {
@@ -69,7 +78,7 @@ checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, cons
 boost::asio::awaitable<std::optional<checkpoint_tuple>> memory_saver::get(std::string thread_id, std::string ns,
                                                                           std::optional<std::string> checkpoint_id) {
     std::lock_guard lock(mutex_);
-    key k{thread_id, ns};
+    key k{std::move(thread_id), std::move(ns)};
     auto it = threads_.find(k);
     if (it == threads_.end() || it->second.checkpoints.empty()) co_return std::nullopt;
     const auto& d = it->second;

@@ -264,6 +264,16 @@ struct sqlite_saver::impl {
             check(sqlite3_bind_blob64(s_, i, v.empty() ? &empty : v.data(), v.size(), SQLITE_TRANSIENT));
             return *this;
         }
+        /// Binds without a copy: only for buffers that outlive this stmt (it clears its bindings at scope exit).
+        stmt& bind_static(int i, std::string_view v) {
+            check(sqlite3_bind_text64(s_, i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8));
+            return *this;
+        }
+        stmt& bind_blob_static(int i, std::string_view v) {
+            static const char empty = 0;
+            check(sqlite3_bind_blob64(s_, i, v.empty() ? &empty : v.data(), v.size(), SQLITE_STATIC));
+            return *this;
+        }
         stmt& bind(int i, std::int64_t v) {
             check(sqlite3_bind_int64(s_, i, v));
             return *this;
@@ -566,6 +576,8 @@ struct sqlite_saver::impl {
             if (expires > now) throw_busy(thread, holder, expires);
             return;
         }
+        // Our own lease: renew it only once half of its time is gone (one UPDATE less per write).
+        if (expires - now > lease_ms() / 2) return;
         stmt r(*this, sql_renew_lease, thread, "renewing the thread's lease");
         r.bind(1, thread).bind(2, owner).bind(3, now + lease_ms());
         r.run();
@@ -593,15 +605,19 @@ struct sqlite_saver::impl {
         transaction t(*this, true, thread, "saving a checkpoint");
         check_lease(thread, now_ms());
         {
+            // Every buffer bound here outlives `s` (declared above it or owned by the caller).
             stmt s(*this, sql_put_checkpoint, thread, "saving a checkpoint");
-            s.bind(1, thread).bind(2, ns).bind(3, cp.id).bind(4, cp.parent_id).bind(5, cp.step).bind(6, cp.source);
-            s.bind(7, versions_text).bind(8, frontier_text).bind(9, metadata_text).bind(10, cp.signature);
+            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
+            s.bind(5, cp.step).bind_static(6, cp.source);
+            s.bind_static(7, versions_text).bind_static(8, frontier_text).bind_static(9, metadata_text);
+            s.bind_static(10, cp.signature);
             s.run();
         }
         for (const auto& [channel, value] : cp.values) {
             const std::string text = boost::json::serialize(value);
-            stmt s(*this, sql_put_blob, thread, "saving a channel value");
-            s.bind(1, thread).bind(2, ns).bind(3, std::string_view(channel)).bind(4, cp.id).bind_blob(5, text);
+            stmt s(*this, sql_put_blob, thread, "saving a channel value"); // declared after `text`: unbinds first
+            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, std::string_view(channel)).bind_static(4, cp.id);
+            s.bind_blob_static(5, text);
             s.run();
         }
         t.commit();
@@ -613,9 +629,9 @@ struct sqlite_saver::impl {
         check_lease(thread, now_ms());
         for (const auto& w : writes) {
             const std::string text = boost::json::serialize(w.value);
-            stmt s(*this, sql_put_write, thread, "saving a pending write");
-            s.bind(1, thread).bind(2, ns).bind(3, checkpoint_id).bind(4, w.task_id).bind(5, w.task_name);
-            s.bind(6, w.channel).bind_blob(7, text);
+            stmt s(*this, sql_put_write, thread, "saving a pending write"); // declared after `text`: unbinds first
+            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, checkpoint_id).bind_static(4, w.task_id);
+            s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
             s.run();
         }
         t.commit();

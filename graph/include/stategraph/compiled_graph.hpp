@@ -534,23 +534,39 @@ private:
     }
 
     // -- checkpoints -------------------------------------------------------------------------
+    // Empty lists are left out: frontier_from (and every other reader) treats a missing key as empty.
     static boost::json::value frontier_json(const impl_t& impl, const detail::frontier& f) {
         boost::json::object o;
         o.reserve(5); // one table allocation instead of a rehash per inserted key
-        boost::json::array pull, push, deferred, barriers;
-        pull.reserve(f.pull.size());
-        for (int n : f.pull) pull.push_back(boost::json::string(impl.nodes[n].name));
-        for (const auto& s : f.push) push.push_back(boost::json::object{{"node", s.node()}, {"arg", s.arg_json()}});
-        for (int n : f.deferred) deferred.push_back(boost::json::string(impl.nodes[n].name));
-        for (const auto& b : f.barriers) {
-            boost::json::array a;
-            for (char c : b) a.push_back(c != 0);
-            barriers.push_back(std::move(a));
+        if (!f.pull.empty()) {
+            boost::json::array pull;
+            pull.reserve(f.pull.size());
+            for (int n : f.pull) pull.push_back(boost::json::string(impl.nodes[n].name));
+            o["pull"] = std::move(pull);
         }
-        o["pull"] = std::move(pull);
-        o["push"] = std::move(push);
-        o["deferred"] = std::move(deferred);
-        o["barriers"] = std::move(barriers);
+        if (!f.push.empty()) {
+            boost::json::array push;
+            push.reserve(f.push.size());
+            for (const auto& s : f.push) push.push_back(boost::json::object{{"node", s.node()}, {"arg", s.arg_json()}});
+            o["push"] = std::move(push);
+        }
+        if (!f.deferred.empty()) {
+            boost::json::array deferred;
+            deferred.reserve(f.deferred.size());
+            for (int n : f.deferred) deferred.push_back(boost::json::string(impl.nodes[n].name));
+            o["deferred"] = std::move(deferred);
+        }
+        if (!f.barriers.empty()) {
+            boost::json::array barriers;
+            barriers.reserve(f.barriers.size());
+            for (const auto& b : f.barriers) {
+                boost::json::array a;
+                a.reserve(b.size());
+                for (char c : b) a.push_back(c != 0);
+                barriers.push_back(std::move(a));
+            }
+            o["barriers"] = std::move(barriers);
+        }
         o["seen"] = f.seen;
         return o;
     }
@@ -675,7 +691,7 @@ private:
         cp.metadata.reserve(4);
         for (std::size_t i = 0; i < ops::n; ++i) {
             if (r.versions[i].empty()) continue;
-            cp.versions[std::string(names[i])] = r.versions[i];
+            cp.versions.insert_or_assign(std::string(names[i]), r.versions[i]);
             if (changed.test(i)) cp.values[names[i]] = ops::to_json(r.state, i);
         }
         if (r.graph_version.empty() || r.signature_differs) {
@@ -688,6 +704,7 @@ private:
         cp.versions[detail::k_graph] = r.graph_version;
         cp.frontier = frontier_json(impl, r.fr);
         boost::json::array writers;
+        writers.reserve(r.last_writers.size());
         for (const auto& w : r.last_writers) writers.push_back(boost::json::string(w));
         cp.metadata["writers"] = std::move(writers);
         cp.metadata["step"] = step;

@@ -4,9 +4,12 @@
 
 #include <stategraph/checkpoint/saver.hpp>
 
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 namespace stategraph::checkpoint {
 
@@ -34,8 +37,15 @@ private:
     };
     checkpoint_tuple assemble(const key& k, const thread_data& d, const checkpoint& cp) const;
 
+    struct key_hash {
+        std::size_t operator()(const key& k) const noexcept {
+            std::size_t h = std::hash<std::string_view>{}(k.first);
+            return h ^ (std::hash<std::string_view>{}(k.second) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+        }
+    };
+
     mutable std::mutex mutex_;
-    std::map<key, thread_data> threads_;
+    std::unordered_map<key, thread_data, key_hash> threads_;
 };
 
 } // namespace stategraph::checkpoint

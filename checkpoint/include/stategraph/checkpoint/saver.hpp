@@ -101,7 +101,8 @@ public:
     virtual boost::asio::awaitable<void> release(std::string /*thread_id*/) { co_return; }
 };
 
-/// @brief A new checkpoint id: 20 hex digits, strictly increasing within a process and
+/// @brief A new checkpoint id: 11 characters of a 64-symbol alphabet in ASCII order (nanoseconds since
+/// the epoch; fits the small-string buffer), fixed width, sortable as text, strictly increasing within a process and
 /// time-ordered across processes.
 std::string new_checkpoint_id();
 

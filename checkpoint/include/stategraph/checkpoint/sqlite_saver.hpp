@@ -34,7 +34,7 @@ struct sqlite_options {
     enum class sync_mode { off, normal, full } synchronous = sync_mode::normal;
     /// @brief How long to wait for another connection's write lock before `thread_busy`.
     std::chrono::milliseconds busy_timeout{5000};
-    /// @brief Lifetime of a lease taken by `acquire()` (renewed by `acquire()` and by writes).
+    /// @brief Lifetime of a lease taken by `acquire()` (renewed by `acquire()`, and by a write once less than half of it remains).
     std::chrono::seconds lease_ttl{60};
     /// @brief Open with SQLITE_OPEN_READONLY: reads work, every write throws `storage_failure`.
     bool read_only = false;
