@@ -41,7 +41,8 @@ public:
 
     explicit counting_saver(std::shared_ptr<checkpoint::saver> inner) : inner_(std::move(inner)) {}
 
-    boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint::checkpoint cp) override {
+    boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
+                                     const checkpoint::checkpoint& cp) override {
         {
             std::lock_guard lock(mutex_);
             ++calls_.put;
@@ -52,7 +53,7 @@ public:
                         boost::json::serialize(cp.metadata).size() + cp.signature.size();
             for (const auto& [k, v] : cp.values) b.values += boost::json::serialize(v).size();
         }
-        co_await inner_->put(std::move(thread_id), std::move(ns), std::move(cp));
+        co_await inner_->put(thread_id, ns, cp);
     }
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<checkpoint::pending_write> writes) override {

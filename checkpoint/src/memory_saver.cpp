@@ -2,12 +2,15 @@
 
 #include <stategraph/error.hpp>
 
+#include "codec.hpp"
+
 #include <boost/json/serializer.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <set>
 
 namespace stategraph::checkpoint {
@@ -20,34 +23,61 @@ std::string new_checkpoint_id() {
     do {
         next = now > prev ? now : prev + 1;
     } while (!last.compare_exchange_weak(prev, next, std::memory_order_relaxed));
-    // 11 symbols of a 64-symbol alphabet in ASCII order (66 bits): fixed width, sortable as text, and short
+    // 11 symbols of a 64-symbol alphabet in ASCII order: fixed width, sortable as text, and short
     // enough for the small-string buffer (no allocation per copy). Ids of the former 20-hex-digit format
     // ("0000...") sort before these ("0Y..." onwards), so a store holding both stays time-ordered.
-    static constexpr char alphabet[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
-    static_assert(sizeof alphabet == 65);
-    char buf[11];
-    for (int i = 10; i >= 0; --i) {
-        buf[i] = alphabet[next & 63u];
-        next >>= 6;
-    }
-    return std::string(buf, sizeof buf);
+    return codec::id_text(next);
 }
 
-boost::asio::awaitable<void> memory_saver::put(std::string thread_id, std::string ns, checkpoint cp) {
-    std::lock_guard lock(mutex_);
-    auto& d = threads_.try_emplace(key{std::move(thread_id), std::move(ns)}).first->second;
-    for (auto& [channel, value] : cp.values)
-        d.blobs.insert_or_assign(std::pair<std::string, std::string>(std::string(channel), cp.id), std::move(value));
-    cp.values.clear();
-    auto id = cp.id;
-    d.checkpoints.insert_or_assign(std::move(id), std::move(cp));
+namespace {
+
+const std::string& version_of(const checkpoint& cp, const std::string& channel) {
+    auto it = cp.versions.find(channel);
+    return it == cp.versions.end() ? cp.id : it->second;
+}
+
+constexpr std::string_view graph_channel = "__graph__";
+
+} // namespace
+
+boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
+    // Encode outside the lock: only moves happen under it.
+    std::vector<std::pair<std::pair<std::string, std::string>, std::string>> blobs;
+    blobs.reserve(cp.values.size());
+    for (const auto& [channel, value] : cp.values) {
+        std::string name(channel);
+        const auto& version = version_of(cp, name);
+        auto ext = cp.extends.find(name);
+        blobs.emplace_back(std::pair(std::move(name), version),
+                           codec::encode_value(value, ext == cp.extends.end() ? nullptr : &ext->second, version));
+    }
+    stored_checkpoint s{cp.id, cp.parent_id, cp.step, cp.source, codec::encode_record(cp)};
+    s.record.shrink_to_fit();
+
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
+    auto& d = sh.threads.try_emplace(key{thread_id, ns}).first->second;
+    for (auto& [k, bytes] : blobs) {
+        if (k.first == graph_channel) {
+            std::lock_guard g(graphs_mutex_);
+            graphs_.try_emplace(k.second, std::move(bytes));
+            continue;
+        }
+        d.blobs.insert_or_assign(std::move(k), std::move(bytes));
+    }
+    auto& cps = d.checkpoints;
+    auto at = std::lower_bound(cps.begin(), cps.end(), s.id,
+                               [](const stored_checkpoint& a, const std::string& id) { return a.id < id; });
+    if (at != cps.end() && at->id == s.id) *at = std::move(s);
+    else cps.insert(at, std::move(s));
     co_return;
 }
 
 boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                       std::vector<pending_write> writes) {
-    std::lock_guard lock(mutex_);
-    auto& list = threads_.try_emplace(key{std::move(thread_id), std::move(ns)}).first->second.writes[std::move(checkpoint_id)];
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
+    auto& list = sh.threads.try_emplace(key{std::move(thread_id), std::move(ns)}).first->second.writes[std::move(checkpoint_id)];
     // A task's writes replace any earlier writes of the same task and channel (a re-run after resume).
     for (auto& w : writes) {
         auto it = std::find_if(list.begin(), list.end(), [&](const pending_write& o) {
@@ -59,17 +89,35 @@ boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std
     co_return;
 }
 
-checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, const checkpoint& cp) const {
-    checkpoint_tuple t{k.first, k.second, cp, {}};
-    for (const auto& [channel, version] : cp.versions) {
-        if (version.empty()) continue;
-        auto it = d.blobs.find({channel, version});
-        if (it == d.blobs.end())
-            throw checkpoint_error(errc::corrupt_checkpoint,
-                                   "thread '" + k.first + "': checkpoint " + cp.id + " needs channel '" + channel +
-                                       "' at version " + version + ", which is not stored",
-                                   {k.first, channel});
-        t.cp.values[channel] = it->second;
+checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, const stored_checkpoint& s) const {
+    checkpoint_tuple t{k.first, k.second, {}, {}};
+    auto& cp = t.cp;
+    cp.id = s.id;
+    cp.parent_id = s.parent_id;
+    cp.step = s.step;
+    cp.source = s.source;
+    std::string channel;
+    try {
+        codec::decode_record(s.record, cp);
+        for (const auto& [name, version] : cp.versions) {
+            if (version.empty()) continue;
+            channel = name;
+            auto fetch = [&](const std::string& v) -> std::optional<std::string> {
+                if (channel == graph_channel) {
+                    std::lock_guard g(graphs_mutex_);
+                    if (auto it = graphs_.find(v); it != graphs_.end()) return it->second;
+                }
+                auto it = d.blobs.find({channel, v});
+                if (it == d.blobs.end()) return std::nullopt;
+                return it->second;
+            };
+            cp.values[channel] = codec::resolve_value(version, fetch);
+        }
+    } catch (const codec::corrupt& e) {
+        throw checkpoint_error(errc::corrupt_checkpoint,
+                               "thread '" + k.first + "': checkpoint " + cp.id +
+                                   (channel.empty() ? std::string() : ", channel '" + channel + "'") + ": " + e.what(),
+                               channel.empty() ? std::vector<std::string>{k.first} : std::vector<std::string>{k.first, channel});
     }
     if (auto w = d.writes.find(cp.id); w != d.writes.end()) t.writes = w->second;
     return t;
@@ -77,75 +125,104 @@ checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, cons
 
 boost::asio::awaitable<std::optional<checkpoint_tuple>> memory_saver::get(std::string thread_id, std::string ns,
                                                                           std::optional<std::string> checkpoint_id) {
-    std::lock_guard lock(mutex_);
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
     key k{std::move(thread_id), std::move(ns)};
-    auto it = threads_.find(k);
-    if (it == threads_.end() || it->second.checkpoints.empty()) co_return std::nullopt;
+    auto it = sh.threads.find(k);
+    if (it == sh.threads.end() || it->second.checkpoints.empty()) co_return std::nullopt;
     const auto& d = it->second;
     if (checkpoint_id) {
-        auto c = d.checkpoints.find(*checkpoint_id);
-        if (c == d.checkpoints.end()) co_return std::nullopt;
-        co_return assemble(k, d, c->second);
+        auto c = std::lower_bound(d.checkpoints.begin(), d.checkpoints.end(), *checkpoint_id,
+                                  [](const stored_checkpoint& a, const std::string& id) { return a.id < id; });
+        if (c == d.checkpoints.end() || c->id != *checkpoint_id) co_return std::nullopt;
+        co_return assemble(k, d, *c);
     }
-    co_return assemble(k, d, d.checkpoints.rbegin()->second);
+    co_return assemble(k, d, d.checkpoints.back());
 }
 
 boost::asio::awaitable<std::vector<checkpoint_tuple>> memory_saver::list(std::string thread_id, std::string ns,
                                                                          list_options options) {
-    std::lock_guard lock(mutex_);
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
     std::vector<checkpoint_tuple> out;
     key k{thread_id, ns};
-    auto it = threads_.find(k);
-    if (it == threads_.end()) co_return out;
-    for (auto c = it->second.checkpoints.rbegin(); c != it->second.checkpoints.rend(); ++c) {
-        const auto& cp = c->second;
-        if (options.before && !(cp.id < *options.before)) continue;
-        if (options.source && cp.source != *options.source) continue;
-        if (options.step && cp.step != *options.step) continue;
+    auto it = sh.threads.find(k);
+    if (it == sh.threads.end()) co_return out;
+    const auto& cps = it->second.checkpoints;
+    for (auto c = cps.rbegin(); c != cps.rend(); ++c) {
+        if (options.before && !(c->id < *options.before)) continue;
+        if (options.source && c->source != *options.source) continue;
+        if (options.step && c->step != *options.step) continue;
         if (options.limit && out.size() >= *options.limit) break;
-        out.push_back(assemble(k, it->second, cp));
+        out.push_back(assemble(k, it->second, *c));
     }
     co_return out;
 }
 
 boost::asio::awaitable<void> memory_saver::delete_thread(std::string thread_id) {
-    std::lock_guard lock(mutex_);
-    for (auto it = threads_.begin(); it != threads_.end();) {
-        if (it->first.first == thread_id) it = threads_.erase(it);
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
+    for (auto it = sh.threads.begin(); it != sh.threads.end();) {
+        if (it->first.first == thread_id) it = sh.threads.erase(it);
         else ++it;
     }
     co_return;
 }
 
 boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::size_t keep_last) {
-    std::lock_guard lock(mutex_);
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
     if (keep_last == 0) keep_last = 1;
-    for (auto& [k, d] : threads_) {
+    for (auto& [k, d] : sh.threads) {
         if (k.first != thread_id) continue;
-        while (d.checkpoints.size() > keep_last) {
-            d.writes.erase(d.checkpoints.begin()->first);
-            d.checkpoints.erase(d.checkpoints.begin());
+        auto& cps = d.checkpoints;
+        if (cps.size() > keep_last) {
+            const auto drop = cps.size() - keep_last;
+            for (std::size_t i = 0; i < drop; ++i) d.writes.erase(cps[i].id);
+            cps.erase(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(drop));
         }
+        // Keep every blob a kept checkpoint reads, with the versions its appended items extend.
         std::set<std::pair<std::string, std::string>> needed;
-        for (const auto& [id, cp] : d.checkpoints)
-            for (const auto& [channel, version] : cp.versions) needed.insert({channel, version});
+        for (const auto& s : cps) {
+            checkpoint cp;
+            cp.id = s.id;
+            cp.step = s.step;
+            cp.source = s.source;
+            try {
+                codec::decode_record(s.record, cp);
+            } catch (const codec::corrupt& e) {
+                throw checkpoint_error(errc::corrupt_checkpoint,
+                                       "thread '" + k.first + "': checkpoint " + s.id + ": " + e.what(), {k.first});
+            }
+            for (const auto& [channel, version] : cp.versions) {
+                std::string v = version;
+                while (!v.empty() && needed.emplace(channel, v).second) {
+                    auto b = d.blobs.find({channel, v});
+                    if (b == d.blobs.end()) break;
+                    auto parts = codec::split_value(b->second, v);
+                    v = parts.extends ? std::move(*parts.extends) : std::string();
+                }
+            }
+        }
         for (auto b = d.blobs.begin(); b != d.blobs.end();) {
             if (!needed.count(b->first)) b = d.blobs.erase(b);
             else ++b;
         }
-        if (!d.checkpoints.empty()) d.checkpoints.begin()->second.parent_id.clear();
+        if (!cps.empty()) cps.front().parent_id.clear();
     }
     co_return;
 }
 
 boost::asio::awaitable<thread_stats> memory_saver::stats(std::string thread_id) {
-    std::lock_guard lock(mutex_);
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
     thread_stats s;
-    for (const auto& [k, d] : threads_) {
+    for (const auto& [k, d] : sh.threads) {
         if (k.first != thread_id) continue;
         s.checkpoints += d.checkpoints.size();
+        for (const auto& c : d.checkpoints) s.record_bytes += c.record.size();
         s.blobs += d.blobs.size();
-        for (const auto& [key, v] : d.blobs) s.bytes += boost::json::serialize(v).size();
+        for (const auto& [key, v] : d.blobs) s.bytes += v.size();
         for (const auto& [id, ws] : d.writes) {
             s.writes += ws.size();
             for (const auto& w : ws) s.bytes += boost::json::serialize(w.value).size();

@@ -2,6 +2,8 @@
 
 #include <stategraph/error.hpp>
 
+#include "codec.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -17,11 +19,14 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace stategraph::checkpoint {
 
@@ -30,11 +35,12 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Schema: an ordered list of migrations; migration i (0-based) brings the file to version i+1.
 // Never edit a released migration: append a new one and bump sqlite_saver::schema_version.
-// Values are JSON text stored as BLOBs of UTF-8 bytes, so length(value) is their byte size
-// (and SQLite computes it without reading the value).
-constexpr const char* migrations[] = {
-    // v1
-    R"sql(
+// A migration is SQL, optionally followed by a C++ step and more SQL, all in one transaction
+// (see impl::migrate). Values are stored as BLOBs, so length(value) is their byte size (and
+// SQLite computes it without reading the value).
+
+// v1: JSON text columns, rowid tables.
+constexpr const char* migration_v1 = R"sql(
 CREATE TABLE checkpoints (
     thread_id TEXT NOT NULL,
     ns        TEXT NOT NULL,
@@ -72,27 +78,100 @@ CREATE TABLE leases (
     owner      TEXT NOT NULL,
     expires_at INTEGER NOT NULL
 );
-)sql",
-};
-static_assert(std::size(migrations) == sqlite_saver::schema_version,
-              "one migration per schema version: bump schema_version with the list");
+)sql";
 
-// Statements (cached per connection, keyed by their text).
+// v2: WITHOUT ROWID tables (one b-tree each instead of a table plus its primary-key index), a
+// checkpoint's versions/frontier/metadata/signature in one binary `record` (codec::encode_record),
+// values in codec::encode_value form (JSON text, or appended items and the version they extend),
+// and `graphs`: one `__graph__` value per graph signature, shared by every thread. The small values
+// a checkpoint writes live in its own row (`vals`, codec::encode_inline), so that a typical put
+// changes one b-tree page: one WAL frame per commit; larger values go to `blobs`.
+// Step 1 creates the new tables under temporary names and copies blobs and writes as they are
+// (v1 values are JSON text: the codec's whole-value form); the C++ step converts checkpoint
+// rows (impl::convert_v1_checkpoints); step 2 swaps the tables.
+constexpr const char* migration_v2_create = R"sql(
+CREATE TABLE checkpoints_v2 (
+    thread_id TEXT NOT NULL,
+    ns        TEXT NOT NULL,
+    id        TEXT NOT NULL,
+    parent_id TEXT NOT NULL DEFAULT '',
+    step      INTEGER NOT NULL,
+    source    TEXT NOT NULL,
+    record    BLOB NOT NULL,
+    vals      BLOB,
+    PRIMARY KEY (thread_id, ns, id)
+) WITHOUT ROWID;
+CREATE TABLE blobs_v2 (
+    thread_id TEXT NOT NULL,
+    ns        TEXT NOT NULL,
+    channel   TEXT NOT NULL,
+    version   TEXT NOT NULL,
+    value     BLOB NOT NULL,
+    PRIMARY KEY (thread_id, ns, channel, version)
+) WITHOUT ROWID;
+CREATE TABLE writes_v2 (
+    thread_id     TEXT NOT NULL,
+    ns            TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    task_id       TEXT NOT NULL,
+    task_name     TEXT NOT NULL,
+    channel       TEXT NOT NULL,
+    value         BLOB NOT NULL,
+    seq           INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
+) WITHOUT ROWID;
+CREATE TABLE graphs (
+    version TEXT PRIMARY KEY NOT NULL,
+    value   BLOB NOT NULL
+) WITHOUT ROWID;
+INSERT INTO blobs_v2(thread_id, ns, channel, version, value)
+    SELECT thread_id, ns, channel, version, CAST(value AS BLOB) FROM blobs;
+INSERT INTO writes_v2(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq)
+    SELECT thread_id, ns, checkpoint_id, task_id, task_name, channel, CAST(value AS BLOB), seq FROM writes;
+)sql";
+constexpr const char* migration_v2_swap = R"sql(
+DROP TABLE checkpoints;
+DROP TABLE blobs;
+DROP TABLE writes;
+ALTER TABLE checkpoints_v2 RENAME TO checkpoints;
+ALTER TABLE blobs_v2 RENAME TO blobs;
+ALTER TABLE writes_v2 RENAME TO writes;
+)sql";
+constexpr const char* sql_v1_checkpoints =
+    "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
+constexpr const char* sql_v2_put_checkpoint =
+    "INSERT INTO checkpoints_v2(thread_id, ns, id, parent_id, step, source, record) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// The channel holding the graph's shape lines, versioned by the graph signature.
+constexpr std::string_view graph_channel = "__graph__";
+
+// Statements (cached per connection, keyed by their address: each is one constant below).
 constexpr std::string_view sql_begin_immediate = "BEGIN IMMEDIATE";
 constexpr std::string_view sql_begin_deferred = "BEGIN";
 constexpr std::string_view sql_commit = "COMMIT";
 constexpr std::string_view sql_put_checkpoint =
-    "INSERT OR REPLACE INTO checkpoints(thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, "
-    "signature) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(thread_id, ns, id) DO NOTHING";
+constexpr std::string_view sql_replace_checkpoint =
+    "UPDATE checkpoints SET parent_id = ?4, step = ?5, source = ?6, record = ?7, vals = ?8 "
+    "WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
+constexpr std::string_view sql_get_inline = "SELECT vals FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
+constexpr std::string_view sql_doomed_inline =
+    "SELECT id, vals FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 AND vals IS NOT NULL "
+    "ORDER BY id DESC LIMIT -1 OFFSET ?3";
+constexpr std::string_view sql_stats_inline =
+    "SELECT vals FROM checkpoints WHERE thread_id = ?1 AND vals IS NOT NULL";
 constexpr std::string_view sql_put_blob =
     "INSERT OR REPLACE INTO blobs(thread_id, ns, channel, version, value) VALUES(?1, ?2, ?3, ?4, ?5)";
+constexpr std::string_view sql_put_graph = "INSERT OR IGNORE INTO graphs(version, value) VALUES(?1, ?2)";
 constexpr std::string_view sql_put_write =
     "INSERT INTO writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq) "
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(seq), -1) + 1 FROM writes "
     "WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3)) "
     "ON CONFLICT(thread_id, ns, checkpoint_id, task_id, channel) DO UPDATE SET "
     "task_name = excluded.task_name, value = excluded.value";
-#define STATEGRAPH_CP_COLUMNS "id, parent_id, step, source, versions, frontier, metadata, signature"
+#define STATEGRAPH_CP_COLUMNS "id, parent_id, step, source, record"
 constexpr std::string_view sql_get_latest = "SELECT " STATEGRAPH_CP_COLUMNS
                                             " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
                                             "ORDER BY id DESC LIMIT 1";
@@ -102,9 +181,13 @@ constexpr std::string_view sql_list = "SELECT " STATEGRAPH_CP_COLUMNS
                                       " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
                                       "AND (?3 IS NULL OR id < ?3) AND (?4 IS NULL OR source = ?4) "
                                       "AND (?5 IS NULL OR step = ?5) ORDER BY id DESC LIMIT ?6";
+constexpr std::string_view sql_kept_records = "SELECT " STATEGRAPH_CP_COLUMNS
+                                              " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+                                              "ORDER BY id DESC LIMIT ?3";
 #undef STATEGRAPH_CP_COLUMNS
 constexpr std::string_view sql_get_blob =
     "SELECT value FROM blobs WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND version = ?4";
+constexpr std::string_view sql_get_graph = "SELECT value FROM graphs WHERE version = ?1";
 constexpr std::string_view sql_get_writes = "SELECT task_id, task_name, channel, value FROM writes "
                                             "WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3 ORDER BY seq";
 constexpr std::string_view sql_delete_checkpoints = "DELETE FROM checkpoints WHERE thread_id = ?1";
@@ -120,15 +203,14 @@ constexpr std::string_view sql_prune_writes =
 constexpr std::string_view sql_prune_checkpoints =
     "DELETE FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 AND id IN (SELECT id FROM checkpoints "
     "WHERE thread_id = ?1 AND ns = ?2 ORDER BY id DESC LIMIT -1 OFFSET ?3)";
-constexpr std::string_view sql_kept_versions =
-    "SELECT id, versions FROM checkpoints WHERE thread_id = ?1 AND ns = ?2";
 constexpr std::string_view sql_blob_keys = "SELECT channel, version FROM blobs WHERE thread_id = ?1 AND ns = ?2";
 constexpr std::string_view sql_delete_blob =
     "DELETE FROM blobs WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND version = ?4";
 constexpr std::string_view sql_clear_oldest_parent =
     "UPDATE checkpoints SET parent_id = '' WHERE thread_id = ?1 AND ns = ?2 AND id = "
     "(SELECT min(id) FROM checkpoints WHERE thread_id = ?1 AND ns = ?2)";
-constexpr std::string_view sql_count_checkpoints = "SELECT count(*) FROM checkpoints WHERE thread_id = ?1";
+constexpr std::string_view sql_stats_checkpoints =
+    "SELECT count(*), coalesce(sum(length(record)), 0) FROM checkpoints WHERE thread_id = ?1";
 constexpr std::string_view sql_stats_blobs =
     "SELECT count(*), coalesce(sum(length(value)), 0) FROM blobs WHERE thread_id = ?1";
 constexpr std::string_view sql_stats_writes =
@@ -184,7 +266,9 @@ struct sqlite_saver::impl {
         void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
     };
     struct statement_cache {
-        std::unordered_map<std::string_view, sqlite3_stmt*> map;
+        // Keyed by the address of the SQL text: every cached statement is one of the constants
+        // above, so this saves hashing and comparing the whole text on each use.
+        std::unordered_map<const char*, sqlite3_stmt*> map;
         statement_cache() = default;
         statement_cache(const statement_cache&) = delete;
         statement_cache& operator=(const statement_cache&) = delete;
@@ -198,6 +282,10 @@ struct sqlite_saver::impl {
     std::unique_ptr<sqlite3, db_closer> db; // declared before the cache: statements finalize first
     statement_cache cache;
     std::mutex mutex;
+
+    /// Rows' inline values read during one operation, by (ns, checkpoint id); cleared by each
+    /// operation that reads values (a put may change them).
+    std::map<std::pair<std::string, std::string>, std::optional<std::string>> inline_rows;
 
     // -- errors ---------------------------------------------------------------------------
     std::string where() const { return " (file " + opt.path + ")"; }
@@ -229,27 +317,38 @@ struct sqlite_saver::impl {
     }
 
     // -- statements -----------------------------------------------------------------------
+    struct uncached_t {};
+    static constexpr uncached_t uncached{};
+
     /// A cached statement in use: binds, steps, reads; resets itself at scope exit.
     class stmt {
     public:
+        /// `sql` must be one of the `sql_*` constants (the cache is keyed by its address).
         stmt(impl& owner, std::string_view sql, const std::string& thread, const char* what)
             : im_(owner), thread_(thread), what_(what) {
-            auto it = im_.cache.map.find(sql);
+            auto it = im_.cache.map.find(sql.data());
             if (it == im_.cache.map.end()) {
-                sqlite3_stmt* s = nullptr;
-                int rc = sqlite3_prepare_v3(im_.db.get(), sql.data(), static_cast<int>(sql.size()),
-                                            SQLITE_PREPARE_PERSISTENT, &s, nullptr);
-                if (rc != SQLITE_OK) {
-                    sqlite3_finalize(s);
-                    im_.fail(rc, thread_, std::string(what_) + " (preparing a statement)");
-                }
-                it = im_.cache.map.emplace(sql, s).first;
+                it = im_.cache.map.emplace(sql.data(), prepare(sql, SQLITE_PREPARE_PERSISTENT)).first;
             }
             s_ = it->second;
+        }
+        /// A statement used once (setup and migrations): finalized at scope exit.
+        stmt(impl& owner, uncached_t, std::string_view sql, const std::string& thread, const char* what)
+            : im_(owner), thread_(thread), what_(what), owned_(true) {
+            s_ = prepare(sql, 0);
         }
         stmt(const stmt&) = delete;
         stmt& operator=(const stmt&) = delete;
         ~stmt() {
+            if (owned_) {
+                sqlite3_finalize(s_);
+                return;
+            }
+            sqlite3_reset(s_);
+            sqlite3_clear_bindings(s_);
+        }
+        /// Ready to bind and run again.
+        void reset() {
             sqlite3_reset(s_);
             sqlite3_clear_bindings(s_);
         }
@@ -305,6 +404,15 @@ struct sqlite_saver::impl {
         std::int64_t integer(int c) const { return sqlite3_column_int64(s_, c); }
 
     private:
+        sqlite3_stmt* prepare(std::string_view sql, unsigned flags) {
+            sqlite3_stmt* s = nullptr;
+            int rc = sqlite3_prepare_v3(im_.db.get(), sql.data(), static_cast<int>(sql.size()), flags, &s, nullptr);
+            if (rc != SQLITE_OK) {
+                sqlite3_finalize(s);
+                im_.fail(rc, thread_, std::string(what_) + " (preparing a statement)");
+            }
+            return s;
+        }
         void check(int rc) {
             if (rc != SQLITE_OK) im_.fail(rc, thread_, what_);
         }
@@ -312,6 +420,7 @@ struct sqlite_saver::impl {
         sqlite3_stmt* s_ = nullptr;
         const std::string& thread_;
         const char* what_;
+        bool owned_ = false;
     };
 
     /// A transaction: BEGIN IMMEDIATE (writes) or BEGIN (a consistent read snapshot); rolled
@@ -464,17 +573,58 @@ struct sqlite_saver::impl {
                                                                  std::to_string(version));
     }
 
+    /// One schema step: `sql`, then `convert` (C++ that needs more than SQL), then `finish`.
+    struct migration {
+        const char* sql;
+        void (impl::*convert)() = nullptr;
+        const char* finish = nullptr;
+    };
+
+    /// Brings the file to `schema_version` in one transaction: on any error (a corrupt row the
+    /// conversion cannot read included) everything is rolled back and the file keeps its version.
     void migrate() {
+        static const migration migrations[] = {
+            {migration_v1},                                                             // -> v1
+            {migration_v2_create, &impl::convert_v1_checkpoints, migration_v2_swap},    // -> v2
+        };
+        static_assert(std::size(migrations) == sqlite_saver::schema_version,
+                      "one migration per schema version: bump schema_version with the list");
         static const std::string none;
         transaction t(*this, true, none, "migrating the schema");
         // Another process may have migrated between our read and the lock: read again.
         auto version = query_int("PRAGMA user_version", "reading the schema version");
         check_version(version);
         for (auto v = version; v < sqlite_saver::schema_version; ++v) {
-            exec(migrations[v], "migrating the schema");
+            const auto& m = migrations[v];
+            exec(m.sql, "migrating the schema");
+            if (m.convert) (this->*m.convert)();
+            if (m.finish) exec(m.finish, "migrating the schema");
             exec("PRAGMA user_version = " + std::to_string(v + 1), "migrating the schema");
         }
         t.commit();
+    }
+
+    /// v1 -> v2: each checkpoint row's JSON columns become one binary record.
+    void convert_v1_checkpoints() {
+        static const std::string none;
+        const char* what = "migrating the schema to version 2";
+        stmt read(*this, uncached, sql_v1_checkpoints, none, what);
+        stmt write(*this, uncached, sql_v2_put_checkpoint, none, what);
+        std::string record;
+        while (read.step()) {
+            const std::string thread = read.text(0), ns = read.text(1);
+            checkpoint cp = read_v1_row(read, thread, ns);
+            try {
+                record = codec::encode_record(cp);
+            } catch (const std::exception& e) {
+                corrupt(thread, ns, "checkpoint " + cp.id + " cannot be converted to schema version 2: " + e.what(),
+                        {thread});
+            }
+            write.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
+            write.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
+            write.run();
+            write.reset();
+        }
     }
 
     // -- JSON -----------------------------------------------------------------------------
@@ -501,6 +651,35 @@ struct sqlite_saver::impl {
     }
 
     // -- checkpoints ----------------------------------------------------------------------
+    /// Reads a v1 checkpoint row (columns: thread_id, ns, id, parent_id, step, source, versions,
+    /// frontier, metadata, signature), for the migration to v2.
+    checkpoint read_v1_row(const stmt& s, const std::string& thread, const std::string& ns) const {
+        checkpoint cp;
+        cp.id = s.text(2);
+        cp.parent_id = s.text(3);
+        cp.step = s.integer(4);
+        cp.source = s.text(5);
+        cp.signature = s.text(9);
+        const std::string at = "cannot migrate the file to schema version 2 (it stays at version 1): checkpoint " + cp.id;
+        for (int c : {6, 7, 8})
+            if (s.is_null(c))
+                corrupt(thread, ns, at + " has no " + (c == 6 ? "versions" : c == 7 ? "frontier" : "metadata"),
+                        {thread});
+        auto versions = parse(s.bytes(6), thread, ns, at + ": versions", {thread});
+        if (!versions.is_object()) corrupt(thread, ns, at + ": versions is not a JSON object", {thread});
+        for (const auto& [channel, version] : versions.get_object()) {
+            if (!version.is_string())
+                corrupt(thread, ns, at + ": versions: the version of channel " + quote(channel) + " is not a string",
+                        {thread, std::string(channel)});
+            cp.versions[std::string(channel)] = std::string(version.get_string());
+        }
+        cp.frontier = parse(s.bytes(7), thread, ns, at + ": frontier", {thread});
+        auto metadata = parse(s.bytes(8), thread, ns, at + ": metadata", {thread});
+        if (!metadata.is_object()) corrupt(thread, ns, at + ": metadata is not a JSON object", {thread});
+        cp.metadata = std::move(metadata.get_object());
+        return cp;
+    }
+
     /// Reads a checkpoint row (columns: STATEGRAPH_CP_COLUMNS) without its values.
     checkpoint read_row(const stmt& s, const std::string& thread, const std::string& ns) const {
         checkpoint cp;
@@ -508,45 +687,118 @@ struct sqlite_saver::impl {
         cp.parent_id = s.text(1);
         cp.step = s.integer(2);
         cp.source = s.text(3);
-        cp.signature = s.text(7);
-        const std::string at = "checkpoint " + cp.id;
-        for (int c : {4, 5, 6})
-            if (s.is_null(c)) corrupt(thread, ns, at + " has no " + (c == 4 ? "versions" : c == 5 ? "frontier" : "metadata"), {thread});
-
-        auto versions = parse(s.bytes(4), thread, ns, at + ": versions", {thread});
-        if (!versions.is_object()) corrupt(thread, ns, at + ": versions is not a JSON object", {thread});
-        for (const auto& [channel, version] : versions.get_object()) {
-            if (!version.is_string())
-                corrupt(thread, ns, at + ": the version of channel " + quote(channel) + " is not a string",
-                        {thread, std::string(channel)});
-            cp.versions[std::string(channel)] = std::string(version.get_string());
+        try {
+            codec::decode_record(s.bytes(4), cp);
+        } catch (const std::exception& e) { // codec::corrupt, or allocation failure on garbage
+            corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
         }
-        cp.frontier = parse(s.bytes(5), thread, ns, at + ": frontier", {thread});
-        auto metadata = parse(s.bytes(6), thread, ns, at + ": metadata", {thread});
-        if (!metadata.is_object()) corrupt(thread, ns, at + ": metadata is not a JSON object", {thread});
-        cp.metadata = std::move(metadata.get_object());
         return cp;
     }
 
-    /// Adds the values (from blobs) and pending writes of a checkpoint, as memory_saver::assemble.
-    checkpoint_tuple assemble(const std::string& thread, const std::string& ns, checkpoint cp) {
-        checkpoint_tuple t{thread, ns, std::move(cp), {}};
-        const auto& id = t.cp.id;
-        for (const auto& [channel, version] : t.cp.versions) {
-            if (version.empty()) continue;
-            stmt s(*this, sql_get_blob, thread, "reading a channel value");
-            s.bind(1, thread).bind(2, ns).bind(3, channel).bind(4, version);
-            if (!s.step())
+    /// Calls `use(bytes)` with the stored bytes of `channel` at `version` (`graphs` first for
+    /// `__graph__`) while SQLite holds them; false when nothing is stored there.
+    template <class F>
+    bool with_stored(const std::string& thread, const std::string& ns, const std::string& channel,
+                     const std::string& version, F&& use) {
+        if (channel == graph_channel) {
+            stmt g(*this, sql_get_graph, thread, "reading a channel value");
+            g.bind_static(1, version);
+            if (g.step()) {
+                use(g.bytes(0));
+                return true;
+            }
+        }
+        if (const auto& row = inline_row(thread, ns, version))
+            for (const auto& [c, bytes] : decode_inline_of(thread, ns, version, *row))
+                if (c == channel) {
+                    use(bytes);
+                    return true;
+                }
+        stmt s(*this, sql_get_blob, thread, "reading a channel value");
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, channel).bind_static(4, version);
+        if (!s.step()) return false;
+        use(s.bytes(0));
+        return true;
+    }
+
+    /// The inline values of checkpoint `id` (nullopt: no such row, or none inline), cached for
+    /// the current operation.
+    const std::optional<std::string>& inline_row(const std::string& thread, const std::string& ns, const std::string& id) {
+        auto [it, fresh] = inline_rows.try_emplace({ns, id});
+        if (fresh) {
+            stmt s(*this, sql_get_inline, thread, "reading a channel value");
+            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, id);
+            if (s.step() && !s.is_null(0)) it->second.emplace(s.bytes(0));
+        }
+        return it->second;
+    }
+
+    std::vector<std::pair<std::string_view, std::string_view>> decode_inline_of(const std::string& thread, const std::string& ns,
+                                                                                const std::string& id, std::string_view bytes) const {
+        try {
+            return codec::decode_inline(bytes);
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, "checkpoint " + id + ": its values cannot be read: " + e.what(), {thread});
+        }
+    }
+
+    /// The whole value of `channel` at `version`. A value stored whole (nearly all) is parsed
+    /// straight from SQLite's buffer with the saver's lenient options; a value stored as appended
+    /// items is reassembled by codec::resolve_value.
+    boost::json::value read_value(const std::string& thread, const std::string& ns, const std::string& id,
+                                  const std::string& channel, const std::string& version) {
+        const auto where = [&] { return "checkpoint " + id + ": channel " + quote(channel) + " (version " + version + ")"; };
+        try {
+            std::optional<boost::json::value> whole;
+            const bool found = with_stored(thread, ns, channel, version, [&](std::string_view bytes) {
+                if (!codec::split_value(bytes, version).extends) whole = parse(bytes, thread, ns, where(), {thread, channel});
+            });
+            if (!found)
                 corrupt(thread, ns,
                         "checkpoint " + id + " needs channel " + quote(channel) + " at version " + version +
                             ", which is not stored",
                         {thread, channel});
-            t.cp.values[channel] = parse(s.bytes(0), thread, ns,
-                                         "checkpoint " + id + ": channel " + quote(channel) + " (version " + version + ")",
-                                         {thread, channel});
+            if (whole) return std::move(*whole);
+            auto fetch = [&](const std::string& v) -> std::optional<std::string> {
+                std::optional<std::string> out;
+                with_stored(thread, ns, channel, v, [&](std::string_view bytes) { out.emplace(bytes); });
+                return out;
+            };
+            return codec::resolve_value(version, fetch);
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, where() + " cannot be read: " + e.what(), {thread, channel});
         }
+    }
+
+    /// Values already read by one list(), by (channel, version), pointing into tuples that are
+    /// complete and will not move: checkpoints listed together share most of their values.
+    using value_memo = std::map<std::pair<std::string_view, std::string_view>, const boost::json::value*>;
+
+    /// Adds the values (from blobs) and pending writes of a checkpoint, as memory_saver::assemble.
+    /// With `memo`, `t` must stay where it is until the memo is gone.
+    void assemble(checkpoint_tuple& t, value_memo* memo = nullptr) {
+        const auto& thread = t.thread_id;
+        const auto& ns = t.ns;
+        const auto& id = t.cp.id;
+        std::vector<const std::pair<const std::string, std::string>*> fresh;
+        for (const auto& entry : t.cp.versions) {
+            const auto& [channel, version] = entry;
+            if (version.empty()) continue;
+            if (memo) {
+                if (auto it = memo->find({channel, version}); it != memo->end()) {
+                    t.cp.values[channel] = *it->second;
+                    continue;
+                }
+                fresh.push_back(&entry);
+            }
+            t.cp.values[channel] = read_value(thread, ns, id, channel, version);
+        }
+        // Only now: inserting into `values` may move the values inserted before.
+        for (const auto* e : fresh)
+            memo->emplace(std::pair<std::string_view, std::string_view>(e->first, e->second),
+                          &t.cp.values.at(e->first));
         stmt w(*this, sql_get_writes, thread, "reading pending writes");
-        w.bind(1, thread).bind(2, ns).bind(3, id);
+        w.bind_static(1, thread).bind_static(2, ns).bind_static(3, id);
         while (w.step()) {
             pending_write pw;
             pw.task_id = w.text(0);
@@ -558,7 +810,6 @@ struct sqlite_saver::impl {
                              {thread, pw.channel, pw.task_name});
             t.writes.push_back(std::move(pw));
         }
-        return t;
     }
 
     /// Refuses to write while another owner holds a live lease; renews our own.
@@ -596,11 +847,41 @@ struct sqlite_saver::impl {
 
     // -- the operations (called with `mutex` held) ------------------------------------------
     void put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
-        boost::json::object versions;
-        for (const auto& [channel, version] : cp.versions) versions[channel] = version;
-        const std::string versions_text = boost::json::serialize(versions);
-        const std::string frontier_text = boost::json::serialize(cp.frontier);
-        const std::string metadata_text = boost::json::serialize(cp.metadata);
+        // Everything is encoded before the write lock is taken: the transaction only binds and steps.
+        const std::string record = codec::encode_record(cp);
+        struct encoded {
+            std::string_view channel;
+            const std::string* version;
+            std::string bytes;
+            bool shared; // a `__graph__` value keyed by the graph signature: one row for all threads
+        };
+        std::vector<encoded> values;
+        values.reserve(cp.values.size());
+        for (const auto& [channel, value] : cp.values) {
+            const std::string name(channel); // the maps' comparator is not transparent
+            auto v = cp.versions.find(name);
+            const std::string& version = v == cp.versions.end() ? cp.id : v->second;
+            auto x = cp.extends.find(name);
+            const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
+            // A `__graph__` value versioned by this checkpoint's own id (an engine that keeps the shape per
+            // thread) or holding appended items stays with the thread's blobs.
+            const bool shared = name == graph_channel && !extends && version != cp.id;
+            values.push_back({channel, &version, codec::encode_value(value, extends, version), shared});
+        }
+        // This checkpoint's own small values go into its row, the rest into `blobs`.
+        std::vector<std::pair<std::string_view, std::string_view>> inline_values;
+        std::vector<const encoded*> separate;
+        std::size_t budget = opt.inline_bytes;
+        for (const auto& v : values) {
+            if (!v.shared && *v.version == cp.id && v.bytes.size() <= budget) {
+                inline_values.emplace_back(v.channel, v.bytes);
+                budget -= v.bytes.size();
+            } else {
+                separate.push_back(&v);
+            }
+        }
+        const std::string vals = inline_values.empty() ? std::string() : codec::encode_inline(inline_values);
+        inline_rows.clear();
 
         transaction t(*this, true, thread, "saving a checkpoint");
         check_lease(thread, now_ms());
@@ -608,16 +889,44 @@ struct sqlite_saver::impl {
             // Every buffer bound here outlives `s` (declared above it or owned by the caller).
             stmt s(*this, sql_put_checkpoint, thread, "saving a checkpoint");
             s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
-            s.bind(5, cp.step).bind_static(6, cp.source);
-            s.bind_static(7, versions_text).bind_static(8, frontier_text).bind_static(9, metadata_text);
-            s.bind_static(10, cp.signature);
+            s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
+            if (inline_values.empty()) s.bind_null(8);
+            else s.bind_blob_static(8, vals);
             s.run();
         }
-        for (const auto& [channel, value] : cp.values) {
-            const std::string text = boost::json::serialize(value);
-            stmt s(*this, sql_put_blob, thread, "saving a channel value"); // declared after `text`: unbinds first
-            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, std::string_view(channel)).bind_static(4, cp.id);
-            s.bind_blob_static(5, text);
+        if (sqlite3_changes(db.get()) == 0) {
+            // The id is stored already (rare: a saver user re-putting a checkpoint). It is replaced;
+            // the values stored with it before stay unless written again.
+            std::string old;
+            if (const auto& row = inline_row(thread, ns, cp.id)) old = *row;
+            inline_rows.clear();
+            auto merged = old.empty() ? decltype(inline_values){} : decode_inline_of(thread, ns, cp.id, old);
+            for (const auto* v : separate) // written again, to `blobs` this time: the old copy goes
+                std::erase_if(merged, [&](const auto& e) { return e.first == v->channel; });
+            for (const auto& [channel, bytes] : inline_values) {
+                auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& e) { return e.first == channel; });
+                if (same != merged.end()) same->second = bytes;
+                else merged.emplace_back(channel, bytes);
+            }
+            const std::string merged_vals = merged.empty() ? std::string() : codec::encode_inline(merged);
+            stmt s(*this, sql_replace_checkpoint, thread, "saving a checkpoint");
+            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
+            s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
+            if (merged.empty()) s.bind_null(8);
+            else s.bind_blob_static(8, merged_vals);
+            s.run();
+        }
+        for (const auto* p : separate) {
+            const auto& v = *p;
+            if (v.shared) {
+                stmt s(*this, sql_put_graph, thread, "saving the graph's shape");
+                s.bind_static(1, *v.version).bind_blob_static(2, v.bytes);
+                s.run();
+                continue;
+            }
+            stmt s(*this, sql_put_blob, thread, "saving a channel value");
+            s.bind_static(1, thread).bind_static(2, ns).bind_static(3, v.channel).bind_static(4, *v.version);
+            s.bind_blob_static(5, v.bytes);
             s.run();
         }
         t.commit();
@@ -640,21 +949,23 @@ struct sqlite_saver::impl {
     std::optional<checkpoint_tuple> get(const std::string& thread, const std::string& ns,
                                         const std::optional<std::string>& checkpoint_id) {
         transaction t(*this, false, thread, "reading a checkpoint");
-        std::optional<checkpoint> cp;
+        inline_rows.clear();
+        std::optional<checkpoint_tuple> result;
         {
             stmt s(*this, checkpoint_id ? sql_get_by_id : sql_get_latest, thread, "reading a checkpoint");
-            s.bind(1, thread).bind(2, ns);
-            if (checkpoint_id) s.bind(3, *checkpoint_id);
-            if (s.step()) cp = read_row(s, thread, ns);
+            s.bind_static(1, thread).bind_static(2, ns);
+            if (checkpoint_id) s.bind_static(3, *checkpoint_id);
+            if (s.step()) result.emplace(checkpoint_tuple{thread, ns, read_row(s, thread, ns), {}});
         }
-        if (!cp) return std::nullopt;
-        auto result = assemble(thread, ns, std::move(*cp));
+        if (!result) return std::nullopt;
+        assemble(*result);
         t.commit();
         return result;
     }
 
     std::vector<checkpoint_tuple> list(const std::string& thread, const std::string& ns, const list_options& o) {
         transaction t(*this, false, thread, "listing checkpoints");
+        inline_rows.clear();
         std::vector<checkpoint> rows;
         {
             stmt s(*this, sql_list, thread, "listing checkpoints");
@@ -670,8 +981,12 @@ struct sqlite_saver::impl {
             while (s.step()) rows.push_back(read_row(s, thread, ns));
         }
         std::vector<checkpoint_tuple> out;
-        out.reserve(rows.size());
-        for (auto& cp : rows) out.push_back(assemble(thread, ns, std::move(cp)));
+        out.reserve(rows.size()); // never reallocated below: `memo` points into it
+        value_memo memo;
+        for (auto& cp : rows) {
+            out.push_back(checkpoint_tuple{thread, ns, std::move(cp), {}});
+            assemble(out.back(), &memo);
+        }
         t.commit();
         return out;
     }
@@ -703,25 +1018,62 @@ struct sqlite_saver::impl {
             while (s.step()) namespaces.push_back(s.text(0));
         }
         for (const auto& ns : namespaces) {
+            inline_rows.clear();
+            // The values the newest `keep` checkpoints need, with every version their appended items
+            // extend; a record we cannot read aborts the prune. `graphs` rows are shared: never pruned.
+            std::set<std::pair<std::string, std::string>> needed;
+            {
+                std::vector<checkpoint> kept;
+                {
+                    stmt s(*this, sql_kept_records, thread, "pruning the thread");
+                    s.bind_static(1, thread).bind_static(2, ns).bind(3, keep);
+                    while (s.step()) kept.push_back(read_row(s, thread, ns));
+                }
+                for (const auto& cp : kept)
+                    for (const auto& [channel, version] : cp.versions) {
+                        std::string v = version;
+                        while (!v.empty() && needed.emplace(channel, v).second) {
+                            if (channel == graph_channel) break; // in `graphs` (or a thread's blob, kept)
+                            std::optional<std::string> next;
+                            try {
+                                with_stored(thread, ns, channel, v, [&](std::string_view bytes) {
+                                    if (auto parts = codec::split_value(bytes, v); parts.extends) next = std::move(*parts.extends);
+                                });
+                            } catch (const codec::corrupt& e) {
+                                corrupt(thread, ns,
+                                        "checkpoint " + cp.id + ": channel " + quote(channel) + " (version " + v +
+                                            ") cannot be read: " + e.what(),
+                                        {thread, channel});
+                            }
+                            v = next ? std::move(*next) : std::string();
+                        }
+                    }
+            }
+            // Values stored in the rows about to go that a kept checkpoint still reads move to `blobs`.
+            {
+                std::vector<std::tuple<std::string, std::string, std::string>> moved; // channel, version, bytes
+                {
+                    stmt s(*this, sql_doomed_inline, thread, "pruning the thread");
+                    s.bind_static(1, thread).bind_static(2, ns).bind(3, keep);
+                    while (s.step()) {
+                        const std::string id = s.text(0);
+                        for (const auto& [channel, bytes] : decode_inline_of(thread, ns, id, s.bytes(1)))
+                            if (needed.count({std::string(channel), id})) moved.emplace_back(channel, id, bytes);
+                    }
+                }
+                for (const auto& [channel, version, bytes] : moved) {
+                    stmt s(*this, sql_put_blob, thread, "pruning the thread");
+                    s.bind_static(1, thread).bind_static(2, ns).bind_static(3, channel).bind_static(4, version);
+                    s.bind_blob_static(5, bytes);
+                    s.run();
+                }
+            }
             for (auto sql : {sql_prune_writes, sql_prune_checkpoints}) {
                 stmt s(*this, sql, thread, "pruning the thread");
                 s.bind(1, thread).bind(2, ns).bind(3, keep);
                 s.run();
             }
-            // The blobs the kept checkpoints need; a version we cannot read aborts the prune.
-            std::set<std::pair<std::string, std::string>> needed;
-            {
-                stmt s(*this, sql_kept_versions, thread, "pruning the thread");
-                s.bind(1, thread).bind(2, ns);
-                while (s.step()) {
-                    const std::string at = "checkpoint " + s.text(0) + ": versions";
-                    auto versions = parse(s.bytes(1), thread, ns, at, {thread});
-                    if (!versions.is_object()) corrupt(thread, ns, at + " is not a JSON object", {thread});
-                    for (const auto& [channel, version] : versions.get_object())
-                        if (version.is_string())
-                            needed.emplace(std::string(channel), std::string(version.get_string()));
-                }
-            }
+            inline_rows.clear();
             std::vector<std::pair<std::string, std::string>> unneeded;
             {
                 stmt s(*this, sql_blob_keys, thread, "pruning the thread");
@@ -747,9 +1099,12 @@ struct sqlite_saver::impl {
         transaction t(*this, false, thread, "reading storage statistics");
         thread_stats st;
         {
-            stmt s(*this, sql_count_checkpoints, thread, "reading storage statistics");
+            stmt s(*this, sql_stats_checkpoints, thread, "reading storage statistics");
             s.bind(1, thread);
-            if (s.step()) st.checkpoints = static_cast<std::size_t>(s.integer(0));
+            if (s.step()) {
+                st.checkpoints = static_cast<std::size_t>(s.integer(0));
+                st.record_bytes = static_cast<std::size_t>(s.integer(1));
+            }
         }
         {
             stmt s(*this, sql_stats_blobs, thread, "reading storage statistics");
@@ -765,6 +1120,22 @@ struct sqlite_saver::impl {
             if (s.step()) {
                 st.writes = static_cast<std::size_t>(s.integer(0));
                 st.bytes += static_cast<std::size_t>(s.integer(1));
+            }
+        }
+        {
+            // Values inside checkpoint rows: their bytes count as values, the bytes that frame them
+            // (channel names, lengths) as records.
+            stmt s(*this, sql_stats_inline, thread, "reading storage statistics");
+            s.bind(1, thread);
+            while (s.step()) {
+                const auto bytes = s.bytes(0);
+                std::size_t values = 0;
+                for (const auto& [channel, value] : decode_inline_of(thread, "", "(inline values)", bytes)) {
+                    ++st.blobs;
+                    values += value.size();
+                }
+                st.bytes += values;
+                st.record_bytes += bytes.size() - values;
             }
         }
         t.commit();
@@ -825,7 +1196,7 @@ sqlite_saver::~sqlite_saver() = default;
 const std::string& sqlite_saver::owner() const noexcept { return impl_->owner; }
 const std::string& sqlite_saver::path() const noexcept { return impl_->opt.path; }
 
-boost::asio::awaitable<void> sqlite_saver::put(std::string thread_id, std::string ns, checkpoint cp) {
+boost::asio::awaitable<void> sqlite_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     std::lock_guard lock(impl_->mutex);
     impl_->put(thread_id, ns, cp);
     co_return;

@@ -499,6 +499,198 @@ inline void concurrent(saver& s) {
     }
 }
 
+/// Append deltas: a value that only grew is stored as its new items plus the version they
+/// extend (`checkpoint::extends`); get/list return it whole, prune keeps the chain it needs.
+inline void append_deltas(saver& s) {
+    auto item = [](char c) { return json::value(std::string(200, c)); };
+    const json::array a{item('a')}, ab_c{item('a'), item('b'), item('c')},
+        abcd{item('a'), item('b'), item('c'), item('d')}, abcde{item('a'), item('b'), item('c'), item('d'), item('e')};
+
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"log", a}, {"n", 1}});
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"log", json::array{item('b'), item('c')}}});
+    cp2.extends["log"] = cp1.id;
+    auto cp3 = next_cp(&cp2, 2, "loop", json::object{{"log", json::array{item('d')}}, {"n", 3}});
+    cp3.extends["log"] = cp2.id;
+    for (const auto* cp : {&cp1, &cp2, &cp3}) put(s, "d", "", *cp);
+
+    // The same history, each list stored whole.
+    auto w1 = cp1, w2 = cp2, w3 = cp3;
+    w2.extends.clear();
+    w3.extends.clear();
+    w2.values["log"] = ab_c;
+    w3.values["log"] = abcd;
+    for (const auto* cp : {&w1, &w2, &w3}) put(s, "w", "", *cp);
+
+    for (const std::string thread : {"d", "w"}) {
+        BOOST_TEST_CONTEXT("thread " << thread) {
+            auto got = get(s, thread, "");
+            BOOST_TEST_REQUIRE(got.has_value());
+            check_checkpoint(*got, thread, "", cp3, json::object{{"log", abcd}, {"n", 3}});
+            BOOST_TEST(got->cp.versions.at("log") == cp3.id);
+            got = get(s, thread, "", cp2.id);
+            BOOST_TEST_REQUIRE(got.has_value());
+            check_checkpoint(*got, thread, "", cp2, json::object{{"log", ab_c}, {"n", 1}});
+            got = get(s, thread, "", cp1.id);
+            BOOST_TEST_REQUIRE(got.has_value());
+            check_checkpoint(*got, thread, "", cp1, json::object{{"log", a}, {"n", 1}});
+            auto all = list(s, thread, "", list_options{});
+            BOOST_TEST_REQUIRE(all.size() == 3u);
+            BOOST_TEST(all[0].cp.values.at("log") == abcd);
+            BOOST_TEST(all[1].cp.values.at("log") == ab_c);
+            BOOST_TEST(all[2].cp.values.at("log") == a);
+        }
+    }
+    const auto delta_stats = run(s.stats("d")), whole_stats = run(s.stats("w"));
+    BOOST_TEST(delta_stats.blobs == whole_stats.blobs);
+    BOOST_TEST(delta_stats.bytes < whole_stats.bytes);
+    BOOST_TEST(delta_stats.bytes < 4u * 210 + 100); // each item stored once (200 bytes + quotes and commas)
+    BOOST_TEST(whole_stats.bytes > 6u * 200);
+
+    // prune keeps the versions cp3's list extends, even though no kept checkpoint names them.
+    run(s.prune("d", 1));
+    auto kept = list(s, "d", "", list_options{});
+    BOOST_TEST_REQUIRE(kept.size() == 1u);
+    auto orphan = cp3; // the oldest kept checkpoint loses its parent
+    orphan.parent_id.clear();
+    check_checkpoint(kept[0], "d", "", orphan, json::object{{"log", abcd}, {"n", 3}});
+    BOOST_TEST(!get(s, "d", "", cp2.id).has_value());
+    BOOST_TEST(run(s.stats("d")).blobs == 4u); // log@cp1, log@cp2, log@cp3, n@cp3
+
+    // The chain keeps growing after the prune; an unrelated write drops the old links.
+    auto cp4 = next_cp(&cp3, 3, "loop", json::object{{"log", json::array{item('e')}}});
+    cp4.extends["log"] = cp3.id;
+    put(s, "d", "", cp4);
+    auto got = get(s, "d", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("log") == abcde);
+    auto cp5 = next_cp(&cp4, 4, "loop", json::object{{"log", json::array{item('z')}}});
+    put(s, "d", "", cp5);
+    run(s.prune("d", 1));
+    got = get(s, "d", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("log") == (json::array{item('z')}));
+    BOOST_TEST(run(s.stats("d")).blobs == 2u); // log@cp5, n@cp3
+}
+
+/// `__graph__` is versioned by the graph signature: one value serves every thread, and it
+/// outlives the deletion or pruning of any one of them.
+inline void shared_graph(saver& s) {
+    const std::string sig = "0123456789abcdef";
+    const json::array lines{"START -> a", "a -> b [cond]", "b -> END"};
+    checkpoint last_g2;
+    for (const std::string thread : {"g1", "g2"}) {
+        auto cp = next_cp(nullptr, -1, "input", json::object{{"x", 1}, {"__graph__", lines}});
+        cp.versions["__graph__"] = sig;
+        cp.signature = sig;
+        put(s, thread, "", cp);
+        auto next = next_cp(&cp, 0, "loop", json::object{{"x", 2}}); // names the graph, does not carry it
+        next.signature = sig;
+        put(s, thread, "", next);
+        last_g2 = next;
+    }
+    for (const std::string thread : {"g1", "g2"}) {
+        BOOST_TEST_CONTEXT("thread " << thread) {
+            auto all = list(s, thread, "", list_options{});
+            BOOST_TEST_REQUIRE(all.size() == 2u);
+            for (const auto& t : all) {
+                BOOST_TEST(t.cp.versions.at("__graph__") == sig);
+                BOOST_TEST(t.cp.values.at("__graph__") == lines);
+                BOOST_TEST(t.cp.signature == sig);
+            }
+            BOOST_TEST(all[0].cp.values.at("x") == 2);
+            BOOST_TEST(run(s.stats(thread)).blobs == 2u); // x twice; the shape is shared, not the thread's
+        }
+    }
+    run(s.delete_thread("g1"));
+    BOOST_TEST(!get(s, "g1", "").has_value());
+    auto got = get(s, "g2", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "g2", "", last_g2, json::object{{"x", 2}, {"__graph__", lines}});
+    run(s.prune("g2", 1));
+    got = get(s, "g2", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("__graph__") == lines);
+
+    // A new thread of the same graph, and the deleted thread starting over, read it as well.
+    for (const std::string thread : {"g3", "g1"}) {
+        auto cp = next_cp(nullptr, -1, "input", json::object{{"x", 9}, {"__graph__", lines}});
+        cp.versions["__graph__"] = sig;
+        put(s, thread, "", cp);
+        got = get(s, thread, "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("__graph__") == lines);
+    }
+}
+
+/// Records round-trip exactly: metadata keys in their order (with `step`/`source` that repeat the
+/// checkpoint's fields or not), frontier JSON of every kind, versions that are not checkpoint ids.
+inline void record_round_trip(saver& s) {
+    json::object deep{{"z", json::object{{"y", json::array{json::object{{"x", json::array{1, json::array{2}}}}}}}}};
+    json::value frontier = json::object{
+        {"pull", json::array{"agent", "tools"}},
+        {"push", json::array{json::object{{"node", "worker"}, {"arg", json::object{{"task", "t\xc3\xa9st"}}}}}},
+        {"nested", deep},
+        {"doubles", json::array{0.1, -2.5e-300, 1e300, 1.0, -0.0, 123456.789}},
+        {"ints", json::array{-1, -128, 0, 42, std::numeric_limits<std::int64_t>::min(),
+                             std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::uint64_t>::max()}},
+        {"unicode", json::array{"h\xc3\xa9llo \xe2\x9c\x93", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", "\xf0\x9f\x98\x80", ""}},
+        {"\xc3\xa9t\xc3\xa9", nullptr},
+        {"flags", json::array{true, false, nullptr, json::object{}, json::array{}}},
+        {"seen", "abc"}};
+
+    auto cp1 = next_cp(nullptr, 4, "update", json::object{{"a", 1}, {"custom", "c"}});
+    cp1.versions["custom"] = "not-a-checkpoint-id"; // the value is keyed by its version, whatever it is
+    cp1.versions["later"] = "";
+    cp1.frontier = frontier;
+    cp1.metadata = json::object{{"zeta", 1},
+                                {"step", 4},
+                                {"alpha", "x"},
+                                {"writes", json::object{{"node", json::object{{"a", 1}}}}},
+                                {"source", "update"},
+                                {"user", json::array{"\xe2\x9c\x93", -3, 2.5}}};
+    cp1.signature = "fedcba9876543210";
+    // `step`/`source` that differ from the checkpoint's own, first and last.
+    auto cp2 = next_cp(&cp1, 5, "loop", json::object{{"a", 2}});
+    cp2.metadata = json::object{{"source", "input"}, {"b", 2}, {"a", 1}, {"step", "five"}};
+    cp2.frontier = json::array{-7, 0.5, "\xc3\xa9"};
+    auto cp3 = next_cp(&cp2, 6, "fork", json::object{});
+    cp3.metadata = json::object{{"source", "fork"}, {"step", 6}}; // both repeat the fields, in reverse order
+    cp3.frontier = nullptr;
+    cp3.signature = "";
+    for (const auto* cp : {&cp1, &cp2, &cp3}) put(s, "r", "", *cp);
+
+    auto same_text = [](const json::value& got, const json::value& want) {
+        BOOST_TEST(json::serialize(got) == json::serialize(want));
+    };
+    auto all = list(s, "r", "", list_options{});
+    BOOST_TEST_REQUIRE(all.size() == 3u);
+    const checkpoint* want[] = {&cp3, &cp2, &cp1};
+    for (std::size_t i = 0; i < 3; ++i) {
+        BOOST_TEST_CONTEXT("checkpoint " << i) {
+            const auto& got = all[i].cp;
+            BOOST_TEST(got.id == want[i]->id);
+            BOOST_TEST(got.step == want[i]->step);
+            BOOST_TEST(got.source == want[i]->source);
+            BOOST_TEST(got.signature == want[i]->signature);
+            BOOST_TEST((got.versions == want[i]->versions));
+            same_text(got.metadata, want[i]->metadata); // same keys, same order
+            same_text(got.frontier, want[i]->frontier);
+            BOOST_TEST(got.frontier == want[i]->frontier);
+        }
+    }
+    const auto& f = all[2].cp.frontier.as_object();
+    BOOST_TEST(f.at("ints").as_array()[4].is_int64());
+    BOOST_TEST(f.at("ints").as_array()[6].is_uint64());
+    BOOST_TEST(f.at("doubles").as_array()[3].is_double());
+    BOOST_TEST(f.at("doubles").as_array()[1].as_double() == -2.5e-300);
+    BOOST_TEST(all[0].cp.values == (json::object{{"a", 2}, {"custom", "c"}}));
+    BOOST_TEST(all[2].cp.values == (json::object{{"a", 1}, {"custom", "c"}}));
+    auto got = get(s, "r", "", cp1.id);
+    BOOST_TEST_REQUIRE(got.has_value());
+    same_text(got->cp.metadata, cp1.metadata);
+    same_text(got->cp.frontier, frontier);
+}
+
 } // namespace stategraph::test::contract
 
 /// Registers every contract check as its own test case; `factory()` returns a fresh saver
@@ -512,4 +704,7 @@ inline void concurrent(saver& s) {
     BOOST_AUTO_TEST_CASE(contract_stats) { ::stategraph::test::contract::stats(*factory()); }         \
     BOOST_AUTO_TEST_CASE(contract_delete_thread) { ::stategraph::test::contract::delete_thread(*factory()); } \
     BOOST_AUTO_TEST_CASE(contract_namespaces) { ::stategraph::test::contract::namespaces(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_concurrent) { ::stategraph::test::contract::concurrent(*factory()); }
+    BOOST_AUTO_TEST_CASE(contract_concurrent) { ::stategraph::test::contract::concurrent(*factory()); } \
+    BOOST_AUTO_TEST_CASE(contract_append_deltas) { ::stategraph::test::contract::append_deltas(*factory()); } \
+    BOOST_AUTO_TEST_CASE(contract_shared_graph) { ::stategraph::test::contract::shared_graph(*factory()); } \
+    BOOST_AUTO_TEST_CASE(contract_record_round_trip) { ::stategraph::test::contract::record_round_trip(*factory()); }

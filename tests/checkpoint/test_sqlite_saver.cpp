@@ -155,6 +155,178 @@ struct history {
     }
 };
 
+/// The tables of schema version 2: one b-tree each (WITHOUT ROWID), no separate index.
+void check_v2_layout(raw_db& raw) {
+    BOOST_TEST(raw.integer("PRAGMA user_version") == 2);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM pragma_table_list WHERE schema = 'main' AND wr = 1 AND name IN "
+                           "('checkpoints', 'blobs', 'writes', 'graphs')") == 4);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name IN "
+                           "('checkpoints', 'blobs', 'writes', 'graphs')") == 0);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM pragma_table_info('checkpoints') WHERE name IN "
+                           "('versions', 'frontier', 'metadata', 'signature')") == 0);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM pragma_table_info('checkpoints') WHERE name = 'record'") == 1);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE name LIKE '%\\_v2' ESCAPE '\\'") == 0);
+    BOOST_TEST(raw.text("PRAGMA integrity_check") == "ok");
+}
+
+/// SQL text literal.
+std::string sql_text(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'') out += '\'';
+        out += c;
+    }
+    return out + "'";
+}
+
+/// A file as stategraph with schema version 1 wrote it (its exact DDL), filled by hand.
+struct v1_file {
+    // The v1 migration, verbatim.
+    static constexpr const char* ddl = R"sql(
+CREATE TABLE checkpoints (
+    thread_id TEXT NOT NULL,
+    ns        TEXT NOT NULL,
+    id        TEXT NOT NULL,
+    parent_id TEXT NOT NULL DEFAULT '',
+    step      INTEGER NOT NULL,
+    source    TEXT NOT NULL,
+    versions  TEXT NOT NULL,
+    frontier  TEXT NOT NULL,
+    metadata  TEXT NOT NULL,
+    signature TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (thread_id, ns, id)
+);
+CREATE TABLE blobs (
+    thread_id TEXT NOT NULL,
+    ns        TEXT NOT NULL,
+    channel   TEXT NOT NULL,
+    version   TEXT NOT NULL,
+    value     BLOB NOT NULL,
+    PRIMARY KEY (thread_id, ns, channel, version)
+);
+CREATE TABLE writes (
+    thread_id     TEXT NOT NULL,
+    ns            TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    task_id       TEXT NOT NULL,
+    task_name     TEXT NOT NULL,
+    channel       TEXT NOT NULL,
+    value         BLOB NOT NULL,
+    seq           INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
+);
+CREATE TABLE leases (
+    thread_id  TEXT PRIMARY KEY NOT NULL,
+    owner      TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+)sql";
+
+    struct stored {
+        std::string thread, ns;
+        checkpoint cp;
+        json::object values; // all of them, as get() returns them
+    };
+    std::vector<stored> checkpoints;
+    std::vector<pending_write> writes; // against the newest checkpoint of thread "t"
+    json::array shape{"START -> n1", "n1 -> n2", "n2 -> END"};
+
+    v1_file() {
+        // Thread "t": three checkpoints, one carrying the graph shape (a per-thread __graph__ blob
+        // keyed by the checkpoint id, as v1 engines stored it); a subgraph namespace; thread "old"
+        // with ids of the former 20-hex-digit form.
+        auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"__graph__", shape}});
+        cp1.frontier = json::object{{"pull", json::array{"n1"}}, {"seen", "x"}, {"pi", 3.14159}};
+        cp1.metadata = json::object{{"writers", json::array{}}, {"step", -1}, {"source", "input"}, {"k", "v"}};
+        auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"b", json::array{1, 2}}, {"u", "h\xc3\xa9llo"}});
+        auto cp3 = next_cp(&cp2, 1, "loop", json::object{{"a", 3}});
+        cp3.versions["never"] = "";
+        auto sub = next_cp(nullptr, 0, "loop", json::object{{"s", "sub"}});
+        sub.signature = "";
+        auto old1 = next_cp(nullptr, 0, "loop", json::object{{"x", 1}});
+        old1.id = "0000018b3f2a1c000001";
+        old1.versions = {{"x", old1.id}};
+        auto old2 = next_cp(&old1, 1, "loop", json::object{{"y", 2}});
+        old2.id = "0000018b3f2a1c000002";
+        old2.parent_id = old1.id;
+        old2.versions = {{"x", old1.id}, {"y", old2.id}};
+        json::object shape_value{{"__graph__", shape}};
+        checkpoints = {
+            {"t", "", cp1, json::object{{"a", 1}, {"__graph__", shape}}},
+            {"t", "", cp2, json::object{{"a", 1}, {"__graph__", shape}, {"b", json::array{1, 2}}, {"u", "h\xc3\xa9llo"}}},
+            {"t", "", cp3, json::object{{"a", 3}, {"__graph__", shape}, {"b", json::array{1, 2}}, {"u", "h\xc3\xa9llo"}}},
+            {"t", "sub", sub, json::object{{"s", "sub"}}},
+            {"old", "", old1, json::object{{"x", 1}}},
+            {"old", "", old2, json::object{{"x", 1}, {"y", 2}}},
+        };
+        writes = {write_of("task1", "n1", "a", 7), write_of("task2", "n2", "b", json::object{{"k", "v"}})};
+    }
+
+    void create(const std::string& path) const {
+        raw_db raw(path);
+        raw.exec("PRAGMA journal_mode = WAL"); // as a v1 saver left it
+        raw.exec("BEGIN");
+        raw.exec(ddl);
+        raw.exec("PRAGMA user_version = 1");
+        for (const auto& c : checkpoints) {
+            json::object versions;
+            for (const auto& [channel, version] : c.cp.versions) versions[channel] = version;
+            raw.exec("INSERT INTO checkpoints VALUES(" + sql_text(c.thread) + ", " + sql_text(c.ns) + ", " +
+                     sql_text(c.cp.id) + ", " + sql_text(c.cp.parent_id) + ", " + std::to_string(c.cp.step) + ", " +
+                     sql_text(c.cp.source) + ", " + sql_text(json::serialize(versions)) + ", " +
+                     sql_text(json::serialize(c.cp.frontier)) + ", " + sql_text(json::serialize(c.cp.metadata)) +
+                     ", " + sql_text(c.cp.signature) + ")");
+            for (const auto& [channel, value] : c.cp.values)
+                raw.exec("INSERT INTO blobs VALUES(" + sql_text(c.thread) + ", " + sql_text(c.ns) + ", " +
+                         sql_text(std::string(channel)) + ", " + sql_text(c.cp.id) + ", CAST(" +
+                         sql_text(json::serialize(value)) + " AS BLOB))");
+        }
+        int seq = 0;
+        for (const auto& w : writes)
+            raw.exec("INSERT INTO writes VALUES('t', '', " + sql_text(checkpoints[2].cp.id) + ", " + sql_text(w.task_id) +
+                     ", " + sql_text(w.task_name) + ", " + sql_text(w.channel) + ", CAST(" +
+                     sql_text(json::serialize(w.value)) + " AS BLOB), " + std::to_string(seq++) + ")");
+        raw.exec("INSERT INTO leases VALUES('t', 'someone:1:0', 0)");
+        raw.exec("COMMIT");
+    }
+
+    /// Everything reads back as it was written.
+    void check(saver& s) const {
+        for (const auto& c : checkpoints) {
+            BOOST_TEST_CONTEXT("thread " << c.thread << " ns '" << c.ns << "' checkpoint " << c.cp.id) {
+                auto got = get(s, c.thread, c.ns, c.cp.id);
+                BOOST_TEST_REQUIRE(got.has_value());
+                check_checkpoint(*got, c.thread, c.ns, c.cp, c.values);
+                BOOST_TEST(json::serialize(got->cp.metadata) == json::serialize(c.cp.metadata)); // key order
+                BOOST_TEST(got->writes.size() == (&c == &checkpoints[2] ? 2u : 0u));
+            }
+        }
+        auto latest = get(s, "t", "");
+        BOOST_TEST_REQUIRE(latest.has_value());
+        BOOST_TEST(latest->cp.id == checkpoints[2].cp.id);
+        BOOST_TEST_REQUIRE(latest->writes.size() == 2u);
+        BOOST_TEST(latest->writes[0].task_id == "task1");
+        BOOST_TEST(latest->writes[0].value == 7);
+        BOOST_TEST(latest->writes[1].value == (json::object{{"k", "v"}}));
+        auto all = list(s, "t", "", list_options{});
+        BOOST_TEST(ids_of(all) == (std::vector<std::string>{checkpoints[2].cp.id, checkpoints[1].cp.id,
+                                                            checkpoints[0].cp.id}),
+                   boost::test_tools::per_element());
+        for (std::size_t i = 0; i < all.size(); ++i) BOOST_TEST(all[i].cp.values == checkpoints[2 - i].values);
+        BOOST_TEST(ids_of(list(s, "old", "", list_options{})) ==
+                       (std::vector<std::string>{checkpoints[5].cp.id, checkpoints[4].cp.id}),
+                   boost::test_tools::per_element());
+    }
+};
+
+/// Pages written to the WAL so far (frames), from the size of the -wal file.
+std::int64_t wal_frames(const std::string& path, std::int64_t page_size) {
+    std::error_code ec;
+    auto size = static_cast<std::int64_t>(fs::file_size(path + "-wal", ec));
+    if (ec || size < 32) return 0;
+    return (size - 32) / (page_size + 24);
+}
+
 /// Waits for a child process; returns its exit status (or 128 + signal).
 int wait_child(pid_t pid) {
     int status = 0;
@@ -224,8 +396,223 @@ BOOST_AUTO_TEST_CASE(wal_mode_and_schema_version) {
     BOOST_TEST(raw.text("PRAGMA journal_mode") == "wal");
     BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
     BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-                           "('checkpoints', 'blobs', 'writes', 'leases')") == 4);
-    BOOST_TEST(raw.text("SELECT value FROM blobs") == "1");
+                           "('checkpoints', 'blobs', 'writes', 'graphs', 'leases')") == 5);
+    // A small value lives in its checkpoint's row: one b-tree per commit.
+    BOOST_TEST(raw.integer("SELECT count(*) FROM blobs") == 0);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE vals IS NOT NULL") == 1);
+    check_v2_layout(raw);
+}
+
+BOOST_AUTO_TEST_CASE(inline_values_and_blobs) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const std::string big(3000, 'z');
+    {
+        sqlite_saver s(options_for(path));
+        auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"small", 1}, {"big", big}, {"word", "w"}});
+        put(s, "t", "", cp1);
+        raw_db raw(path);
+        // The big value does not fit the row's budget: it goes to `blobs`, the small ones stay inline.
+        BOOST_TEST(raw.text("SELECT channel FROM blobs") == "big");
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE vals IS NOT NULL") == 1);
+        auto got = get(s, "t", "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values == (json::object{{"small", 1}, {"big", big}, {"word", "w"}}));
+        auto st = run(s.stats("t"));
+        BOOST_TEST(st.blobs == 3u);
+        BOOST_TEST(st.bytes == 1u + (big.size() + 2) + 3u); // the values' own bytes, wherever they are
+        BOOST_TEST(st.record_bytes > 0u);
+
+        // Re-putting the same id with other values keeps the values not written again.
+        auto again = cp1;
+        again.values = json::object{{"word", "again"}};
+        put(s, "t", "", again);
+        got = get(s, "t", "");
+        BOOST_TEST(got->cp.values == (json::object{{"small", 1}, {"big", big}, {"word", "again"}}));
+        // ... and one written again too big for the row leaves no stale inline copy behind.
+        auto bigger = cp1;
+        bigger.values = json::object{{"small", json::string(std::string(2000, 's'))}};
+        put(s, "t", "", bigger);
+        got = get(s, "t", "");
+        BOOST_TEST(got->cp.values.at("small").as_string() == std::string(2000, 's'));
+        BOOST_TEST(got->cp.values.at("word") == "again");
+    }
+    {
+        // inline_bytes = 0: every value in `blobs` (the layout tools reading `blobs` expect).
+        auto o = options_for(dir.file("db0"));
+        o.inline_bytes = 0;
+        sqlite_saver s(o);
+        put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+        raw_db raw(dir.file("db0"));
+        BOOST_TEST(raw.text("SELECT value FROM blobs") == "1");
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE vals IS NOT NULL") == 0);
+        BOOST_TEST(get(s, "t", "")->cp.values.at("a") == 1);
+    }
+    {
+        // Inline values a kept checkpoint still reads survive pruning the row that holds them.
+        sqlite_saver s(options_for(path));
+        auto c1 = next_cp(nullptr, 0, "loop", json::object{{"x", "first"}, {"y", 1}});
+        auto c2 = next_cp(&c1, 1, "loop", json::object{{"y", 2}});
+        auto c3 = next_cp(&c2, 2, "loop", json::object{{"y", 3}});
+        for (const auto& c : {c1, c2, c3}) put(s, "p", "", c);
+        run(s.prune("p", 1));
+        auto got = get(s, "p", "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values == (json::object{{"x", "first"}, {"y", 3}}));
+        BOOST_TEST(run(s.stats("p")).checkpoints == 1u);
+        BOOST_TEST(run(s.stats("p")).blobs == 2u);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_inline_values_are_reported_by_name) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    put(s, "t", "", cp1);
+    put(s, "ok", "", cp1);
+    raw_db raw(path);
+    const auto vals = raw.text("SELECT hex(vals) FROM checkpoints WHERE thread_id = 't'");
+    BOOST_TEST_REQUIRE(!vals.empty());
+    for (const std::string bad : {std::string("x'05'"), "x'" + vals + "00'", "x'" + vals.substr(0, vals.size() - 2) + "'"}) {
+        raw.exec("UPDATE checkpoints SET vals = " + bad + " WHERE thread_id = 't'");
+        auto e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+        BOOST_REQUIRE(e.has_value());
+        BOOST_TEST(contains(e->what(), "'t'"));
+        BOOST_TEST(contains(e->what(), cp1.id));
+        BOOST_TEST(has_name(*e, "t"));
+        expect_error(errc::corrupt_checkpoint, [&] { (void)run(s.stats("t")); });
+    }
+    // A value inside the row that is not JSON names the channel.
+    raw.exec("UPDATE checkpoints SET vals = x'01' || CAST('a' AS BLOB) WHERE thread_id = 't'"); // wrong framing
+    expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    BOOST_TEST(get(s, "ok", "")->cp.values.at("a") == 1); // the other thread is fine
+}
+
+BOOST_AUTO_TEST_CASE(v1_file_migrates_to_v2) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    v1_file v1;
+    v1.create(path);
+    {
+        raw_db raw(path);
+        BOOST_TEST(raw.integer("PRAGMA user_version") == 1);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM blobs WHERE channel = '__graph__'") == 1);
+    }
+    // A read-only saver cannot migrate: refused, nothing changed.
+    auto ro = options_for(path);
+    ro.read_only = true;
+    auto e = expect_error(errc::storage_failure, [&] { sqlite_saver r(ro); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "schema version 1"));
+    {
+        sqlite_saver s(options_for(path));
+        v1.check(s);
+        auto st = run(s.stats("t"));
+        BOOST_TEST(st.checkpoints == 4u);
+        BOOST_TEST(st.blobs == 6u); // a, __graph__, b, u, a, s: v1's per-thread __graph__ blob stays a blob
+        BOOST_TEST(st.writes == 2u);
+        BOOST_TEST(st.record_bytes > 0u);
+        raw_db raw(path);
+        check_v2_layout(raw);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM graphs") == 0);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM leases") == 1);
+
+        // The history goes on in the new layout: a delta on a migrated value, a shared graph shape.
+        const auto& cp3 = v1.checkpoints[2].cp;
+        auto cp4 = next_cp(&cp3, 2, "loop", json::object{{"b", json::array{3}}, {"__graph__", v1.shape}});
+        cp4.extends["b"] = cp3.versions.at("b");
+        cp4.versions["__graph__"] = "00112233445566ff";
+        put(s, "t", "", cp4);
+        auto got = get(s, "t", "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("b") == (json::array{1, 2, 3}));
+        BOOST_TEST(got->cp.values.at("__graph__") == v1.shape);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM graphs") == 1);
+        run(s.prune("t", 1));
+        got = get(s, "t", "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("b") == (json::array{1, 2, 3}));
+        BOOST_TEST(got->cp.values.at("a") == 3);
+    }
+    // Opening again finds version 2: nothing more to do.
+    sqlite_saver again(options_for(path));
+    BOOST_TEST(get(again, "old", "")->cp.values == (json::object{{"x", 1}, {"y", 2}}));
+    sqlite_saver r(ro);
+    BOOST_TEST(get(r, "t", "", v1.checkpoints[3].cp.id).has_value() == false); // "sub" is its own namespace
+    BOOST_TEST(get(r, "t", "sub").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_v1_row_fails_the_migration_and_leaves_the_file_at_v1) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    v1_file v1;
+    v1.create(path);
+    const std::string bad_id = new_checkpoint_id();
+    for (const auto& [column, value] : std::vector<std::pair<std::string, std::string>>{
+             {"versions", "'[1'"}, {"versions", "'{\"a\": 5}'"}, {"frontier", "'nope'"}, {"metadata", "'[]'"}}) {
+        BOOST_TEST_CONTEXT(column << " = " << value) {
+            {
+                raw_db raw(path);
+                raw.exec("DELETE FROM checkpoints WHERE thread_id = 'bad'");
+                raw.exec("INSERT INTO checkpoints VALUES('bad', '', '" + bad_id +
+                         "', '', 0, 'loop', '{}', 'null', '{}', '')");
+                raw.exec("UPDATE checkpoints SET " + column + " = " + value + " WHERE thread_id = 'bad'");
+            }
+            const auto bytes = read_bytes(path);
+            auto e = expect_error(errc::corrupt_checkpoint, [&] { sqlite_saver s(options_for(path)); });
+            BOOST_REQUIRE(e.has_value());
+            BOOST_TEST(contains(e->what(), "thread 'bad'"));
+            BOOST_TEST(contains(e->what(), bad_id));
+            BOOST_TEST(contains(e->what(), column));
+            BOOST_TEST(contains(e->what(), path));
+            BOOST_TEST(has_name(*e, "bad"));
+            BOOST_TEST(read_bytes(path) == bytes); // rolled back: not one byte changed
+            raw_db raw(path);
+            BOOST_TEST(raw.integer("PRAGMA user_version") == 1);
+            BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE versions <> ''") == 7);
+            BOOST_TEST(raw.integer("SELECT count(*) FROM blobs") == 8);
+            BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE name IN ('graphs', 'checkpoints_v2', "
+                                   "'blobs_v2', 'writes_v2')") == 0);
+        }
+    }
+    // Repaired, the file migrates.
+    {
+        raw_db raw(path);
+        raw.exec("DELETE FROM checkpoints WHERE thread_id = 'bad'");
+    }
+    sqlite_saver s(options_for(path));
+    v1.check(s);
+    raw_db raw(path);
+    check_v2_layout(raw);
+}
+
+BOOST_AUTO_TEST_CASE(a_small_put_writes_two_pages) {
+    // Each commit appends every page it dirtied to the WAL: v1 wrote four (two tables and their
+    // primary-key indexes), v2's WITHOUT ROWID tables two (the checkpoint's leaf and the blob's).
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    const auto page_size = raw.integer("PRAGMA page_size");
+    checkpoint prev;
+    for (int i = 0; i < 20; ++i) { // the first pages of each table
+        auto cp = next_cp(i ? &prev : nullptr, i, "loop", json::object{{"counter", i}});
+        put(s, "t", "", cp);
+        prev = cp;
+    }
+    const auto before = wal_frames(path, page_size);
+    constexpr int puts = 100;
+    for (int i = 0; i < puts; ++i) {
+        auto cp = next_cp(&prev, 20 + i, "loop", json::object{{"counter", i}});
+        put(s, "t", "", cp);
+        prev = cp;
+    }
+    const auto frames = wal_frames(path, page_size) - before;
+    BOOST_TEST_MESSAGE("WAL frames per put: " << static_cast<double>(frames) / puts);
+    BOOST_TEST(frames > 0);
+    BOOST_TEST(frames <= puts * 5 / 2); // 2 per put, plus the occasional page split
+    BOOST_TEST(get(s, "t", "")->cp.values.at("counter") == puts - 1);
 }
 
 BOOST_AUTO_TEST_CASE(in_memory_database) {
@@ -294,7 +681,9 @@ BOOST_AUTO_TEST_CASE(truncated_file_is_an_error_not_a_crash) {
 BOOST_AUTO_TEST_CASE(corrupted_rows_are_reported_by_name) {
     temp_dir dir;
     const auto path = dir.file("db");
-    sqlite_saver s(options_for(path));
+    auto o = options_for(path);
+    o.inline_bytes = 0; // every value in `blobs`, where this test damages them
+    sqlite_saver s(o);
     auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", 2}});
     auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"b", 3}});
     put(s, "t", "", cp1);
@@ -327,24 +716,51 @@ BOOST_AUTO_TEST_CASE(corrupted_rows_are_reported_by_name) {
     BOOST_TEST(has_name(*e, "w"));
     raw.exec("DELETE FROM writes");
 
-    // Broken columns of the checkpoint row itself.
-    raw.exec("UPDATE checkpoints SET versions = '[1' WHERE thread_id = 't' AND id = '" + cp2.id + "'");
+    // A stored delta (appended items) whose reference to the version it extends is damaged.
+    raw.exec("UPDATE blobs SET value = x'01ff' WHERE thread_id = 't' AND channel = 'b' AND version = '" + cp2.id + "'");
+    e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "'b'"));
+    BOOST_TEST(has_name(*e, "b"));
+    BOOST_TEST(has_name(*e, "t"));
+    expect_error(errc::corrupt_checkpoint, [&] { run(s.prune("t", 1)); }); // cannot follow the chain
+    raw.exec("UPDATE blobs SET value = CAST('3' AS BLOB) WHERE thread_id = 't' AND channel = 'b' AND version = '" +
+             cp2.id + "'");
+    BOOST_TEST(get(s, "t", "")->cp.values.at("b") == 3);
+
+    // Broken records of the checkpoint row itself (the binary versions/frontier/metadata).
+    auto record_of = [&](const std::string& thread, const std::string& id) {
+        return raw.text("SELECT hex(record) FROM checkpoints WHERE thread_id = '" + thread + "' AND id = '" + id + "'");
+    };
+    const auto record1 = record_of("t", cp1.id), record2 = record_of("t", cp2.id), record_ok = record_of("ok", cp1.id);
+    BOOST_TEST_REQUIRE(!record2.empty());
+    raw.exec("UPDATE checkpoints SET record = x'01ff' WHERE thread_id = 't' AND id = '" + cp2.id + "'");
     e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
     BOOST_REQUIRE(e.has_value());
     BOOST_TEST(contains(e->what(), cp2.id));
-    BOOST_TEST(contains(e->what(), "versions"));
+    BOOST_TEST(contains(e->what(), "record"));
+    BOOST_TEST(contains(e->what(), "'t'"));
+    BOOST_TEST(has_name(*e, "t"));
     expect_error(errc::corrupt_checkpoint, [&] { run(s.prune("t", 1)); }); // refuses to prune blindly
     BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE thread_id = 't'") == 2);
-    raw.exec("UPDATE checkpoints SET versions = '{\"a\": 5}' WHERE thread_id = 't' AND id = '" + cp2.id + "'");
-    expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
-    raw.exec("UPDATE checkpoints SET metadata = '[]' WHERE thread_id = 't' AND id = '" + cp1.id + "'");
+    BOOST_TEST(raw.integer("SELECT count(*) FROM blobs WHERE thread_id = 't'") == 3);
+    raw.exec("UPDATE checkpoints SET record = x'09" + record2.substr(2) + "' WHERE thread_id = 't' AND id = '" +
+             cp2.id + "'"); // unknown format byte
+    expect_error(errc::corrupt_checkpoint, [&] { (void)list(s, "t", "", list_options{}); });
+    raw.exec("UPDATE checkpoints SET record = x'" + record1.substr(0, record1.size() - 2) + "' WHERE thread_id = 't' AND id = '" +
+             cp1.id + "'"); // truncated
     expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", "", cp1.id); });
-    raw.exec("UPDATE checkpoints SET frontier = 'nope' WHERE thread_id = 'ok'");
+    raw.exec("UPDATE checkpoints SET record = x'" + record_ok + "00' WHERE thread_id = 'ok'"); // trailing bytes
     expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "ok", ""); });
+    raw.exec("UPDATE checkpoints SET record = x'' WHERE thread_id = 'ok'"); // empty
+    expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "ok", ""); });
+    raw.exec("UPDATE checkpoints SET record = x'" + record_ok + "' WHERE thread_id = 'ok'");
+    BOOST_TEST(get(s, "ok", "")->cp.values.at("a") == 1);
 
     // A blob that is missing altogether.
     raw.exec("DELETE FROM blobs WHERE thread_id = 't' AND channel = 'b' AND version = '" + cp1.id + "'");
-    raw.exec("UPDATE checkpoints SET metadata = '{}' WHERE thread_id = 't'");
+    raw.exec("UPDATE checkpoints SET record = x'" + record1 + "' WHERE thread_id = 't' AND id = '" + cp1.id + "'");
+    raw.exec("UPDATE checkpoints SET record = x'" + record2 + "' WHERE thread_id = 't' AND id = '" + cp2.id + "'");
     e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", "", cp1.id); });
     BOOST_REQUIRE(e.has_value());
     BOOST_TEST(contains(e->what(), "not stored"));

@@ -265,7 +265,7 @@ public:
                                    {thread_id, *checkpoint_id});
             if (!t) throw thread_error(errc::thread_not_found, "thread '" + thread_id + "' has no checkpoint", {thread_id});
             restore(*impl, r, *t);
-            if (t->cp.signature != impl->signature) {
+            if (signature_of(t->cp) != impl->signature) {
                 if (!allow_drift) throw_drift(*impl, r);
                 r.signature_differs = true;
             }
@@ -374,7 +374,14 @@ public:
     struct run_state {
         S state{};
         std::vector<std::string> versions = std::vector<std::string>(ops::n);
+        // Per field: its size when last saved (npos: unknown) and how many saved versions in a row
+        // were appended items only; an append channel is saved as a delta while this stays short.
+        std::vector<std::size_t> saved_size = std::vector<std::size_t>(ops::n, std::size_t(-1));
+        std::vector<unsigned char> delta_chain = std::vector<unsigned char>(ops::n, 0);
         std::string graph_version;
+        // The record handed to the saver, kept between saves: its versions map is updated in place
+        // (only a channel's first version allocates), values/extends/metadata are refilled.
+        checkpoint::checkpoint out;
         std::string cp_id, parent_id;
         std::int64_t step = -2;
         detail::frontier fr;
@@ -616,6 +623,8 @@ private:
         try {
             r.state = S{};
             std::fill(r.versions.begin(), r.versions.end(), std::string());
+            std::fill(r.saved_size.begin(), r.saved_size.end(), std::size_t(-1)); // next save: whole values
+            std::fill(r.delta_chain.begin(), r.delta_chain.end(), 0);
             for (const auto& [channel, version] : cp.versions) {
                 if (channel == detail::k_graph) {
                     r.graph_version = version;
@@ -656,7 +665,11 @@ private:
         r.cp_id = cp.id;
         r.parent_id = cp.parent_id;
         r.step = cp.step;
-        r.stored_signature = cp.signature;
+        r.stored_signature = signature_of(cp);
+        r.out.versions.clear();
+        for (std::size_t i = 0; i < ops::n; ++i)
+            if (!r.versions[i].empty()) r.out.versions.emplace(version_keys()[i], r.versions[i]);
+        if (!r.graph_version.empty()) r.out.versions.emplace(detail::k_graph, r.graph_version);
         r.have_checkpoint = true;
         r.pending.clear();
         for (const auto& w : t.writes) {
@@ -668,40 +681,72 @@ private:
         }
     }
 
+    /// The signature of the graph that wrote `cp`: its own field, or the version of its graph shape
+    /// (the shape is versioned by signature, so records need not repeat it).
+    static const std::string& signature_of(const checkpoint::checkpoint& cp) {
+        if (!cp.signature.empty()) return cp.signature;
+        auto it = cp.versions.find(detail::k_graph);
+        return it == cp.versions.end() ? cp.signature : it->second;
+    }
+
+    /// Longest run of delta-only versions of an append channel before a whole value is saved again
+    /// (bounds the links a read follows).
+    static constexpr unsigned char max_delta_chain = 32;
+
     static boost::asio::awaitable<void> save(const impl_t& impl, run_state& r, std::string id, std::int64_t step,
                                              const char* source, const std::bitset<update<S>::size>& changed) {
         r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
         r.cp_id = id;
         r.step = step;
         r.pending.clear();
-        for (std::size_t i = 0; i < ops::n; ++i)
-            if (changed.test(i)) r.versions[i] = id;
         if (!r.saver) {
+            for (std::size_t i = 0; i < ops::n; ++i)
+                if (changed.test(i)) r.versions[i] = id;
             r.have_checkpoint = true;
             co_return;
         }
-        checkpoint::checkpoint cp;
+        auto& cp = r.out;
         cp.id = id;
         cp.parent_id = r.parent_id;
         cp.step = step;
         cp.source = source;
-        cp.signature = impl.signature;
+        cp.values.clear();
+        cp.extends.clear();
+        cp.metadata.clear();
+        cp.signature.clear();
         const auto& names = field_names<S>();
+        const auto& keys = version_keys();
         cp.values.reserve(changed.count() + 1); // sized once: no rehash per inserted key
         cp.metadata.reserve(4);
         for (std::size_t i = 0; i < ops::n; ++i) {
-            if (r.versions[i].empty()) continue;
-            cp.versions.insert_or_assign(std::string(names[i]), r.versions[i]);
-            if (changed.test(i)) cp.values[names[i]] = ops::to_json(r.state, i);
+            if (!changed.test(i)) continue;
+            // An append channel that only grew since its last saved version is saved as the
+            // items appended since then, extending that version.
+            const std::size_t size = ops::sequence_size(r.state, i);
+            if (size != std::size_t(-1) && r.saved_size[i] != std::size_t(-1) && size >= r.saved_size[i] &&
+                !r.versions[i].empty() && r.delta_chain[i] < max_delta_chain) {
+                cp.values[names[i]] = ops::tail_json(r.state, i, r.saved_size[i]);
+                cp.extends.emplace(keys[i], r.versions[i]);
+                ++r.delta_chain[i];
+            } else {
+                cp.values[names[i]] = ops::to_json(r.state, i);
+                r.delta_chain[i] = 0;
+            }
+            r.saved_size[i] = size;
+            r.versions[i] = id;
+            if (auto v = cp.versions.find(keys[i]); v != cp.versions.end()) v->second = id;
+            else cp.versions.emplace(keys[i], id);
         }
         if (r.graph_version.empty() || r.signature_differs) {
+            // The shape is versioned by the graph's signature: savers keep one copy per graph.
             boost::json::array lines;
             for (const auto& l : impl.shape) lines.push_back(boost::json::string(l));
             cp.values[detail::k_graph] = std::move(lines);
-            r.graph_version = id;
+            r.graph_version = impl.signature;
             r.signature_differs = false;
         }
-        cp.versions[detail::k_graph] = r.graph_version;
+        cp.versions.insert_or_assign(detail::k_graph, r.graph_version);
+        if (r.graph_version != impl.signature) cp.signature = impl.signature; // a thread from before: say it
         cp.frontier = frontier_json(impl, r.fr);
         boost::json::array writers;
         writers.reserve(r.last_writers.size());
@@ -711,7 +756,16 @@ private:
         if (r.track_delta) cp.metadata["delta"] = ops::update_json(r.delta);
         cp.metadata["source"] = source;
         r.have_checkpoint = true;
-        co_await r.saver->put(r.thread_id, r.ns, std::move(cp));
+        co_await r.saver->put(r.thread_id, r.ns, cp);
+    }
+
+    /// The field names as strings, to look versions up without building a key each time.
+    static const std::vector<std::string>& version_keys() {
+        static const std::vector<std::string> keys = [] {
+            const auto& names = field_names<S>();
+            return std::vector<std::string>(names.begin(), names.end());
+        }();
+        return keys;
     }
 
     static std::vector<checkpoint::pending_write> task_writes(const impl_t& impl, const task& t) {
@@ -985,7 +1039,7 @@ private:
         r.fr.barriers.assign(impl.joins.size(), {});
         for (std::size_t j = 0; j < impl.joins.size(); ++j) r.fr.barriers[j].assign(impl.joins[j].sources.size(), 0);
         if (head) {
-            if (head->cp.signature != impl.signature) {
+            if (signature_of(head->cp) != impl.signature) {
                 restore(impl, r, *head, true);
                 if (!cfg.allow_drift) throw_drift(impl, r);
                 r.signature_differs = true;

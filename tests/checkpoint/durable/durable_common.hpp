@@ -90,14 +90,14 @@ public:
     /// Bytes of the last `put`.
     std::size_t last_put_bytes() const { return last_put_; }
 
-    boost::asio::awaitable<void> put(std::string thread_id, std::string ns, cp::checkpoint c) override {
+    boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const cp::checkpoint& c) override {
         std::size_t n = json::serialize(c.values).size() + json::serialize(c.frontier).size() +
                         json::serialize(c.metadata).size() + c.id.size() + c.parent_id.size() + c.signature.size();
         for (const auto& [k, v] : c.versions) n += k.size() + v.size();
         bytes_ += n;
         last_put_ = n;
         ++puts_;
-        co_await inner_->put(std::move(thread_id), std::move(ns), std::move(c));
+        co_await inner_->put(thread_id, ns, c);
     }
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<cp::pending_write> writes) override {

@@ -4,20 +4,24 @@
 
 #include <stategraph/checkpoint/saver.hpp>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 namespace stategraph::checkpoint {
 
-/// @brief Keeps checkpoints, blobs and pending writes in process memory.
-/// Thread safety: all members may be called concurrently (one mutex).
+/// @brief Keeps checkpoints, channel values and pending writes in process memory, in the same
+/// compact form the SQLite saver writes to disk (binary records, values as JSON text, appended
+/// items stored once), so that a process holding many threads stays small.
+/// Thread safety: all members may be called concurrently. Threads are spread over independent
+/// shards by id, so runs of different threads rarely wait for each other.
 class memory_saver final : public saver {
 public:
-    boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint cp) override;
+    boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
@@ -30,22 +34,38 @@ public:
 
 private:
     using key = std::pair<std::string, std::string>; // thread, ns
-    struct thread_data {
-        std::map<std::string, checkpoint> checkpoints;                          // id -> checkpoint (values: own blobs)
-        std::map<std::pair<std::string, std::string>, boost::json::value> blobs; // (channel, version) -> value
-        std::map<std::string, std::vector<pending_write>> writes;               // checkpoint id -> writes
+    struct stored_checkpoint {
+        std::string id;
+        std::string parent_id;
+        std::int64_t step = -1;
+        std::string source;
+        std::string record; // codec::encode_record
     };
-    checkpoint_tuple assemble(const key& k, const thread_data& d, const checkpoint& cp) const;
-
+    struct thread_data {
+        std::vector<stored_checkpoint> checkpoints;                      // sorted by id
+        std::map<std::pair<std::string, std::string>, std::string> blobs; // (channel, version) -> codec::encode_value
+        std::map<std::string, std::vector<pending_write>> writes;        // checkpoint id -> writes
+    };
     struct key_hash {
         std::size_t operator()(const key& k) const noexcept {
             std::size_t h = std::hash<std::string_view>{}(k.first);
             return h ^ (std::hash<std::string_view>{}(k.second) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
         }
     };
+    struct shard {
+        std::mutex mutex;
+        std::unordered_map<key, thread_data, key_hash> threads;
+    };
+    static constexpr std::size_t shard_count = 16;
 
-    mutable std::mutex mutex_;
-    std::unordered_map<key, thread_data, key_hash> threads_;
+    shard& shard_of(std::string_view thread_id) {
+        return shards_[std::hash<std::string_view>{}(thread_id) % shard_count];
+    }
+    checkpoint_tuple assemble(const key& k, const thread_data& d, const stored_checkpoint& s) const;
+
+    std::array<shard, shard_count> shards_;
+    mutable std::mutex graphs_mutex_;             // taken after a shard's mutex, never before
+    std::map<std::string, std::string> graphs_;   // `__graph__` values by version (graph signature)
 };
 
 } // namespace stategraph::checkpoint

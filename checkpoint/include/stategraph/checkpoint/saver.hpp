@@ -6,7 +6,11 @@
 /// - a checkpoint records, per channel (state field), the *version* it holds: the id of the
 ///   checkpoint whose step last wrote that channel ("" = never written, default value);
 /// - `put()` receives only the values of the channels whose version changed in that checkpoint,
-///   and the saver stores each as a blob keyed by (thread, ns, channel, version);
+///   and the saver stores each as a blob keyed by (thread, ns, channel, version); a channel that
+///   only grew (an `append` reducer) may arrive as a delta: its new items and the version they
+///   extend (`checkpoint::extends`);
+/// - the channel `__graph__` (the graph's shape lines) is versioned by the graph's signature, so a
+///   saver may keep one copy per signature for all threads;
 /// - `get()`/`list()` reassemble the full `values` from those blobs;
 /// - `put_writes()` stores a task's writes the moment the task finishes (pending writes), so a
 ///   crash mid-step re-runs only the tasks that had not finished.
@@ -38,6 +42,10 @@ struct checkpoint {
     std::string source;    ///< "input", "loop", "update" or "fork"
     std::map<std::string, std::string> versions; ///< channel -> id of the checkpoint that wrote it
     boost::json::object values;   ///< on put: only the channels written here; on get: all of them
+    /// On put only: channel -> the version whose value this checkpoint's value extends. For such a
+    /// channel `values` holds just the items appended since that version (a JSON array) and the
+    /// saver stores only those; `get()`/`list()` return the whole, reassembled value.
+    std::map<std::string, std::string> extends;
     boost::json::value frontier;  ///< what runs next (owned by the engine)
     boost::json::object metadata; ///< free-form (writes of the step, run information)
     std::string signature;        ///< signature of the graph that wrote it (drift detection)
@@ -64,7 +72,8 @@ struct thread_stats {
     std::size_t checkpoints = 0;
     std::size_t blobs = 0;
     std::size_t writes = 0;
-    std::size_t bytes = 0; ///< bytes of stored values (blobs and writes)
+    std::size_t bytes = 0;        ///< bytes of stored values (blobs and writes)
+    std::size_t record_bytes = 0; ///< bytes of the stored checkpoint records (versions, frontier, metadata)
 };
 
 /// @brief The checkpointer interface. Implementations report failures as
@@ -76,7 +85,10 @@ public:
     virtual ~saver() = default;
 
     /// @brief Stores a checkpoint. `cp.values` holds only the channels whose version is new.
-    virtual boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint cp) = 0;
+    /// Taken by reference (the engine keeps one record per run and updates it in place): the
+    /// arguments must outlive the returned awaitable, so `co_await` it where it is called.
+    virtual boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
+                                             const checkpoint& cp) = 0;
     /// @brief Stores the writes of one task against checkpoint `checkpoint_id` (durable per task).
     virtual boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                     std::vector<pending_write> writes) = 0;

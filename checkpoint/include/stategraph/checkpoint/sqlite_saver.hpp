@@ -2,15 +2,25 @@
 /// @file sqlite_saver.hpp
 /// @brief The embedded default checkpointer: one SQLite file in WAL mode.
 ///
-/// Layout (schema version 1, kept in `PRAGMA user_version`):
-/// - `checkpoints(thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature)`:
-///   one row per checkpoint; `versions`, `frontier` and `metadata` are JSON text;
+/// Layout (schema version 2, kept in `PRAGMA user_version`; every table is WITHOUT ROWID, so a
+/// row lives in one b-tree, its primary key's):
+/// - `checkpoints(thread_id, ns, id, parent_id, step, source, record)`: one row per checkpoint;
+///   `record` holds the channel versions, frontier, metadata and graph signature in a compact
+///   binary form (versions relative to the checkpoint's id);
 /// - `blobs(thread_id, ns, channel, version, value)`: one row per channel value written, keyed
-///   by the id of the checkpoint that wrote it (`version`); `value` is JSON text;
+///   by the version that wrote it; `value` is JSON text, or (for an `append` channel) the items
+///   appended since an earlier version and that version (`checkpoint::extends`);
+/// - `graphs(version, value)`: the `__graph__` value (the graph's shape) once per graph
+///   signature, shared by all threads; never deleted by `prune` or `delete_thread`;
 /// - `writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq)`: pending
-///   writes; a task's write to a channel replaces its earlier one (same `seq`, same position);
+///   writes (JSON text); a task's write to a channel replaces its earlier one (same `seq`);
 /// - `leases(thread_id, owner, expires_at)`: the single-writer lease of a thread across
 ///   processes (`expires_at` in milliseconds since the Unix epoch).
+///
+/// A file of schema version 1 (JSON text columns) is migrated when a writable saver opens it, in
+/// one transaction: a row that cannot be converted fails the open with `corrupt_checkpoint` and
+/// leaves the file at version 1. Processes still running a version-1 stategraph on the same
+/// file must be stopped first.
 ///
 /// Semantics are those of `memory_saver`. Writes (`put`, `put_writes`, `prune`,
 /// `delete_thread`) are refused with `thread_busy` while another owner holds a live lease on
@@ -38,6 +48,10 @@ struct sqlite_options {
     std::chrono::seconds lease_ttl{60};
     /// @brief Open with SQLITE_OPEN_READONLY: reads work, every write throws `storage_failure`.
     bool read_only = false;
+    /// @brief Values a checkpoint writes, up to this many bytes in all, are stored inside its own
+    /// row (one b-tree page per commit in the common case); larger ones, and all of them with 0,
+    /// go to the `blobs` table. Only where new values are written changes: files stay compatible.
+    std::size_t inline_bytes = 1024;
 };
 
 /// @brief A checkpointer storing everything in one SQLite file.
@@ -57,7 +71,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 1;
+    static constexpr int schema_version = 2;
 
     /// @brief Opens (creating and migrating if needed) the file. Throws `checkpoint_error`.
     explicit sqlite_saver(sqlite_options options);
@@ -66,7 +80,7 @@ public:
     sqlite_saver(const sqlite_saver&) = delete;
     sqlite_saver& operator=(const sqlite_saver&) = delete;
 
-    boost::asio::awaitable<void> put(std::string thread_id, std::string ns, checkpoint cp) override;
+    boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,

@@ -14,6 +14,9 @@
 #include <boost/mp11/algorithm.hpp>
 
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -57,6 +60,50 @@ struct state_ops {
     static void apply_copy(S& s, const update<S>& u, const red_t& reds) {
         update<S> c = u;
         apply(s, c, reds);
+    }
+
+    /// Whether field I is a list under the `append` reducer: its saved versions can be deltas.
+    template <std::size_t I>
+    static constexpr bool is_append_list() {
+        constexpr int slot = reducer_slot<S, I, tuple_t>();
+        if constexpr (slot < 0) {
+            return false;
+        } else {
+            using R = std::tuple_element_t<static_cast<std::size_t>(slot), tuple_t>;
+            using T = std::remove_cvref_t<decltype(std::declval<S&>().*boost::mp11::mp_at_c<state_fields<S>, I>::pointer)>;
+            return std::is_same_v<std::remove_cvref_t<decltype(std::declval<R&>().op)>, append_t> &&
+                   !std::is_convertible_v<const T&, std::string_view> &&
+                   requires(const T& t) { t.size(); t.begin() + 1; };
+        }
+    }
+
+    /// Number of items of field i when it is an append list, npos otherwise.
+    static std::size_t sequence_size(const S& s, std::size_t i) {
+        return boost::mp11::mp_with_index<n>(i, [&](auto I) -> std::size_t {
+            if constexpr (is_append_list<decltype(I)::value>()) {
+                constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>::pointer;
+                return static_cast<std::size_t>((s.*ptr).size());
+            } else {
+                return std::size_t(-1);
+            }
+        });
+    }
+
+    /// The items of append list i from position `from` on, as a JSON array.
+    static boost::json::value tail_json(const S& s, std::size_t i, std::size_t from) {
+        return boost::mp11::mp_with_index<n>(i, [&](auto I) -> boost::json::value {
+            if constexpr (is_append_list<decltype(I)::value>()) {
+                constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>::pointer;
+                const auto& c = s.*ptr;
+                boost::json::array a;
+                a.reserve(c.size() - from);
+                for (auto it = c.begin() + static_cast<std::ptrdiff_t>(from); it != c.end(); ++it)
+                    a.push_back(boost::json::value_from(*it));
+                return a;
+            } else {
+                return to_json(s, i);
+            }
+        });
     }
 
     static boost::json::value to_json(const S& s, std::size_t i) {

@@ -1,0 +1,431 @@
+#include "codec.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace stategraph::checkpoint::codec {
+
+namespace {
+
+constexpr unsigned char record_format = 1;
+constexpr unsigned char extends_marker = 0x01; // never the first byte of JSON text
+
+// Object keys the engine writes on every checkpoint, one byte each. Append only: the position is
+// the stored code.
+constexpr std::array<std::string_view, 16> key_dictionary = {
+    "pull", "push", "deferred", "barriers", "seen", "writers", "delta", "node",
+    "arg",  "step", "source",   "__graph__", "id", "value",  "writes", "parents"};
+
+constexpr char id_alphabet[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+constexpr std::size_t id_width = 11;
+
+// Deepest nesting read back (records and values alike), as the savers' JSON parse options.
+constexpr int max_depth = 4096;
+
+enum json_tag : unsigned char { t_null, t_false, t_true, t_int, t_uint, t_double, t_string, t_array, t_object };
+enum ref_tag : unsigned char { r_same, r_older, r_newer, r_hex16, r_raw };
+
+// ---- writing ---------------------------------------------------------------------------------
+
+void put_varint(std::string& out, std::uint64_t v) {
+    while (v >= 0x80) {
+        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+        v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+}
+
+void put_bytes(std::string& out, std::string_view s) {
+    put_varint(out, s.size());
+    out.append(s);
+}
+
+void put_key(std::string& out, std::string_view k) {
+    if (!k.empty())
+        for (std::size_t i = 0; i < key_dictionary.size(); ++i) {
+            const auto d = key_dictionary[i];
+            if (d.size() == k.size() && d[0] == k[0] && d == k) {
+                put_varint(out, i);
+                return;
+            }
+        }
+    put_varint(out, key_dictionary.size() + k.size());
+    out.append(k);
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+bool is_hex16(std::string_view s) {
+    if (s.size() != 16) return false;
+    for (char c : s)
+        if (hex_digit(c) < 0) return false;
+    return true;
+}
+
+// A version (or signature) relative to `own`: the same id, a distance between two ids, 8 bytes
+// for a 16-hex-digit signature, or the text itself.
+void put_ref(std::string& out, std::string_view v, std::optional<std::uint64_t> own) {
+    if (own) {
+        if (auto n = id_number(v)) {
+            if (*n == *own) {
+                out.push_back(static_cast<char>(r_same));
+            } else if (*n < *own) {
+                out.push_back(static_cast<char>(r_older));
+                put_varint(out, *own - *n);
+            } else {
+                out.push_back(static_cast<char>(r_newer));
+                put_varint(out, *n - *own);
+            }
+            return;
+        }
+    }
+    if (is_hex16(v)) {
+        out.push_back(static_cast<char>(r_hex16));
+        for (std::size_t i = 0; i < 16; i += 2)
+            out.push_back(static_cast<char>(hex_digit(v[i]) * 16 + hex_digit(v[i + 1])));
+        return;
+    }
+    out.push_back(static_cast<char>(r_raw));
+    put_bytes(out, v);
+}
+
+void put_json(std::string& out, const boost::json::value& v, int depth = 0) {
+    if (depth > max_depth)
+        throw std::length_error("checkpoint record: frontier or metadata nested deeper than " +
+                                std::to_string(max_depth) + " levels");
+    switch (v.kind()) {
+    case boost::json::kind::null: out.push_back(static_cast<char>(t_null)); break;
+    case boost::json::kind::bool_: out.push_back(static_cast<char>(v.get_bool() ? t_true : t_false)); break;
+    case boost::json::kind::int64: {
+        out.push_back(static_cast<char>(t_int));
+        const auto i = v.get_int64();
+        put_varint(out, (static_cast<std::uint64_t>(i) << 1) ^ static_cast<std::uint64_t>(i >> 63)); // zigzag
+        break;
+    }
+    case boost::json::kind::uint64:
+        out.push_back(static_cast<char>(t_uint));
+        put_varint(out, v.get_uint64());
+        break;
+    case boost::json::kind::double_: {
+        out.push_back(static_cast<char>(t_double));
+        char b[8];
+        const double d = v.get_double();
+        std::memcpy(b, &d, 8);
+        out.append(b, 8);
+        break;
+    }
+    case boost::json::kind::string:
+        out.push_back(static_cast<char>(t_string));
+        put_bytes(out, v.get_string());
+        break;
+    case boost::json::kind::array:
+        out.push_back(static_cast<char>(t_array));
+        put_varint(out, v.get_array().size());
+        for (const auto& e : v.get_array()) put_json(out, e, depth + 1);
+        break;
+    case boost::json::kind::object:
+        out.push_back(static_cast<char>(t_object));
+        put_varint(out, v.get_object().size());
+        for (const auto& [k, e] : v.get_object()) {
+            put_key(out, k);
+            put_json(out, e, depth + 1);
+        }
+        break;
+    }
+}
+
+// ---- reading ---------------------------------------------------------------------------------
+
+struct reader {
+    std::string_view in;
+    std::size_t pos = 0;
+    int depth = 0;
+
+    [[noreturn]] void fail(const char* what) const {
+        throw corrupt(std::string("checkpoint record: ") + what + " at byte " + std::to_string(pos));
+    }
+    unsigned char byte() {
+        if (pos >= in.size()) fail("truncated");
+        return static_cast<unsigned char>(in[pos++]);
+    }
+    std::uint64_t varint() {
+        std::uint64_t v = 0;
+        for (int shift = 0; shift < 64; shift += 7) {
+            const unsigned char b = byte();
+            v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+            if (!(b & 0x80)) return v;
+        }
+        fail("varint too long");
+    }
+    std::string_view bytes(std::uint64_t n) {
+        if (n > in.size() - pos) fail("truncated");
+        auto s = in.substr(pos, static_cast<std::size_t>(n));
+        pos += static_cast<std::size_t>(n);
+        return s;
+    }
+    std::string_view key() {
+        const auto x = varint();
+        if (x < key_dictionary.size()) return key_dictionary[static_cast<std::size_t>(x)];
+        return bytes(x - key_dictionary.size());
+    }
+    std::string ref(std::optional<std::uint64_t> own) {
+        switch (byte()) {
+        case r_same:
+            if (!own) fail("relative version without an id");
+            return id_text(*own);
+        case r_older: {
+            if (!own) fail("relative version without an id");
+            const auto d = varint();
+            if (d > *own) fail("version out of range");
+            return id_text(*own - d);
+        }
+        case r_newer: {
+            if (!own) fail("relative version without an id");
+            const auto d = varint();
+            if (d > ~*own) fail("version out of range");
+            return id_text(*own + d);
+        }
+        case r_hex16: {
+            static constexpr char hex[] = "0123456789abcdef";
+            std::string s;
+            for (unsigned char c : bytes(8)) {
+                s.push_back(hex[c >> 4]);
+                s.push_back(hex[c & 15]);
+            }
+            return s;
+        }
+        case r_raw: return std::string(bytes(varint()));
+        default: fail("unknown version form");
+        }
+    }
+    boost::json::value json() {
+        if (++depth > max_depth) fail("nesting too deep");
+        boost::json::value v;
+        switch (byte()) {
+        case t_null: break;
+        case t_false: v = false; break;
+        case t_true: v = true; break;
+        case t_int: {
+            const auto z = varint();
+            v = static_cast<std::int64_t>((z >> 1) ^ (~(z & 1) + 1));
+            break;
+        }
+        case t_uint: v = varint(); break;
+        case t_double: {
+            double d;
+            std::memcpy(&d, bytes(8).data(), 8);
+            v = d;
+            break;
+        }
+        case t_string: v = boost::json::string(bytes(varint())); break;
+        case t_array: {
+            const auto n = varint();
+            if (n > in.size() - pos) fail("array longer than the record");
+            auto& a = v.emplace_array();
+            a.reserve(static_cast<std::size_t>(n));
+            for (std::uint64_t i = 0; i < n; ++i) a.push_back(json());
+            break;
+        }
+        case t_object: {
+            const auto n = varint();
+            if (n > in.size() - pos) fail("object longer than the record");
+            auto& o = v.emplace_object();
+            o.reserve(static_cast<std::size_t>(n));
+            for (std::uint64_t i = 0; i < n; ++i) {
+                auto k = key();
+                o.insert_or_assign(k, json());
+            }
+            break;
+        }
+        default: fail("unknown value form");
+        }
+        --depth;
+        return v;
+    }
+};
+
+} // namespace
+
+std::string id_text(std::uint64_t n) {
+    char buf[id_width];
+    for (int i = static_cast<int>(id_width) - 1; i >= 0; --i) {
+        buf[i] = id_alphabet[n & 63u];
+        n >>= 6;
+    }
+    return std::string(buf, id_width);
+}
+
+std::optional<std::uint64_t> id_number(std::string_view id) {
+    // Symbol -> digit (-1: not an id symbol), built once from the alphabet.
+    static const auto digits = [] {
+        std::array<signed char, 256> d{};
+        d.fill(-1);
+        for (int i = 0; i < 64; ++i) d[static_cast<unsigned char>(id_alphabet[i])] = static_cast<signed char>(i);
+        return d;
+    }();
+    if (id.size() != id_width) return std::nullopt;
+    std::uint64_t n = 0;
+    for (std::size_t i = 0; i < id_width; ++i) {
+        const int d = digits[static_cast<unsigned char>(id[i])];
+        if (d < 0) return std::nullopt;
+        if (i == 0 && d >= 16) return std::nullopt; // would not fit in 64 bits
+        n = (n << 6) | static_cast<std::uint64_t>(d);
+    }
+    return n;
+}
+
+std::string encode_record(const checkpoint& cp) {
+    std::string out;
+    out.reserve(32 + 12 * cp.versions.size());
+    out.push_back(static_cast<char>(record_format));
+    const auto own = id_number(cp.id);
+    put_varint(out, cp.versions.size());
+    for (const auto& [channel, version] : cp.versions) {
+        put_key(out, channel);
+        put_ref(out, version, own);
+    }
+    put_json(out, cp.frontier);
+    // metadata without `step`/`source` when they repeat the columns; their positions are kept so
+    // that the object reads back in the same order.
+    std::size_t step_at = 0, source_at = 0, i = 0;
+    for (const auto& [k, v] : cp.metadata) {
+        ++i;
+        if (k == "step" && !step_at && v.is_int64() && v.get_int64() == cp.step) step_at = i;
+        else if (k == "source" && !source_at && v.is_string() && v.get_string() == cp.source) source_at = i;
+    }
+    put_varint(out, step_at);
+    put_varint(out, source_at);
+    out.push_back(static_cast<char>(t_object));
+    put_varint(out, cp.metadata.size() - (step_at ? 1 : 0) - (source_at ? 1 : 0));
+    i = 0;
+    for (const auto& [k, v] : cp.metadata) {
+        ++i;
+        if (i == step_at || i == source_at) continue;
+        put_key(out, k);
+        put_json(out, v);
+    }
+    put_ref(out, cp.signature, std::nullopt);
+    return out;
+}
+
+void decode_record(std::string_view bytes, checkpoint& cp) {
+    reader r{bytes};
+    if (r.byte() != record_format) r.fail("unknown record format");
+    const auto own = id_number(cp.id);
+    cp.versions.clear();
+    for (auto n = r.varint(); n > 0; --n) {
+        auto k = std::string(r.key());
+        cp.versions.insert_or_assign(std::move(k), r.ref(own));
+    }
+    cp.frontier = r.json();
+    const auto step_at = r.varint(), source_at = r.varint();
+    auto rest = r.json();
+    if (!rest.is_object()) r.fail("metadata is not an object");
+    cp.metadata.clear();
+    cp.metadata.reserve(rest.get_object().size() + 2);
+    std::size_t i = 0;
+    auto place = [&] {
+        for (;;) {
+            ++i;
+            if (i == step_at) cp.metadata.insert_or_assign("step", cp.step);
+            else if (i == source_at) cp.metadata.insert_or_assign("source", cp.source);
+            else return;
+        }
+    };
+    for (auto& [k, v] : rest.get_object()) {
+        place();
+        cp.metadata.insert_or_assign(k, std::move(v));
+    }
+    place();
+    while (i < step_at || i < source_at) place(); // stripped keys at the end
+    cp.signature = r.ref(std::nullopt);
+    if (r.pos != bytes.size()) r.fail("trailing bytes");
+}
+
+std::string encode_inline(const std::vector<std::pair<std::string_view, std::string_view>>& values) {
+    std::string out;
+    std::size_t size = 1;
+    for (const auto& [channel, bytes] : values) size += channel.size() + bytes.size() + 4;
+    out.reserve(size);
+    put_varint(out, values.size());
+    for (const auto& [channel, bytes] : values) {
+        put_key(out, channel);
+        put_bytes(out, bytes);
+    }
+    return out;
+}
+
+std::vector<std::pair<std::string_view, std::string_view>> decode_inline(std::string_view bytes) {
+    reader r{bytes};
+    std::vector<std::pair<std::string_view, std::string_view>> out;
+    const auto n = r.varint();
+    if (n > bytes.size()) r.fail("more inline values than bytes");
+    out.reserve(static_cast<std::size_t>(n));
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto channel = r.key();
+        auto value = r.bytes(r.varint());
+        out.emplace_back(channel, value);
+    }
+    if (r.pos != bytes.size()) r.fail("trailing bytes after inline values");
+    return out;
+}
+
+std::string encode_value(const boost::json::value& v, const std::string* extends, const std::string& version) {
+    if (!extends) return boost::json::serialize(v);
+    std::string out;
+    out.push_back(static_cast<char>(extends_marker));
+    put_ref(out, *extends, id_number(version));
+    out += boost::json::serialize(v);
+    return out;
+}
+
+value_parts split_value(std::string_view stored, const std::string& version) {
+    if (stored.empty() || static_cast<unsigned char>(stored[0]) != extends_marker) return {std::nullopt, stored};
+    reader r{stored, 1};
+    auto base = r.ref(id_number(version));
+    return {std::move(base), stored.substr(r.pos)};
+}
+
+boost::json::value resolve_value(const std::string& version,
+                                 const std::function<std::optional<std::string>(const std::string&)>& fetch) {
+    std::vector<boost::json::value> tails; // newest first
+    std::string at = version;
+    for (std::size_t links = 0;; ++links) {
+        auto stored = fetch(at);
+        if (!stored) {
+            if (links == 0) throw corrupt("no value stored at version " + at);
+            throw corrupt("the value at version " + version + " extends version " + at + ", which is not stored");
+        }
+        auto parts = split_value(*stored, at);
+        boost::system::error_code ec;
+        boost::json::parse_options options;
+        options.max_depth = max_depth;      // as deep as anything serialize() wrote
+        options.allow_invalid_utf8 = true; // strings holding arbitrary bytes read back as written
+        auto v = boost::json::parse(parts.json, ec, {}, options);
+        if (ec) throw corrupt("the value at version " + at + " is not JSON: " + ec.message());
+        if (!parts.extends) {
+            if (tails.empty()) return v;
+            if (!v.is_array()) throw corrupt("the value at version " + at + " is extended but is not a list");
+            auto& a = v.get_array();
+            for (auto t = tails.rbegin(); t != tails.rend(); ++t)
+                for (auto& e : t->get_array()) a.push_back(std::move(e));
+            return v;
+        }
+        if (!v.is_array()) throw corrupt("the items appended at version " + at + " are not a list");
+        if (!(*parts.extends < at) || links > 100000)
+            throw corrupt("the value at version " + at + " extends version " + *parts.extends + ", which is not older");
+        tails.push_back(std::move(v));
+        at = std::move(*parts.extends);
+    }
+}
+
+} // namespace stategraph::checkpoint::codec

@@ -1,0 +1,75 @@
+#pragma once
+/// @file codec.hpp
+/// @brief How the savers lay a checkpoint out in storage (private to checkpoint/src).
+///
+/// - A checkpoint *record* (everything but its id, parent, step, source and values) is one
+///   compact binary string: channel versions as references relative to the checkpoint's own id,
+///   frontier and metadata in a small binary JSON form whose common keys are one byte, and the
+///   metadata's `step`/`source` left out when they repeat the record's columns.
+/// - A channel *value* is its JSON text; a value that extends an earlier version (an `append`
+///   channel) is stored as a marker byte, a reference to that version and the JSON array of the
+///   appended items. `resolve_value` follows such a chain back to a whole value.
+///
+/// Both forms start with a format byte, so a later layout can be told apart from this one.
+
+#include <stategraph/checkpoint/saver.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stategraph::checkpoint::codec {
+
+/// @brief Stored bytes that cannot be read (truncated, unknown format byte, bad JSON).
+class corrupt : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// @brief The record of `cp`: versions, frontier, metadata and signature.
+std::string encode_record(const checkpoint& cp);
+
+/// @brief Fills `cp.versions`, `cp.frontier`, `cp.metadata` and `cp.signature` from `bytes`;
+/// `cp.id`, `cp.step` and `cp.source` must already be set. Throws `corrupt`.
+void decode_record(std::string_view bytes, checkpoint& cp);
+
+/// @brief The stored form of a channel value written at `version`; with `extends`, `v` is the
+/// JSON array of items appended to the value at version `*extends`.
+std::string encode_value(const boost::json::value& v, const std::string* extends, const std::string& version);
+
+/// @brief A stored value taken apart: the version it extends (if any) and its JSON text.
+struct value_parts {
+    std::optional<std::string> extends;
+    std::string_view json;
+};
+
+/// @brief Splits a stored value written at `version`. Throws `corrupt`.
+value_parts split_value(std::string_view stored, const std::string& version);
+
+/// @brief The whole value of a channel at `version`: `fetch(version)` returns the stored bytes
+/// of that channel at a version (nullopt when missing). Follows `extends` chains and concatenates
+/// the items. Throws `corrupt` (bad bytes, a missing link, a chain that is not an array).
+boost::json::value resolve_value(const std::string& version,
+                                 const std::function<std::optional<std::string>(const std::string&)>& fetch);
+
+/// @brief Several channel values in one string (values stored inside a checkpoint's row): a
+/// count, then per value its channel and its stored bytes (as `encode_value` made them).
+std::string encode_inline(const std::vector<std::pair<std::string_view, std::string_view>>& values);
+
+/// @brief The (channel, stored bytes) pairs of an `encode_inline` string. Throws `corrupt`.
+std::vector<std::pair<std::string_view, std::string_view>> decode_inline(std::string_view bytes);
+
+/// @brief An id in the 11-character time-ordered form (`new_checkpoint_id`) as a number, or nullopt.
+std::optional<std::uint64_t> id_number(std::string_view id);
+
+/// @brief The 11-character form of `n`: fixed width, sortable as text.
+std::string id_text(std::uint64_t n);
+
+} // namespace stategraph::checkpoint::codec
