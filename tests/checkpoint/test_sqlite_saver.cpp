@@ -474,7 +474,7 @@ BOOST_AUTO_TEST_CASE(corrupt_inline_values_are_reported_by_name) {
     raw_db raw(path);
     const auto vals = raw.text("SELECT hex(vals) FROM checkpoints WHERE thread_id = 't'");
     BOOST_TEST_REQUIRE(!vals.empty());
-    for (const std::string bad : {std::string("x'05'"), "x'" + vals + "00'", "x'" + vals.substr(0, vals.size() - 2) + "'"}) {
+    for (const std::string& bad : {std::string("x'05'"), "x'" + vals + "00'", "x'" + vals.substr(0, vals.size() - 2) + "'"}) {
         raw.exec("UPDATE checkpoints SET vals = " + bad + " WHERE thread_id = 't'");
         auto e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
         BOOST_REQUIRE(e.has_value());

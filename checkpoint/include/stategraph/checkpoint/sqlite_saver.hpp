@@ -4,11 +4,14 @@
 ///
 /// Layout (schema version 2, kept in `PRAGMA user_version`; every table is WITHOUT ROWID, so a
 /// row lives in one b-tree, its primary key's):
-/// - `checkpoints(thread_id, ns, id, parent_id, step, source, record)`: one row per checkpoint;
-///   `record` holds the channel versions, frontier, metadata and graph signature in a compact
-///   binary form (versions relative to the checkpoint's id);
-/// - `blobs(thread_id, ns, channel, version, value)`: one row per channel value written, keyed
-///   by the version that wrote it; `value` is JSON text, or (for an `append` channel) the items
+/// - `checkpoints(thread_id, ns, id, parent_id, step, source, record, vals)`: one row per
+///   checkpoint; `record` holds the channel versions, frontier, metadata and graph signature in a
+///   compact binary form (versions relative to the checkpoint's id); `vals` the values this
+///   checkpoint wrote when they fit `sqlite_options::inline_bytes` (NULL otherwise), so that a
+///   typical step changes one b-tree page;
+/// - `blobs(thread_id, ns, channel, version, value)`: one row per channel value written outside
+///   its checkpoint's row (too large, or kept by `prune` after that row went), keyed by the
+///   version that wrote it; `value` is JSON text, or (for an `append` channel) the items
 ///   appended since an earlier version and that version (`checkpoint::extends`);
 /// - `graphs(version, value)`: the `__graph__` value (the graph's shape) once per graph
 ///   signature, shared by all threads; never deleted by `prune` or `delete_thread`;
