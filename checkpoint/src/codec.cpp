@@ -4,6 +4,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -140,6 +141,79 @@ void put_json(std::string& out, const boost::json::value& v, int depth = 0) {
             put_json(out, e, depth + 1);
         }
         break;
+    }
+}
+
+// JSON text, as boost::json::serialize writes it for everything but doubles (left to it), without
+// its serializer's set-up: most stored values are a number or a short list.
+void put_text_string(std::string& out, std::string_view str) {
+    static constexpr char hex[] = "0123456789abcdef";
+    out.push_back('"');
+    std::size_t run = 0; // start of the characters not yet written
+    for (std::size_t i = 0; i < str.size(); ++i) {
+        const auto c = static_cast<unsigned char>(str[i]);
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        out.append(str.data() + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+            out += "\\u00";
+            out.push_back(hex[c >> 4]);
+            out.push_back(hex[c & 15]);
+        }
+    }
+    out.append(str.data() + run, str.size() - run);
+    out.push_back('"');
+}
+
+void put_text(std::string& out, const boost::json::value& v) {
+    char buf[32];
+    switch (v.kind()) {
+    case boost::json::kind::null: out += "null"; break;
+    case boost::json::kind::bool_: out += v.get_bool() ? "true" : "false"; break;
+    case boost::json::kind::int64: {
+        auto r = std::to_chars(buf, buf + sizeof buf, v.get_int64());
+        out.append(buf, r.ptr);
+        break;
+    }
+    case boost::json::kind::uint64: {
+        auto r = std::to_chars(buf, buf + sizeof buf, v.get_uint64());
+        out.append(buf, r.ptr);
+        break;
+    }
+    case boost::json::kind::double_: out += boost::json::serialize(v); break;
+    case boost::json::kind::string: put_text_string(out, v.get_string()); break;
+    case boost::json::kind::array: {
+        out.push_back('[');
+        bool first = true;
+        for (const auto& e : v.get_array()) {
+            if (!first) out.push_back(',');
+            first = false;
+            put_text(out, e);
+        }
+        out.push_back(']');
+        break;
+    }
+    case boost::json::kind::object: {
+        out.push_back('{');
+        bool first = true;
+        for (const auto& [k, e] : v.get_object()) {
+            if (!first) out.push_back(',');
+            first = false;
+            put_text_string(out, k);
+            out.push_back(':');
+            put_text(out, e);
+        }
+        out.push_back('}');
+        break;
+    }
     }
 }
 
@@ -285,7 +359,7 @@ std::optional<std::uint64_t> id_number(std::string_view id) {
 
 std::string encode_record(const checkpoint& cp) {
     std::string out;
-    out.reserve(32 + 12 * cp.versions.size());
+    out.reserve(40 + 8 * cp.versions.size());
     out.push_back(static_cast<char>(record_format));
     const auto own = id_number(cp.id);
     put_varint(out, cp.versions.size());
@@ -380,11 +454,12 @@ std::vector<std::pair<std::string_view, std::string_view>> decode_inline(std::st
 }
 
 std::string encode_value(const boost::json::value& v, const std::string* extends, const std::string& version) {
-    if (!extends) return boost::json::serialize(v);
     std::string out;
-    out.push_back(static_cast<char>(extends_marker));
-    put_ref(out, *extends, id_number(version));
-    out += boost::json::serialize(v);
+    if (extends) {
+        out.push_back(static_cast<char>(extends_marker));
+        put_ref(out, *extends, id_number(version));
+    }
+    put_text(out, v);
     return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include "codec.hpp"
 
+#include <boost/container/small_vector.hpp>
+
 #include <boost/json/serializer.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -42,30 +44,36 @@ constexpr std::string_view graph_channel = "__graph__";
 
 boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     // Encode outside the lock: only moves happen under it.
-    std::vector<std::pair<std::pair<std::string, std::string>, std::string>> blobs;
-    blobs.reserve(cp.values.size());
+    boost::container::small_vector<std::pair<std::pair<std::string, std::string>, std::string>, 4> blobs;
     for (const auto& [channel, value] : cp.values) {
         std::string name(channel);
         const auto& version = version_of(cp, name);
         auto ext = cp.extends.find(name);
-        blobs.emplace_back(std::pair(std::move(name), version),
+        blobs.emplace_back(std::pair(version, std::move(name)),
                            codec::encode_value(value, ext == cp.extends.end() ? nullptr : &ext->second, version));
     }
     stored_checkpoint s{cp.id, cp.parent_id, cp.step, cp.source, codec::encode_record(cp)};
-    s.record.shrink_to_fit();
 
     auto& sh = shard_of(thread_id);
     std::lock_guard lock(sh.mutex);
     auto& d = sh.threads.try_emplace(key{thread_id, ns}).first->second;
     for (auto& [k, bytes] : blobs) {
-        if (k.first == graph_channel) {
+        if (k.second == graph_channel) {
             std::lock_guard g(graphs_mutex_);
-            graphs_.try_emplace(k.second, std::move(bytes));
+            graphs_.try_emplace(k.first, std::move(bytes));
             continue;
         }
-        d.blobs.insert_or_assign(std::move(k), std::move(bytes));
+        // Keyed (version, channel): a new checkpoint's versions sort last, so this is an append.
+        if (d.blobs.empty() || d.blobs.rbegin()->first < k) {
+            d.blobs.emplace_hint(d.blobs.end(), std::move(k), std::move(bytes));
+            continue;
+        }
+        auto at = d.blobs.lower_bound(k);
+        if (at != d.blobs.end() && at->first == k) at->second = std::move(bytes);
+        else d.blobs.emplace_hint(at, std::move(k), std::move(bytes));
     }
     auto& cps = d.checkpoints;
+    if (cps.empty()) cps.reserve(8);
     auto at = std::lower_bound(cps.begin(), cps.end(), s.id,
                                [](const stored_checkpoint& a, const std::string& id) { return a.id < id; });
     if (at != cps.end() && at->id == s.id) *at = std::move(s);
@@ -107,7 +115,7 @@ checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, cons
                     std::lock_guard g(graphs_mutex_);
                     if (auto it = graphs_.find(v); it != graphs_.end()) return it->second;
                 }
-                auto it = d.blobs.find({channel, v});
+                auto it = d.blobs.find({v, channel});
                 if (it == d.blobs.end()) return std::nullopt;
                 return it->second;
             };
@@ -197,7 +205,7 @@ boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::siz
             for (const auto& [channel, version] : cp.versions) {
                 std::string v = version;
                 while (!v.empty() && needed.emplace(channel, v).second) {
-                    auto b = d.blobs.find({channel, v});
+                    auto b = d.blobs.find({v, channel});
                     if (b == d.blobs.end()) break;
                     auto parts = codec::split_value(b->second, v);
                     v = parts.extends ? std::move(*parts.extends) : std::string();
@@ -205,7 +213,7 @@ boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::siz
             }
         }
         for (auto b = d.blobs.begin(); b != d.blobs.end();) {
-            if (!needed.count(b->first)) b = d.blobs.erase(b);
+            if (!needed.count({b->first.second, b->first.first})) b = d.blobs.erase(b);
             else ++b;
         }
         if (!cps.empty()) cps.front().parent_id.clear();

@@ -154,6 +154,14 @@ BOOST_AUTO_TEST_CASE(values_and_append_chains) {
         {v3, codec::encode_value(json::array{json::object{{"d", 1}}}, &v2, v3)},
     };
     BOOST_TEST(stored[v1] == "[\"a\"]"); // a whole value is its JSON text
+    // ... the very text Boost.JSON writes (escapes, control characters, UTF-8, numbers, nesting).
+    const json::value samples[] = {
+        nullptr, true, -42, std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::int64_t>::min(), 2.5,
+        "quote\" backslash\\ slash/ \b\f\n\r\t \x01\x1f h\xc3\xa9llo \xe2\x9c\x93",
+        json::array{1, json::array{}, json::object{}, json::object{{"k\n", json::array{"v", nullptr}}}},
+        json::object{{"", ""}, {"a", json::object{{"b", -0.5}}}},
+    };
+    for (const auto& v : samples) BOOST_TEST(codec::encode_value(v, nullptr, v1) == json::serialize(v));
     const auto parts = codec::split_value(stored[v3], v3);
     BOOST_TEST((parts.extends == v2));
     BOOST_TEST(parts.json == "[{\"d\":1}]");

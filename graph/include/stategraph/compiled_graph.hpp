@@ -379,9 +379,18 @@ public:
         std::vector<std::size_t> saved_size = std::vector<std::size_t>(ops::n, std::size_t(-1));
         std::vector<unsigned char> delta_chain = std::vector<unsigned char>(ops::n, 0);
         std::string graph_version;
+        // Where `out`'s JSON lives: a monotonic arena emptied at each save (no malloc/free per
+        // JSON node; a record of a few hundred bytes fits its first block). Declared before
+        // `out`, so that it outlives it.
+        struct record_arena {
+            unsigned char first[2048];
+            boost::json::monotonic_resource resource{first, sizeof first};
+        };
+        std::unique_ptr<record_arena> arena = std::make_unique<record_arena>();
         // The record handed to the saver, kept between saves: its versions map is updated in place
-        // (only a channel's first version allocates), values/extends/metadata are refilled.
-        checkpoint::checkpoint out;
+        // (only a channel's first version allocates), values/extends/metadata are refilled. Its
+        // JSON members live in the arena from the start (a JSON container never changes storage).
+        checkpoint::checkpoint out = record_in(*arena);
         std::string cp_id, parent_id;
         std::int64_t step = -2;
         detail::frontier fr;
@@ -542,39 +551,40 @@ private:
 
     // -- checkpoints -------------------------------------------------------------------------
     // Empty lists are left out: frontier_from (and every other reader) treats a missing key as empty.
-    static boost::json::value frontier_json(const impl_t& impl, const detail::frontier& f) {
-        boost::json::object o;
-        o.reserve(5); // one table allocation instead of a rehash per inserted key
+    static boost::json::value frontier_json(const impl_t& impl, const detail::frontier& f,
+                                            boost::json::storage_ptr sp = {}) {
+        boost::json::object o(sp);
+        o.reserve(2); // one table allocation, enough for the usual pull list (and `seen`)
         if (!f.pull.empty()) {
-            boost::json::array pull;
+            boost::json::array pull(sp);
             pull.reserve(f.pull.size());
-            for (int n : f.pull) pull.push_back(boost::json::string(impl.nodes[n].name));
+            for (int n : f.pull) pull.push_back(boost::json::string(impl.nodes[n].name, sp));
             o["pull"] = std::move(pull);
         }
         if (!f.push.empty()) {
-            boost::json::array push;
+            boost::json::array push(sp);
             push.reserve(f.push.size());
             for (const auto& s : f.push) push.push_back(boost::json::object{{"node", s.node()}, {"arg", s.arg_json()}});
             o["push"] = std::move(push);
         }
         if (!f.deferred.empty()) {
-            boost::json::array deferred;
+            boost::json::array deferred(sp);
             deferred.reserve(f.deferred.size());
-            for (int n : f.deferred) deferred.push_back(boost::json::string(impl.nodes[n].name));
+            for (int n : f.deferred) deferred.push_back(boost::json::string(impl.nodes[n].name, sp));
             o["deferred"] = std::move(deferred);
         }
         if (!f.barriers.empty()) {
-            boost::json::array barriers;
+            boost::json::array barriers(sp);
             barriers.reserve(f.barriers.size());
             for (const auto& b : f.barriers) {
-                boost::json::array a;
+                boost::json::array a(sp);
                 a.reserve(b.size());
                 for (char c : b) a.push_back(c != 0);
                 barriers.push_back(std::move(a));
             }
             o["barriers"] = std::move(barriers);
         }
-        o["seen"] = f.seen;
+        if (!f.seen.empty()) o["seen"] = f.seen;
         return o;
     }
 
@@ -710,9 +720,18 @@ private:
         cp.parent_id = r.parent_id;
         cp.step = step;
         cp.source = source;
-        cp.values.clear();
+        // The last record's JSON is dropped (swapped out, then freed for nothing: the arena's
+        // deallocation is trivial), the arena emptied, and this record built in it.
+        const boost::json::storage_ptr sp(&r.arena->resource);
+        {
+            boost::json::object values(sp), metadata(sp);
+            boost::json::value frontier(sp);
+            cp.values.swap(values);
+            cp.metadata.swap(metadata);
+            cp.frontier.swap(frontier);
+        }
+        r.arena->resource.release();
         cp.extends.clear();
-        cp.metadata.clear();
         cp.signature.clear();
         const auto& names = field_names<S>();
         const auto& keys = version_keys();
@@ -725,11 +744,11 @@ private:
             const std::size_t size = ops::sequence_size(r.state, i);
             if (size != std::size_t(-1) && r.saved_size[i] != std::size_t(-1) && size >= r.saved_size[i] &&
                 !r.versions[i].empty() && r.delta_chain[i] < max_delta_chain) {
-                cp.values[names[i]] = ops::tail_json(r.state, i, r.saved_size[i]);
+                cp.values[names[i]] = ops::tail_json(r.state, i, r.saved_size[i], sp);
                 cp.extends.emplace(keys[i], r.versions[i]);
                 ++r.delta_chain[i];
             } else {
-                cp.values[names[i]] = ops::to_json(r.state, i);
+                cp.values[names[i]] = ops::to_json(r.state, i, sp);
                 r.delta_chain[i] = 0;
             }
             r.saved_size[i] = size;
@@ -739,24 +758,34 @@ private:
         }
         if (r.graph_version.empty() || r.signature_differs) {
             // The shape is versioned by the graph's signature: savers keep one copy per graph.
-            boost::json::array lines;
-            for (const auto& l : impl.shape) lines.push_back(boost::json::string(l));
+            boost::json::array lines(sp);
+            lines.reserve(impl.shape.size());
+            for (const auto& l : impl.shape) lines.push_back(boost::json::string(l, sp));
             cp.values[detail::k_graph] = std::move(lines);
             r.graph_version = impl.signature;
             r.signature_differs = false;
         }
         cp.versions.insert_or_assign(detail::k_graph, r.graph_version);
         if (r.graph_version != impl.signature) cp.signature = impl.signature; // a thread from before: say it
-        cp.frontier = frontier_json(impl, r.fr);
-        boost::json::array writers;
+        cp.frontier = frontier_json(impl, r.fr, sp);
+        boost::json::array writers(sp);
         writers.reserve(r.last_writers.size());
-        for (const auto& w : r.last_writers) writers.push_back(boost::json::string(w));
+        for (const auto& w : r.last_writers) writers.push_back(boost::json::string(w, sp));
         cp.metadata["writers"] = std::move(writers);
         cp.metadata["step"] = step;
         if (r.track_delta) cp.metadata["delta"] = ops::update_json(r.delta);
         cp.metadata["source"] = source;
         r.have_checkpoint = true;
         co_await r.saver->put(r.thread_id, r.ns, cp);
+    }
+
+    /// An empty record whose JSON members allocate from `a`.
+    template <class Arena>
+    static checkpoint::checkpoint record_in(Arena& a) {
+        const boost::json::storage_ptr sp(&a.resource);
+        return checkpoint::checkpoint{.values = boost::json::object(sp),
+                                      .frontier = boost::json::value(sp),
+                                      .metadata = boost::json::object(sp)};
     }
 
     /// The field names as strings, to look versions up without building a key each time.

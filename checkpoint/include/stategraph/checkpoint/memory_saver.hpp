@@ -43,7 +43,7 @@ private:
     };
     struct thread_data {
         std::vector<stored_checkpoint> checkpoints;                      // sorted by id
-        std::map<std::pair<std::string, std::string>, std::string> blobs; // (channel, version) -> codec::encode_value
+        std::map<std::pair<std::string, std::string>, std::string> blobs; // (version, channel) -> codec::encode_value
         std::map<std::string, std::vector<pending_write>> writes;        // checkpoint id -> writes
     };
     struct key_hash {

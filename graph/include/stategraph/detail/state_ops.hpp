@@ -90,26 +90,26 @@ struct state_ops {
     }
 
     /// The items of append list i from position `from` on, as a JSON array.
-    static boost::json::value tail_json(const S& s, std::size_t i, std::size_t from) {
+    static boost::json::value tail_json(const S& s, std::size_t i, std::size_t from, boost::json::storage_ptr sp = {}) {
         return boost::mp11::mp_with_index<n>(i, [&](auto I) -> boost::json::value {
             if constexpr (is_append_list<decltype(I)::value>()) {
                 constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>::pointer;
                 const auto& c = s.*ptr;
-                boost::json::array a;
+                boost::json::array a(sp);
                 a.reserve(c.size() - from);
                 for (auto it = c.begin() + static_cast<std::ptrdiff_t>(from); it != c.end(); ++it)
-                    a.push_back(boost::json::value_from(*it));
+                    a.push_back(boost::json::value_from(*it, sp));
                 return a;
             } else {
-                return to_json(s, i);
+                return to_json(s, i, sp);
             }
         });
     }
 
-    static boost::json::value to_json(const S& s, std::size_t i) {
+    static boost::json::value to_json(const S& s, std::size_t i, boost::json::storage_ptr sp = {}) {
         return boost::mp11::mp_with_index<n>(i, [&](auto I) {
             constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>::pointer;
-            return boost::json::value_from(s.*ptr);
+            return boost::json::value_from(s.*ptr, sp);
         });
     }
 
