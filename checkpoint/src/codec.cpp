@@ -22,6 +22,12 @@ constexpr std::array<std::string_view, 16> key_dictionary = {
     "pull", "push", "deferred", "barriers", "seen", "writers", "delta", "node",
     "arg",  "step", "source",   "__graph__", "id", "value",  "writes", "parents"};
 
+constexpr std::size_t longest_key = [] {
+    std::size_t n = 0;
+    for (auto k : key_dictionary) n = k.size() > n ? k.size() : n;
+    return n;
+}();
+
 constexpr char id_alphabet[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
 constexpr std::size_t id_width = 11;
 
@@ -47,7 +53,7 @@ void put_bytes(std::string& out, std::string_view s) {
 }
 
 void put_key(std::string& out, std::string_view k) {
-    if (!k.empty())
+    if (!k.empty() && k.size() <= longest_key)
         for (std::size_t i = 0; i < key_dictionary.size(); ++i) {
             const auto d = key_dictionary[i];
             if (d.size() == k.size() && d[0] == k[0] && d == k) {

@@ -48,6 +48,10 @@ boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, con
     for (const auto& [channel, value] : cp.values) {
         std::string name(channel);
         const auto& version = version_of(cp, name);
+        if (name == graph_channel) { // one copy per graph: encoded only the first time it is seen
+            std::lock_guard g(graphs_mutex_);
+            if (graphs_.count(version)) continue;
+        }
         auto ext = cp.extends.find(name);
         blobs.emplace_back(std::pair(version, std::move(name)),
                            codec::encode_value(value, ext == cp.extends.end() ? nullptr : &ext->second, version));

@@ -283,6 +283,8 @@ struct sqlite_saver::impl {
     statement_cache cache;
     std::mutex mutex;
 
+    /// Graph versions known to be in `graphs` (rows there are never deleted).
+    std::set<std::string> stored_graphs;
     /// Rows' inline values read during one operation, by (ns, checkpoint id); cleared by each
     /// operation that reads values (a put may change them).
     std::map<std::pair<std::string, std::string>, std::optional<std::string>> inline_rows;
@@ -521,6 +523,10 @@ struct sqlite_saver::impl {
         auto version = query_int("PRAGMA user_version", "reading the schema version");
         check_version(version);
 
+        // A new file gets the page size asked for (it can only be set before the first table).
+        if (!opt.read_only && version == 0 && opt.page_size != 0 &&
+            query_int("SELECT count(*) FROM sqlite_schema", "reading the schema") == 0)
+            exec("PRAGMA page_size = " + std::to_string(opt.page_size), "setting the page size");
         if (!opt.read_only) exec("PRAGMA journal_mode = WAL", "switching to WAL mode");
         static constexpr const char* sync_names[] = {"OFF", "NORMAL", "FULL"};
         exec(std::string("PRAGMA synchronous = ") + sync_names[static_cast<int>(opt.synchronous)],
@@ -866,6 +872,7 @@ struct sqlite_saver::impl {
             // A `__graph__` value versioned by this checkpoint's own id (an engine that keeps the shape per
             // thread) or holding appended items stays with the thread's blobs.
             const bool shared = name == graph_channel && !extends && version != cp.id;
+            if (shared && stored_graphs.count(version)) continue; // stored once per graph, already there
             values.push_back({channel, &version, codec::encode_value(value, extends, version), shared});
         }
         // This checkpoint's own small values go into its row, the rest into `blobs`.
@@ -930,6 +937,8 @@ struct sqlite_saver::impl {
             s.run();
         }
         t.commit();
+        for (const auto& v : values)
+            if (v.shared) stored_graphs.insert(*v.version);
     }
 
     void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,

@@ -464,6 +464,27 @@ BOOST_AUTO_TEST_CASE(inline_values_and_blobs) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(page_size_applies_to_new_files_only) {
+    temp_dir dir;
+    {
+        sqlite_saver s(options_for(dir.file("default")));
+        BOOST_TEST(raw_db(dir.file("default")).integer("PRAGMA page_size") == 4096);
+    }
+    const auto path = dir.file("small");
+    {
+        auto o = options_for(path);
+        o.page_size = 1024;
+        sqlite_saver s(o);
+        put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"big", std::string(5000, 'b')}}));
+    }
+    BOOST_TEST(raw_db(path).integer("PRAGMA page_size") == 1024);
+    auto o = options_for(path);
+    o.page_size = 8192; // an existing file keeps its page size
+    sqlite_saver s(o);
+    BOOST_TEST(raw_db(path).integer("PRAGMA page_size") == 1024);
+    BOOST_TEST(get(s, "t", "")->cp.values.at("big").as_string().size() == 5000u);
+}
+
 BOOST_AUTO_TEST_CASE(corrupt_inline_values_are_reported_by_name) {
     temp_dir dir;
     const auto path = dir.file("db");

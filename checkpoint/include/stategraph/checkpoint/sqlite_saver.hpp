@@ -55,6 +55,10 @@ struct sqlite_options {
     /// row (one b-tree page per commit in the common case); larger ones, and all of them with 0,
     /// go to the `blobs` table. Only where new values are written changes: files stay compatible.
     std::size_t inline_bytes = 1024;
+    /// @brief `PRAGMA page_size` of a file this saver creates (0: SQLite's default, 4096). A
+    /// commit writes every page it changed to the WAL, so smaller pages make the usual small
+    /// checkpoint cheaper to commit; values larger than a page spill into overflow pages.
+    int page_size = 4096;
 };
 
 /// @brief A checkpointer storing everything in one SQLite file.
