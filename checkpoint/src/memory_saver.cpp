@@ -43,8 +43,11 @@ constexpr std::string_view graph_channel = "__graph__";
 } // namespace
 
 boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
-    // Encode outside the lock: only moves happen under it.
-    boost::container::small_vector<std::pair<std::pair<std::string, std::string>, std::string>, 4> blobs;
+    // Encode outside the lock: only moves happen under it. The values this checkpoint writes go
+    // into its own entry (as in the SQLite saver's rows); others (an explicit older version, the
+    // graph's shape) are kept apart.
+    boost::container::small_vector<std::pair<std::string, std::string>, 4> own;     // channel, bytes
+    boost::container::small_vector<std::pair<std::pair<std::string, std::string>, std::string>, 2> apart;
     for (const auto& [channel, value] : cp.values) {
         std::string name(channel);
         const auto& version = version_of(cp, name);
@@ -53,35 +56,52 @@ boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, con
             if (graphs_.count(version)) continue;
         }
         auto ext = cp.extends.find(name);
-        blobs.emplace_back(std::pair(version, std::move(name)),
-                           codec::encode_value(value, ext == cp.extends.end() ? nullptr : &ext->second, version));
+        auto bytes = codec::encode_value(value, ext == cp.extends.end() ? nullptr : &ext->second, version);
+        if (version == cp.id && name != graph_channel) own.emplace_back(std::move(name), std::move(bytes));
+        else apart.emplace_back(std::pair(version, std::move(name)), std::move(bytes));
     }
-    stored_checkpoint s{cp.id, cp.parent_id, cp.step, cp.source, codec::encode_record(cp)};
+    stored_checkpoint s{cp.id, cp.parent_id, cp.step, cp.source, codec::encode_record(cp), {}};
+    if (!own.empty()) {
+        boost::container::small_vector<std::pair<std::string_view, std::string_view>, 4> views;
+        for (const auto& [c, b] : own) views.emplace_back(c, b);
+        s.vals = codec::encode_inline({views.begin(), views.end()});
+    }
 
     auto& sh = shard_of(thread_id);
     std::lock_guard lock(sh.mutex);
     auto& d = sh.threads.try_emplace(key{thread_id, ns}).first->second;
-    for (auto& [k, bytes] : blobs) {
-        if (k.second == graph_channel) {
+    for (auto& [k, bytes] : apart) {
+        if (k.second == graph_channel && k.first != cp.id) {
             std::lock_guard g(graphs_mutex_);
             graphs_.try_emplace(k.first, std::move(bytes));
             continue;
         }
-        // Keyed (version, channel): a new checkpoint's versions sort last, so this is an append.
-        if (d.blobs.empty() || d.blobs.rbegin()->first < k) {
-            d.blobs.emplace_hint(d.blobs.end(), std::move(k), std::move(bytes));
-            continue;
-        }
-        auto at = d.blobs.lower_bound(k);
-        if (at != d.blobs.end() && at->first == k) at->second = std::move(bytes);
-        else d.blobs.emplace_hint(at, std::move(k), std::move(bytes));
+        d.blobs.insert_or_assign(std::move(k), std::move(bytes));
     }
     auto& cps = d.checkpoints;
     if (cps.empty()) cps.reserve(8);
+    if (cps.empty() || cps.back().id < s.id) { // the usual case: the newest checkpoint
+        cps.push_back(std::move(s));
+        co_return;
+    }
     auto at = std::lower_bound(cps.begin(), cps.end(), s.id,
                                [](const stored_checkpoint& a, const std::string& id) { return a.id < id; });
-    if (at != cps.end() && at->id == s.id) *at = std::move(s);
-    else cps.insert(at, std::move(s));
+    if (at != cps.end() && at->id == s.id) {
+        // Stored already: replaced, keeping the values it stored before unless written again.
+        if (!at->vals.empty()) {
+            auto old = codec::decode_inline(at->vals);
+            auto fresh = s.vals.empty() ? decltype(old){} : codec::decode_inline(s.vals);
+            for (const auto& [c, b] : old) {
+                const bool again = std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f.first == c; }) ||
+                                   std::any_of(apart.begin(), apart.end(), [&](const auto& a) { return a.first.second == c; });
+                if (!again) fresh.emplace_back(c, b);
+            }
+            s.vals = fresh.empty() ? std::string() : codec::encode_inline({fresh.begin(), fresh.end()});
+        }
+        *at = std::move(s);
+    } else {
+        cps.insert(at, std::move(s));
+    }
     co_return;
 }
 
@@ -101,6 +121,26 @@ boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std
     co_return;
 }
 
+std::optional<std::string> memory_saver::stored_value(const thread_data& d, const std::string& channel,
+                                                      const std::string& version) const {
+    if (channel == graph_channel) {
+        std::lock_guard g(graphs_mutex_);
+        if (auto it = graphs_.find(version); it != graphs_.end()) return it->second;
+    }
+    if (const auto* s = find_checkpoint(d, version); s && !s->vals.empty())
+        for (const auto& [c, bytes] : codec::decode_inline(s->vals))
+            if (c == channel) return std::string(bytes);
+    auto it = d.blobs.find({version, channel});
+    if (it == d.blobs.end()) return std::nullopt;
+    return it->second;
+}
+
+const memory_saver::stored_checkpoint* memory_saver::find_checkpoint(const thread_data& d, const std::string& id) {
+    auto c = std::lower_bound(d.checkpoints.begin(), d.checkpoints.end(), id,
+                              [](const stored_checkpoint& a, const std::string& i) { return a.id < i; });
+    return c == d.checkpoints.end() || c->id != id ? nullptr : &*c;
+}
+
 checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, const stored_checkpoint& s) const {
     checkpoint_tuple t{k.first, k.second, {}, {}};
     auto& cp = t.cp;
@@ -114,15 +154,7 @@ checkpoint_tuple memory_saver::assemble(const key& k, const thread_data& d, cons
         for (const auto& [name, version] : cp.versions) {
             if (version.empty()) continue;
             channel = name;
-            auto fetch = [&](const std::string& v) -> std::optional<std::string> {
-                if (channel == graph_channel) {
-                    std::lock_guard g(graphs_mutex_);
-                    if (auto it = graphs_.find(v); it != graphs_.end()) return it->second;
-                }
-                auto it = d.blobs.find({v, channel});
-                if (it == d.blobs.end()) return std::nullopt;
-                return it->second;
-            };
+            auto fetch = [&](const std::string& v) { return stored_value(d, channel, v); };
             cp.values[channel] = codec::resolve_value(version, fetch);
         }
     } catch (const codec::corrupt& e) {
@@ -144,9 +176,8 @@ boost::asio::awaitable<std::optional<checkpoint_tuple>> memory_saver::get(std::s
     if (it == sh.threads.end() || it->second.checkpoints.empty()) co_return std::nullopt;
     const auto& d = it->second;
     if (checkpoint_id) {
-        auto c = std::lower_bound(d.checkpoints.begin(), d.checkpoints.end(), *checkpoint_id,
-                                  [](const stored_checkpoint& a, const std::string& id) { return a.id < id; });
-        if (c == d.checkpoints.end() || c->id != *checkpoint_id) co_return std::nullopt;
+        const auto* c = find_checkpoint(d, *checkpoint_id);
+        if (!c) co_return std::nullopt;
         co_return assemble(k, d, *c);
     }
     co_return assemble(k, d, d.checkpoints.back());
@@ -188,37 +219,41 @@ boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::siz
     for (auto& [k, d] : sh.threads) {
         if (k.first != thread_id) continue;
         auto& cps = d.checkpoints;
-        if (cps.size() > keep_last) {
-            const auto drop = cps.size() - keep_last;
-            for (std::size_t i = 0; i < drop; ++i) d.writes.erase(cps[i].id);
-            cps.erase(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(drop));
-        }
-        // Keep every blob a kept checkpoint reads, with the versions its appended items extend.
-        std::set<std::pair<std::string, std::string>> needed;
-        for (const auto& s : cps) {
-            checkpoint cp;
-            cp.id = s.id;
-            cp.step = s.step;
-            cp.source = s.source;
-            try {
-                codec::decode_record(s.record, cp);
-            } catch (const codec::corrupt& e) {
-                throw checkpoint_error(errc::corrupt_checkpoint,
-                                       "thread '" + k.first + "': checkpoint " + s.id + ": " + e.what(), {k.first});
-            }
-            for (const auto& [channel, version] : cp.versions) {
-                std::string v = version;
-                while (!v.empty() && needed.emplace(channel, v).second) {
-                    auto b = d.blobs.find({v, channel});
-                    if (b == d.blobs.end()) break;
-                    auto parts = codec::split_value(b->second, v);
-                    v = parts.extends ? std::move(*parts.extends) : std::string();
+        const std::size_t drop = cps.size() > keep_last ? cps.size() - keep_last : 0;
+        try {
+            // Every value a kept checkpoint reads, with the versions its appended items extend.
+            std::set<std::pair<std::string, std::string>> needed; // (channel, version)
+            for (std::size_t i = drop; i < cps.size(); ++i) {
+                checkpoint cp;
+                cp.id = cps[i].id;
+                cp.step = cps[i].step;
+                cp.source = cps[i].source;
+                codec::decode_record(cps[i].record, cp);
+                for (const auto& [channel, version] : cp.versions) {
+                    std::string v = version;
+                    while (!v.empty() && needed.emplace(channel, v).second) {
+                        auto bytes = stored_value(d, channel, v);
+                        if (!bytes) break;
+                        auto parts = codec::split_value(*bytes, v);
+                        v = parts.extends ? std::move(*parts.extends) : std::string();
+                    }
                 }
             }
-        }
-        for (auto b = d.blobs.begin(); b != d.blobs.end();) {
-            if (!needed.count({b->first.second, b->first.first})) b = d.blobs.erase(b);
-            else ++b;
+            // Values inside the entries about to go that are still read move apart.
+            for (std::size_t i = 0; i < drop; ++i) {
+                if (!cps[i].vals.empty())
+                    for (const auto& [channel, bytes] : codec::decode_inline(cps[i].vals))
+                        if (needed.count({std::string(channel), cps[i].id}))
+                            d.blobs.insert_or_assign({cps[i].id, std::string(channel)}, std::string(bytes));
+                d.writes.erase(cps[i].id);
+            }
+            cps.erase(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(drop));
+            for (auto b = d.blobs.begin(); b != d.blobs.end();) {
+                if (!needed.count({b->first.second, b->first.first})) b = d.blobs.erase(b);
+                else ++b;
+            }
+        } catch (const codec::corrupt& e) {
+            throw checkpoint_error(errc::corrupt_checkpoint, "thread '" + k.first + "': " + e.what(), {k.first});
         }
         if (!cps.empty()) cps.front().parent_id.clear();
     }
@@ -232,7 +267,17 @@ boost::asio::awaitable<thread_stats> memory_saver::stats(std::string thread_id) 
     for (const auto& [k, d] : sh.threads) {
         if (k.first != thread_id) continue;
         s.checkpoints += d.checkpoints.size();
-        for (const auto& c : d.checkpoints) s.record_bytes += c.record.size();
+        for (const auto& c : d.checkpoints) {
+            s.record_bytes += c.record.size();
+            if (c.vals.empty()) continue;
+            std::size_t values = 0;
+            for (const auto& [channel, bytes] : codec::decode_inline(c.vals)) {
+                ++s.blobs;
+                values += bytes.size();
+            }
+            s.bytes += values;
+            s.record_bytes += c.vals.size() - values; // the framing: channel names and lengths
+        }
         s.blobs += d.blobs.size();
         for (const auto& [key, v] : d.blobs) s.bytes += v.size();
         for (const auto& [id, ws] : d.writes) {

@@ -40,10 +40,12 @@ private:
         std::int64_t step = -1;
         std::string source;
         std::string record; // codec::encode_record
+        std::string vals;   // the values this checkpoint wrote (codec::encode_inline), or empty
     };
     struct thread_data {
         std::vector<stored_checkpoint> checkpoints;                      // sorted by id
-        std::map<std::pair<std::string, std::string>, std::string> blobs; // (version, channel) -> codec::encode_value
+        std::map<std::pair<std::string, std::string>, std::string> blobs; // (version, channel) -> codec::encode_value,
+                                                                          // for values not inside their checkpoint's entry
         std::map<std::string, std::vector<pending_write>> writes;        // checkpoint id -> writes
     };
     struct key_hash {
@@ -62,6 +64,11 @@ private:
         return shards_[std::hash<std::string_view>{}(thread_id) % shard_count];
     }
     checkpoint_tuple assemble(const key& k, const thread_data& d, const stored_checkpoint& s) const;
+    /// The stored bytes of `channel` at `version` (the shared graphs, the checkpoint's entry, then
+    /// the values kept apart); nullopt when missing. Throws codec::corrupt.
+    std::optional<std::string> stored_value(const thread_data& d, const std::string& channel,
+                                            const std::string& version) const;
+    static const stored_checkpoint* find_checkpoint(const thread_data& d, const std::string& id);
 
     std::array<shard, shard_count> shards_;
     mutable std::mutex graphs_mutex_;             // taken after a shard's mutex, never before
