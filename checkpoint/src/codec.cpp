@@ -40,11 +40,18 @@ enum ref_tag : unsigned char { r_same, r_older, r_newer, r_hex16, r_raw };
 // ---- writing ---------------------------------------------------------------------------------
 
 void put_varint(std::string& out, std::uint64_t v) {
+    if (v < 0x80) { // the usual case: lengths, counts, small numbers
+        out.push_back(static_cast<char>(v));
+        return;
+    }
+    char b[10];
+    int n = 0;
     while (v >= 0x80) {
-        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+        b[n++] = static_cast<char>((v & 0x7f) | 0x80);
         v >>= 7;
     }
-    out.push_back(static_cast<char>(v));
+    b[n++] = static_cast<char>(v);
+    out.append(b, static_cast<std::size_t>(n));
 }
 
 void put_bytes(std::string& out, std::string_view s) {
@@ -365,12 +372,18 @@ std::optional<std::uint64_t> id_number(std::string_view id) {
 
 std::string encode_record(const checkpoint& cp) {
     std::string out;
-    out.reserve(40 + 8 * cp.versions.size());
+    std::size_t size = 48;
+    for (const auto& [channel, version] : cp.versions) size += channel.size() + 12;
+    out.reserve(size); // versions without reallocating; frontier and metadata mostly fit too
     out.push_back(static_cast<char>(record_format));
     const auto own = id_number(cp.id);
     put_varint(out, cp.versions.size());
     for (const auto& [channel, version] : cp.versions) {
         put_key(out, channel);
+        if (own && version.size() == cp.id.size() && version == cp.id) {
+            out.push_back(static_cast<char>(r_same)); // written by this checkpoint
+            continue;
+        }
         put_ref(out, version, own);
     }
     put_json(out, cp.frontier);
