@@ -466,4 +466,8 @@ BOOST_AUTO_TEST_CASE(a_route_value_mapped_twice_is_reported_with_the_other_probl
     auto g = std::apply([&](const auto&... i) { return graph<turn>(problems, "twice", i...); }, items);
     BOOST_TEST(!g.has_value());
     BOOST_TEST(problems.size() == 2u);
+    const bool typed = std::any_of(problems.begin(), problems.end(),
+                                   [](const sg::graph_problem& p) { return p.code == sg::errc::duplicate_route; });
+    BOOST_TEST(typed); // its own error code, not unmapped_route
+    BOOST_TEST(std::string(sg::to_string(sg::errc::duplicate_route)) == "duplicate_route");
 }

@@ -23,6 +23,7 @@ enum class errc {
     unmapped_route,        ///< a router's result value has no target in its path map
     join_never_fires,      ///< a join edge can never fire: one of its sources can be skipped
     missing_path_map,      ///< a conditional edge declares neither a path map nor its targets
+    duplicate_route,       ///< a route value is mapped to two targets in one conditional edge
     // -- running a graph ------------------------------------------------------------------
     invalid_concurrent_update = 20, ///< two nodes wrote one last-value field in one step
     recursion_limit,       ///< the run needed more supersteps than its recursion limit

@@ -71,7 +71,7 @@ std::map<K, std::string> path_map(const std::vector<std::pair<K, std::string>>& 
         auto [it, added] = map.emplace(k, to);
         if (!added) {
             std::string label = stategraph::detail::route_label(k);
-            out.problems.push_back({errc::unmapped_route,
+            out.problems.push_back({errc::duplicate_route,
                                     "conditional edge from '" + from + "': route '" + label + "' is mapped twice (to '" +
                                         it->second + "' and to '" + to + "'); give each route value one target",
                                     {from}});
