@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
@@ -470,6 +471,39 @@ std::vector<std::pair<std::string_view, std::string_view>> decode_inline(std::st
     }
     if (r.pos != bytes.size()) r.fail("trailing bytes after inline values");
     return out;
+}
+
+std::string merge_inline(std::string_view old, const std::vector<std::pair<std::string_view, std::string_view>>& fresh,
+                         const std::function<bool(std::string_view)>& rewritten) {
+    auto merged = fresh;
+    if (!old.empty())
+        for (const auto& [channel, bytes] : decode_inline(old)) {
+            const bool again = rewritten(channel) ||
+                               std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f.first == channel; });
+            if (!again) merged.emplace_back(channel, bytes);
+        }
+    return merged.empty() ? std::string() : encode_inline(merged);
+}
+
+inline_size measure_inline(std::string_view bytes) {
+    inline_size out;
+    for (const auto& [channel, value] : decode_inline(bytes)) {
+        ++out.values;
+        out.value_bytes += value.size();
+    }
+    return out;
+}
+
+void mark_needed(const std::string& channel, const std::string& version,
+                 const std::function<std::optional<std::string>(const std::string&)>& fetch,
+                 std::set<std::pair<std::string, std::string>>& needed) {
+    std::string v = version;
+    while (!v.empty() && needed.emplace(channel, v).second) {
+        auto stored = fetch(v);
+        if (!stored) return;
+        auto parts = split_value(*stored, v);
+        v = parts.extends ? std::move(*parts.extends) : std::string();
+    }
 }
 
 std::string encode_value(const boost::json::value& v, const std::string* extends, const std::string& version) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -65,6 +66,27 @@ std::string encode_inline(const std::vector<std::pair<std::string_view, std::str
 
 /// @brief The (channel, stored bytes) pairs of an `encode_inline` string. Throws `corrupt`.
 std::vector<std::pair<std::string_view, std::string_view>> decode_inline(std::string_view bytes);
+
+/// @brief The inline values of a checkpoint stored again: `fresh` (already encoded) replaces,
+/// and each value of `old` stays unless `fresh` has its channel or `rewritten(channel)` says it was
+/// written elsewhere this time. The `encode_inline` string of the result ("" when none is left).
+std::string merge_inline(std::string_view old, const std::vector<std::pair<std::string_view, std::string_view>>& fresh,
+                         const std::function<bool(std::string_view)>& rewritten);
+
+/// @brief How many values an `encode_inline` string holds and how many of its bytes are theirs
+/// (the rest frames them: channel names and lengths). Throws `corrupt`.
+struct inline_size {
+    std::size_t values = 0;
+    std::size_t value_bytes = 0;
+};
+inline_size measure_inline(std::string_view bytes);
+
+/// @brief Adds (channel, version) to `needed`, with every version its appended items extend
+/// (`fetch` as for `resolve_value`; a missing link ends the walk, `get()` reports it). What
+/// `prune()` must keep for a kept checkpoint. Throws `corrupt`.
+void mark_needed(const std::string& channel, const std::string& version,
+                 const std::function<std::optional<std::string>(const std::string&)>& fetch,
+                 std::set<std::pair<std::string, std::string>>& needed);
 
 /// @brief An id in the 11-character time-ordered form (`new_checkpoint_id`) as a number, or nullopt.
 std::optional<std::uint64_t> id_number(std::string_view id);

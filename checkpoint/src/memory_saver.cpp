@@ -89,14 +89,10 @@ boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, con
     if (at != cps.end() && at->id == s.id) {
         // Stored already: replaced, keeping the values it stored before unless written again.
         if (!at->vals.empty()) {
-            auto old = codec::decode_inline(at->vals);
-            auto fresh = s.vals.empty() ? decltype(old){} : codec::decode_inline(s.vals);
-            for (const auto& [c, b] : old) {
-                const bool again = std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f.first == c; }) ||
-                                   std::any_of(apart.begin(), apart.end(), [&](const auto& a) { return a.first.second == c; });
-                if (!again) fresh.emplace_back(c, b);
-            }
-            s.vals = fresh.empty() ? std::string() : codec::encode_inline({fresh.begin(), fresh.end()});
+            auto fresh = s.vals.empty() ? std::vector<std::pair<std::string_view, std::string_view>>{} : codec::decode_inline(s.vals);
+            s.vals = codec::merge_inline(at->vals, fresh, [&](std::string_view c) {
+                return std::any_of(apart.begin(), apart.end(), [&](const auto& a) { return a.first.second == c; });
+            });
         }
         *at = std::move(s);
     } else {
@@ -229,15 +225,9 @@ boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::siz
                 cp.step = cps[i].step;
                 cp.source = cps[i].source;
                 codec::decode_record(cps[i].record, cp);
-                for (const auto& [channel, version] : cp.versions) {
-                    std::string v = version;
-                    while (!v.empty() && needed.emplace(channel, v).second) {
-                        auto bytes = stored_value(d, channel, v);
-                        if (!bytes) break;
-                        auto parts = codec::split_value(*bytes, v);
-                        v = parts.extends ? std::move(*parts.extends) : std::string();
-                    }
-                }
+                for (const auto& [channel, version] : cp.versions)
+                    codec::mark_needed(channel, version, [&](const std::string& v) { return stored_value(d, channel, v); },
+                                       needed);
             }
             // Values inside the entries about to go that are still read move apart.
             for (std::size_t i = 0; i < drop; ++i) {
@@ -270,13 +260,10 @@ boost::asio::awaitable<thread_stats> memory_saver::stats(std::string thread_id) 
         for (const auto& c : d.checkpoints) {
             s.record_bytes += c.record.size();
             if (c.vals.empty()) continue;
-            std::size_t values = 0;
-            for (const auto& [channel, bytes] : codec::decode_inline(c.vals)) {
-                ++s.blobs;
-                values += bytes.size();
-            }
-            s.bytes += values;
-            s.record_bytes += c.vals.size() - values; // the framing: channel names and lengths
+            const auto in = codec::measure_inline(c.vals);
+            s.blobs += in.values;
+            s.bytes += in.value_bytes;
+            s.record_bytes += c.vals.size() - in.value_bytes; // the framing: channel names and lengths
         }
         s.blobs += d.blobs.size();
         for (const auto& [key, v] : d.blobs) s.bytes += v.size();

@@ -907,19 +907,19 @@ struct sqlite_saver::impl {
             std::string old;
             if (const auto& row = inline_row(thread, ns, cp.id)) old = *row;
             inline_rows.clear();
-            auto merged = old.empty() ? decltype(inline_values){} : decode_inline_of(thread, ns, cp.id, old);
-            for (const auto* v : separate) // written again, to `blobs` this time: the old copy goes
-                std::erase_if(merged, [&](const auto& e) { return e.first == v->channel; });
-            for (const auto& [channel, bytes] : inline_values) {
-                auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& e) { return e.first == channel; });
-                if (same != merged.end()) same->second = bytes;
-                else merged.emplace_back(channel, bytes);
+            std::string merged_vals;
+            try {
+                // A value written again to `blobs` this time leaves no stale copy in the row.
+                merged_vals = codec::merge_inline(old, inline_values, [&](std::string_view c) {
+                    return std::any_of(separate.begin(), separate.end(), [&](const encoded* v) { return v->channel == c; });
+                });
+            } catch (const codec::corrupt& e) {
+                corrupt(thread, ns, "checkpoint " + cp.id + ": its values cannot be read: " + e.what(), {thread});
             }
-            const std::string merged_vals = merged.empty() ? std::string() : codec::encode_inline(merged);
             stmt s(*this, sql_replace_checkpoint, thread, "saving a checkpoint");
             s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
             s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
-            if (merged.empty()) s.bind_null(8);
+            if (merged_vals.empty()) s.bind_null(8);
             else s.bind_blob_static(8, merged_vals);
             s.run();
         }
@@ -1040,21 +1040,18 @@ struct sqlite_saver::impl {
                 }
                 for (const auto& cp : kept)
                     for (const auto& [channel, version] : cp.versions) {
-                        std::string v = version;
-                        while (!v.empty() && needed.emplace(channel, v).second) {
-                            if (channel == graph_channel) break; // in `graphs` (or a thread's blob, kept)
-                            std::optional<std::string> next;
-                            try {
-                                with_stored(thread, ns, channel, v, [&](std::string_view bytes) {
-                                    if (auto parts = codec::split_value(bytes, v); parts.extends) next = std::move(*parts.extends);
-                                });
-                            } catch (const codec::corrupt& e) {
-                                corrupt(thread, ns,
-                                        "checkpoint " + cp.id + ": channel " + quote(channel) + " (version " + v +
-                                            ") cannot be read: " + e.what(),
-                                        {thread, channel});
-                            }
-                            v = next ? std::move(*next) : std::string();
+                        auto fetch = [&](const std::string& v) {
+                            std::optional<std::string> out;
+                            with_stored(thread, ns, channel, v, [&](std::string_view bytes) { out.emplace(bytes); });
+                            return out;
+                        };
+                        try {
+                            codec::mark_needed(channel, version, fetch, needed);
+                        } catch (const codec::corrupt& e) {
+                            corrupt(thread, ns,
+                                    "checkpoint " + cp.id + ": channel " + quote(channel) + " (version " + version +
+                                        ") cannot be read: " + e.what(),
+                                    {thread, channel});
                         }
                     }
             }
@@ -1138,13 +1135,15 @@ struct sqlite_saver::impl {
             s.bind(1, thread);
             while (s.step()) {
                 const auto bytes = s.bytes(0);
-                std::size_t values = 0;
-                for (const auto& [channel, value] : decode_inline_of(thread, "", "(inline values)", bytes)) {
-                    ++st.blobs;
-                    values += value.size();
+                codec::inline_size in;
+                try {
+                    in = codec::measure_inline(bytes);
+                } catch (const codec::corrupt& e) {
+                    corrupt(thread, "", std::string("values inside a checkpoint row cannot be read: ") + e.what(), {thread});
                 }
-                st.bytes += values;
-                st.record_bytes += bytes.size() - values;
+                st.blobs += in.values;
+                st.bytes += in.value_bytes;
+                st.record_bytes += bytes.size() - in.value_bytes;
             }
         }
         t.commit();

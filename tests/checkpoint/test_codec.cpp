@@ -11,6 +11,7 @@
 
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 
 namespace {
@@ -215,6 +216,44 @@ BOOST_AUTO_TEST_CASE(inline_values_read_back) {
     for (std::size_t n = 0; n < bytes.size(); ++n)
         BOOST_CHECK_THROW((void)codec::decode_inline(std::string_view(bytes).substr(0, n)), codec::corrupt);
     BOOST_CHECK_THROW((void)codec::decode_inline(bytes + "x"), codec::corrupt);
+}
+
+BOOST_AUTO_TEST_CASE(inline_helpers_merge_measure_and_mark) {
+    // merge: fresh replaces, old stays unless written again here or elsewhere.
+    const auto old = codec::encode_inline({{"a", "1"}, {"b", "2"}, {"c", "3"}});
+    const auto merged = codec::merge_inline(old, {{"a", "10"}}, [](std::string_view c) { return c == "c"; });
+    const auto back = codec::decode_inline(merged);
+    BOOST_TEST_REQUIRE(back.size() == 2u);
+    BOOST_TEST(back[0].first == "a");
+    BOOST_TEST(back[0].second == "10");
+    BOOST_TEST(back[1].first == "b");
+    BOOST_TEST(codec::merge_inline("", {}, [](std::string_view) { return false; }).empty());
+    BOOST_TEST(codec::merge_inline(codec::encode_inline({{"a", "1"}}), {}, [](std::string_view) { return true; }).empty());
+
+    // measure: values and their bytes; the rest is framing.
+    const auto m = codec::measure_inline(old);
+    BOOST_TEST(m.values == 3u);
+    BOOST_TEST(m.value_bytes == 3u);
+    BOOST_CHECK_THROW((void)codec::measure_inline(old.substr(0, old.size() - 1)), codec::corrupt);
+
+    // mark: a version and every version its appended items extend; a missing link ends the walk.
+    const std::string v1 = new_checkpoint_id(), v2 = new_checkpoint_id(), v3 = new_checkpoint_id();
+    std::map<std::string, std::string> stored{{v1, "[1]"},
+                                              {v2, codec::encode_value(json::array{2}, &v1, v2)},
+                                              {v3, codec::encode_value(json::array{3}, &v2, v3)}};
+    auto fetch = [&](const std::string& v) -> std::optional<std::string> {
+        auto it = stored.find(v);
+        if (it == stored.end()) return std::nullopt;
+        return it->second;
+    };
+    std::set<std::pair<std::string, std::string>> needed;
+    codec::mark_needed("log", v3, fetch, needed);
+    BOOST_TEST(needed.size() == 3u);
+    BOOST_TEST(needed.count({"log", v1}) == 1u);
+    stored.erase(v1);
+    std::set<std::pair<std::string, std::string>> partial;
+    codec::mark_needed("log", v2, fetch, partial);
+    BOOST_TEST(partial.size() == 2u); // v2 and the missing v1 it names
 }
 
 BOOST_AUTO_TEST_SUITE_END()
