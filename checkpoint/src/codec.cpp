@@ -1,5 +1,7 @@
 #include "codec.hpp"
 
+#include <stategraph/checkpoint/reserved.hpp>
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -19,9 +21,12 @@ constexpr unsigned char extends_marker = 0x01; // never the first byte of JSON t
 
 // Object keys the engine writes on every checkpoint, one byte each. Append only: the position is
 // the stored code.
+// Taken from the names every saver and the engine share (reserved.hpp); the last two are keys of
+// older records.
+namespace rk = reserved;
 constexpr std::array<std::string_view, 16> key_dictionary = {
-    "pull", "push", "deferred", "barriers", "seen", "writers", "delta", "node",
-    "arg",  "step", "source",   "__graph__", "id", "value",  "writes", "parents"};
+    rk::pull, rk::push, rk::deferred, rk::barriers, rk::seen, rk::writers, rk::delta, rk::node,
+    rk::arg,  rk::step, rk::source,   rk::graph,    rk::id,   rk::value,   "writes",  "parents"};
 
 constexpr std::size_t longest_key = [] {
     std::size_t n = 0;

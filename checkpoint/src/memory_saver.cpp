@@ -4,6 +4,8 @@
 
 #include "codec.hpp"
 
+#include <stategraph/checkpoint/reserved.hpp>
+
 #include <boost/container/small_vector.hpp>
 
 #include <boost/json/serializer.hpp>
@@ -17,20 +19,6 @@
 
 namespace stategraph::checkpoint {
 
-std::string new_checkpoint_id() {
-    static std::atomic<std::uint64_t> last{0};
-    auto now = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-    std::uint64_t prev = last.load(std::memory_order_relaxed), next;
-    do {
-        next = now > prev ? now : prev + 1;
-    } while (!last.compare_exchange_weak(prev, next, std::memory_order_relaxed));
-    // 11 symbols of a 64-symbol alphabet in ASCII order: fixed width, sortable as text, and short
-    // enough for the small-string buffer (no allocation per copy). Ids of the former 20-hex-digit format
-    // ("0000...") sort before these ("0Y..." onwards), so a store holding both stays time-ordered.
-    return codec::id_text(next);
-}
-
 namespace {
 
 const std::string& version_of(const checkpoint& cp, const std::string& channel) {
@@ -38,7 +26,7 @@ const std::string& version_of(const checkpoint& cp, const std::string& channel) 
     return it == cp.versions.end() ? cp.id : it->second;
 }
 
-constexpr std::string_view graph_channel = "__graph__";
+constexpr std::string_view graph_channel = reserved::graph;
 
 } // namespace
 

@@ -1,9 +1,13 @@
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/checkpoint/reserved.hpp>
 
 #include <stategraph/error.hpp>
 
 #include "codec.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -144,7 +148,7 @@ constexpr const char* sql_v2_put_checkpoint =
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 /// The channel holding the graph's shape lines, versioned by the graph signature.
-constexpr std::string_view graph_channel = "__graph__";
+constexpr std::string_view graph_channel = reserved::graph;
 
 // Statements (cached per connection, keyed by their address: each is one constant below).
 constexpr std::string_view sql_begin_immediate = "BEGIN IMMEDIATE";
@@ -282,6 +286,9 @@ struct sqlite_saver::impl {
     std::unique_ptr<sqlite3, db_closer> db; // declared before the cache: statements finalize first
     statement_cache cache;
     std::mutex mutex;
+    /// The thread SQLite work runs on (none with `own_thread = false`). Declared after the
+    /// connection: joined before it closes.
+    std::optional<boost::asio::thread_pool> pool;
 
     /// Graph versions known to be in `graphs` (rows there are never deleted).
     std::set<std::string> stored_graphs;
@@ -501,6 +508,7 @@ struct sqlite_saver::impl {
 
     // -- opening --------------------------------------------------------------------------
     explicit impl(sqlite_options o) : opt(std::move(o)), owner(make_owner()) {
+        if (opt.own_thread) pool.emplace(1);
         if (opt.path.empty())
             throw checkpoint_error(errc::storage_failure, "sqlite_saver: sqlite_options::path is empty");
         check_header();
@@ -1179,6 +1187,7 @@ struct sqlite_saver::impl {
     }
 
     ~impl() {
+        if (pool) pool->join();
         if (!db || opt.read_only) return;
         try { // best effort: leave no lease of ours behind
             static const std::string none;
@@ -1204,58 +1213,70 @@ sqlite_saver::~sqlite_saver() = default;
 const std::string& sqlite_saver::owner() const noexcept { return impl_->owner; }
 const std::string& sqlite_saver::path() const noexcept { return impl_->opt.path; }
 
+namespace {
+/// Runs `f` (SQLite work) on the saver's own thread and completes on the caller's executor, so a
+/// slow commit never blocks the caller's other coroutines; or in place, without `own_thread`.
+template <class R, class Impl, class F>
+boost::asio::awaitable<R> on_saver_thread(Impl& i, F f) {
+    if (!i.pool) {
+        std::lock_guard lock(i.mutex);
+        co_return f();
+    }
+    auto work = [&i, f = std::move(f)]() mutable -> boost::asio::awaitable<R> {
+        std::lock_guard lock(i.mutex);
+        co_return f();
+    };
+    co_return co_await boost::asio::co_spawn(i.pool->get_executor(), std::move(work), boost::asio::use_awaitable);
+}
+} // namespace
+
 boost::asio::awaitable<void> sqlite_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
-    std::lock_guard lock(impl_->mutex);
-    impl_->put(thread_id, ns, cp);
-    co_return;
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), &thread_id, &ns, &cp] { i->put(thread_id, ns, cp); });
 }
 
 boost::asio::awaitable<void> sqlite_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                       std::vector<pending_write> writes) {
-    std::lock_guard lock(impl_->mutex);
-    impl_->put_writes(thread_id, ns, checkpoint_id, writes);
-    co_return;
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id), ns = std::move(ns),
+                                          checkpoint_id = std::move(checkpoint_id), writes = std::move(writes)] {
+        i->put_writes(thread_id, ns, checkpoint_id, writes);
+    });
 }
 
 boost::asio::awaitable<std::optional<checkpoint_tuple>> sqlite_saver::get(std::string thread_id, std::string ns,
                                                                           std::optional<std::string> checkpoint_id) {
-    std::lock_guard lock(impl_->mutex);
-    co_return impl_->get(thread_id, ns, checkpoint_id);
+    return on_saver_thread<std::optional<checkpoint_tuple>>(
+        *impl_, [i = impl_.get(), thread_id = std::move(thread_id), ns = std::move(ns), checkpoint_id = std::move(checkpoint_id)] {
+            return i->get(thread_id, ns, checkpoint_id);
+        });
 }
 
 boost::asio::awaitable<std::vector<checkpoint_tuple>> sqlite_saver::list(std::string thread_id, std::string ns,
                                                                          list_options options) {
-    std::lock_guard lock(impl_->mutex);
-    co_return impl_->list(thread_id, ns, options);
+    return on_saver_thread<std::vector<checkpoint_tuple>>(
+        *impl_, [i = impl_.get(), thread_id = std::move(thread_id), ns = std::move(ns), options = std::move(options)] {
+            return i->list(thread_id, ns, options);
+        });
 }
 
 boost::asio::awaitable<void> sqlite_saver::delete_thread(std::string thread_id) {
-    std::lock_guard lock(impl_->mutex);
-    impl_->delete_thread(thread_id);
-    co_return;
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { i->delete_thread(thread_id); });
 }
 
 boost::asio::awaitable<void> sqlite_saver::prune(std::string thread_id, std::size_t keep_last) {
-    std::lock_guard lock(impl_->mutex);
-    impl_->prune(thread_id, keep_last);
-    co_return;
+    return on_saver_thread<void>(*impl_,
+                                 [i = impl_.get(), thread_id = std::move(thread_id), keep_last] { i->prune(thread_id, keep_last); });
 }
 
 boost::asio::awaitable<thread_stats> sqlite_saver::stats(std::string thread_id) {
-    std::lock_guard lock(impl_->mutex);
-    co_return impl_->stats(thread_id);
+    return on_saver_thread<thread_stats>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { return i->stats(thread_id); });
 }
 
 boost::asio::awaitable<void> sqlite_saver::acquire(std::string thread_id) {
-    std::lock_guard lock(impl_->mutex);
-    impl_->acquire(thread_id);
-    co_return;
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { i->acquire(thread_id); });
 }
 
 boost::asio::awaitable<void> sqlite_saver::release(std::string thread_id) {
-    std::lock_guard lock(impl_->mutex);
-    impl_->release(thread_id);
-    co_return;
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { i->release(thread_id); });
 }
 
 } // namespace stategraph::checkpoint

@@ -54,16 +54,19 @@ std::string checkpoint_path(const std::string& db_path) { return db_path + ".che
 
 namespace {
 
-sg::run_config config_for(const std::string& thread_id, std::vector<std::pair<std::int64_t, std::string>>& ran) {
+sg::run_config config_for(const std::string& thread_id) {
     sg::run_config cfg;
     cfg.thread_id = thread_id;
     cfg.recursion_limit = 60;
-    cfg.modes = sg::stream_mode::updates;
-    cfg.on_event = [&ran](const sg::stream_event& e) {
+    return cfg;
+}
+
+/// Records the nodes that ran (the updates stream of the top-level graph).
+sg::stream_handler trace_into(std::vector<std::pair<std::int64_t, std::string>>& ran) {
+    return [&ran](const sg::stream_event& e) {
         if (!e.ns.empty() || e.cached || e.interrupt) return;
         ran.emplace_back(e.step, e.node);
     };
-    return cfg;
 }
 
 turn_outcome outcome_of(const std::string& thread_id, sg::run_result<supervisor_state> res,
@@ -98,15 +101,17 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     c.user_message = std::move(message);
     auto input = sg::update<supervisor_state>{}.set<&supervisor_state::conversation>(std::move(c));
     std::vector<std::pair<std::int64_t, std::string>> ran;
-    auto cfg = config_for(thread_id, ran);
-    auto res = co_await g.invoke(std::move(input), std::move(cfg));
+    const auto cfg = config_for(thread_id);
+    auto trace = trace_into(ran);
+    auto res = co_await g.stream(std::move(input), cfg, sg::stream_mode::updates, std::move(trace));
     co_return outcome_of(thread_id, std::move(res), std::move(ran));
 }
 
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer) {
     std::vector<std::pair<std::int64_t, std::string>> ran;
-    auto cfg = config_for(thread_id, ran);
-    auto res = co_await g.invoke(sg::resume(answer), std::move(cfg));
+    const auto cfg = config_for(thread_id);
+    auto trace = trace_into(ran);
+    auto res = co_await g.stream(sg::resume(answer), cfg, sg::stream_mode::updates, std::move(trace));
     co_return outcome_of(thread_id, std::move(res), std::move(ran));
 }
 

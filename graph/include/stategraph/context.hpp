@@ -14,6 +14,7 @@
 #include <boost/json/value_to.hpp>
 
 #include <map>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -36,20 +37,33 @@ struct interrupt_signal {
 };
 
 namespace detail {
-/// Per-task scratch pad: the answers to this task's interrupt calls, by position.
-struct task_scratch {
-    std::string task_id;
-    std::vector<boost::json::value> resume;   ///< answers, by interrupt call index
-    std::size_t counter = 0;                  ///< interrupt calls made so far in this attempt
-    // Resume meant for a subgraph run by this task (passed through unchanged).
-    const struct resume_pass* child_resume = nullptr;
-};
-struct resume_pass {
-    bool has_plain = false;
-    boost::json::value plain;
-    std::map<std::string, boost::json::value> by_id;
-};
-std::string interrupt_id(const std::string& task_id, std::size_t index);
+/// The engine's record of one task attempt (defined in graph/src; nodes see it through `context`).
+struct task_frame;
+/// The answer to the next interrupt call of the task, or null when there is none yet.
+const boost::json::value* next_resume(task_frame& f);
+/// Stops the task for a human: throws `interrupt_signal` for the interrupt call just made.
+[[noreturn]] void raise_interrupt(task_frame& f, boost::json::value payload);
+[[noreturn]] void throw_resume_mismatch(task_frame& f, const std::string& type, const boost::json::value& answer);
+bool wants_custom(const task_frame& f) noexcept;
+void emit_custom(task_frame& f, boost::json::value event);
+struct context_access;
+
+template <class T>
+boost::asio::awaitable<T> ready(T v) {
+    co_return std::move(v);
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+/// g++ 12 destroys an aggregate-initialized temporary twice when it stands in an expression
+/// that contains `co_await` (a bug of the calling coroutine, not of the callee).
+template <class P>
+inline constexpr bool gcc12_unsafe_temporary =
+    !std::is_lvalue_reference_v<P> && std::is_aggregate_v<std::remove_cvref_t<P>> &&
+    !std::is_trivially_destructible_v<std::remove_cvref_t<P>>;
+#else
+template <class P>
+inline constexpr bool gcc12_unsafe_temporary = false;
+#endif
 } // namespace detail
 
 /// @brief Passed to nodes that take it as their second parameter.
@@ -57,104 +71,59 @@ std::string interrupt_id(const std::string& task_id, std::size_t index);
 class context {
 public:
     /// @brief The node's name.
-    const std::string& node() const noexcept { return node_; }
+    const std::string& node() const noexcept;
     /// @brief The superstep the node runs in (LangGraph's checkpoint step numbering).
-    std::int64_t step() const noexcept { return step_; }
+    std::int64_t step() const noexcept;
     /// @brief The thread id of the run ("" without a checkpointer).
-    const std::string& thread_id() const noexcept { return *thread_id_; }
+    const std::string& thread_id() const noexcept;
     /// @brief The checkpoint namespace ("" at the top level; "node:task" in a subgraph).
-    const std::string& ns() const noexcept { return *ns_; }
+    const std::string& ns() const noexcept;
     /// @brief 1 for the first attempt, 2 for the first retry, ...
-    int attempt() const noexcept { return attempt_; }
+    int attempt() const noexcept;
     /// @brief The executor the run uses.
-    const boost::asio::any_io_executor& executor() const noexcept { return executor_; }
+    const boost::asio::any_io_executor& executor() const noexcept;
 
-    /// @brief Pauses the run for a human. Returns the answer given on resume, converted to `T`;
-    /// without an answer the node stops here, and it runs again from its start when the thread
-    /// is resumed (earlier interrupt calls then return their stored answers, by position).
+    /// @brief Pauses the run for a human: `co_await ctx.interrupt<T>(payload)`. Returns the
+    /// answer given on resume, converted to `T`; without an answer the node stops here, and it
+    /// runs again from its start when the thread is resumed (earlier interrupt calls then return
+    /// their stored answers, by position). The payload is converted to JSON before anything is
+    /// awaited, so it may be a temporary.
     /// @throws thread_error(resume_type_mismatch) when the answer does not convert to `T`.
     template <class T = boost::json::value, class P>
-    boost::asio::awaitable<T> interrupt(P payload) {
-        co_return interrupt_now<T>(payload);
+    boost::asio::awaitable<T> interrupt(P&& payload) {
+        static_assert(!detail::gcc12_unsafe_temporary<P>,
+                      "ctx.interrupt(payload{...}): g++ 12 destroys a braced temporary that stands in a co_await "
+                      "expression twice (a compiler bug in the calling coroutine; it crashes). Name the payload "
+                      "first: `auto question = payload{...}; co_await ctx.interrupt<T>(question);`, or call "
+                      "`ctx.interrupt_now<T>(payload{...})`, which needs no co_await");
+        return detail::ready<T>(interrupt_now<T>(payload));
     }
 
-    /// @brief The same as `interrupt`, for plain (non-coroutine) nodes.
+    /// @brief The same as `interrupt`, without `co_await` (for plain nodes, and safe with any
+    /// temporary as payload).
     template <class T = boost::json::value, class P>
     T interrupt_now(const P& payload) {
-        std::size_t index = scratch_->counter++;
-        if (index < scratch_->resume.size()) {
-            const auto& answer = scratch_->resume[index];
-            if constexpr (std::is_same_v<T, boost::json::value>) {
-                return answer;
-            } else {
-                auto r = boost::json::try_value_to<T>(answer);
-                if (!r)
-                    throw thread_error(errc::resume_type_mismatch,
-                                       "node '" + node_ + "' expected a resume value of type " +
-                                           boost::core::demangle(typeid(T).name()) + " but got " +
-                                           boost::json::serialize(answer),
-                                       {node_});
-                return std::move(*r);
-            }
+        const boost::json::value* answer = detail::next_resume(*f_);
+        if (!answer) detail::raise_interrupt(*f_, boost::json::value_from(payload));
+        if constexpr (std::is_same_v<T, boost::json::value>) {
+            return *answer;
+        } else {
+            auto r = boost::json::try_value_to<T>(*answer);
+            if (!r) detail::throw_resume_mismatch(*f_, boost::core::demangle(typeid(T).name()), *answer);
+            return std::move(*r);
         }
-        throw interrupt_signal{{interrupt_info{detail::interrupt_id(scratch_->task_id, index), node_,
-                                               boost::json::value_from(payload)}}};
     }
 
     /// @brief Streams a custom event (stream mode `custom`).
     template <class T>
     void write(const T& event) {
-        if (sink_ && *sink_ && has_mode(modes_, stream_mode::custom)) {
-            stream_event e;
-            e.mode = stream_mode::custom;
-            e.ns = *ns_path_;
-            e.step = step_;
-            e.node = node_;
-            e.data = boost::json::value_from(event);
-            (*sink_)(e);
-        }
+        if (detail::wants_custom(*f_)) detail::emit_custom(*f_, boost::json::value_from(event));
     }
 
-    // -- engine side ------------------------------------------------------------------------
-    struct init {
-        std::string node;
-        std::int64_t step;
-        const std::string* thread_id;
-        const std::string* ns;
-        const std::vector<std::string>* ns_path;
-        int attempt;
-        boost::asio::any_io_executor executor;
-        detail::task_scratch* scratch;
-        const stream_handler* sink;
-        stream_mode modes;
-        checkpoint::saver* saver;
-        int recursion_limit;
-    };
-    explicit context(init i)
-        : node_(std::move(i.node)), step_(i.step), thread_id_(i.thread_id), ns_(i.ns), ns_path_(i.ns_path),
-          attempt_(i.attempt), executor_(std::move(i.executor)), scratch_(i.scratch), sink_(i.sink),
-          modes_(i.modes), saver_(i.saver), recursion_limit_(i.recursion_limit) {}
-
-    detail::task_scratch& scratch() noexcept { return *scratch_; }
-    checkpoint::saver* saver() const noexcept { return saver_; }
-    const stream_handler* sink() const noexcept { return sink_; }
-    stream_mode modes() const noexcept { return modes_; }
-    const std::vector<std::string>& ns_path() const noexcept { return *ns_path_; }
-    int recursion_limit() const noexcept { return recursion_limit_; }
-
 private:
-    std::string node_;
-    std::int64_t step_;
-    const std::string* thread_id_;
-    const std::string* ns_;
-    const std::vector<std::string>* ns_path_;
-    int attempt_;
-    boost::asio::any_io_executor executor_;
-    detail::task_scratch* scratch_;
-    const stream_handler* sink_;
-    stream_mode modes_;
-    checkpoint::saver* saver_;
-    int recursion_limit_;
+    friend struct detail::context_access;
+    explicit context(detail::task_frame& f) noexcept : f_(&f) {}
+    detail::task_frame* f_;
 };
 
 } // namespace stategraph

@@ -8,6 +8,7 @@
 
 #include <stategraph/command.hpp>
 #include <stategraph/context.hpp>
+#include <stategraph/detail/state_table.hpp>
 #include <stategraph/update.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -79,55 +80,60 @@ using node_input_t = typename decltype(node_input_type<F, S>())::type;
 
 namespace detail {
 
+/// What the engine receives from a node of any state type: the update (empty when the node set
+/// nothing), and where it asked to go.
+struct node_result {
+    update_box writes;
+    std::vector<std::string> targets;
+    std::vector<send> sends;
+};
+
 template <class S, class R>
-node_output<S> to_output(R&& r) {
-    node_output<S> out;
+void to_result(node_result& out, R&& r) {
     if constexpr (std::is_same_v<std::decay_t<R>, update<S>>) {
-        out.writes = std::forward<R>(r);
+        if (!r.empty()) out.writes = update_box::of<S>(std::move(r));
     } else {
-        out.writes = std::move(r.writes);
+        if (!r.writes.empty()) out.writes = update_box::of<S>(std::move(r.writes));
         out.targets = std::move(r.targets);
         out.sends = std::move(r.sends);
     }
-    return out;
 }
 
 /// How the engine calls a node: a plain function when the node is synchronous, else a coroutine.
-template <class S>
+/// Either writes the node's outcome into `out`.
 struct node_call {
-    std::function<node_output<S>(const void* input, context&)> sync;
-    std::function<boost::asio::awaitable<node_output<S>>(const void* input, context&)> async;
+    std::function<void(const void* input, context&, node_result& out)> sync;
+    std::function<boost::asio::awaitable<void>(const void* input, context&, node_result& out)> async;
 };
 
 template <class S, class In, class F>
-node_call<S> make_node_call(F fn) {
+node_call make_node_call(F fn) {
     using R = typename decltype(call_result_impl<F, In>())::type;
     auto invoke = [](F& f, const void* in, context& ctx) -> decltype(auto) {
         const In& input = *static_cast<const In*>(in);
         if constexpr (takes_context<F, In>) return f(input, ctx);
         else return f(input);
     };
-    node_call<S> call;
+    node_call call;
     if constexpr (is_awaitable<R>::value) {
         using V = typename is_awaitable<R>::value_type;
-        call.async = [fn = std::move(fn), invoke](const void* in, context& ctx) mutable -> boost::asio::awaitable<node_output<S>> {
+        call.async = [fn = std::move(fn), invoke](const void* in, context& ctx,
+                                                  node_result& out) mutable -> boost::asio::awaitable<void> {
             if constexpr (std::is_void_v<V>) {
                 auto a = invoke(fn, in, ctx);
                 co_await std::move(a);
-                co_return node_output<S>{};
             } else {
                 auto a = invoke(fn, in, ctx);
                 V v = co_await std::move(a);
-                co_return to_output<S>(std::move(v));
+                to_result<S>(out, std::move(v));
             }
         };
     } else {
-        call.sync = [fn = std::move(fn), invoke](const void* in, context& ctx) mutable -> node_output<S> {
+        call.sync = [fn = std::move(fn), invoke](const void* in, context& ctx, node_result& out) mutable {
             if constexpr (std::is_void_v<R>) {
                 invoke(fn, in, ctx);
-                return node_output<S>{};
             } else {
-                return to_output<S>(invoke(fn, in, ctx));
+                to_result<S>(out, invoke(fn, in, ctx));
             }
         };
     }

@@ -4,6 +4,7 @@
 /// (add_node, add_edge, add_conditional_edges, compile). The DSL lowers to it.
 
 #include <stategraph/compiled_graph.hpp>
+#include <stategraph/detail/graph_core.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
@@ -51,11 +52,11 @@ class state_graph {
     static_assert(described_state<S>,
                   "state_graph<S>: S must be a default-constructible struct described with "
                   "BOOST_DESCRIBE_STRUCT(S, (), (field1, field2, ...)); add that line after the struct");
-    using impl_t = detail::graph_impl<S>;
-    using ops = detail::state_ops<S>;
-
 public:
-    explicit state_graph(std::string name = "graph") : impl_(std::make_shared<impl_t>()) { impl_->topo.name = std::move(name); }
+    explicit state_graph(std::string name = "graph") : impl_(std::make_shared<detail::graph_core>()) {
+        impl_->st = &detail::table_of<S>();
+        impl_->topo.name = std::move(name);
+    }
 
     /// @brief Adds a node. `fn` takes `const S&` (or a Send payload type) and optionally
     /// `context&`, and returns `update<S>`, `command<S>`, `void`, or an awaitable of those.
@@ -81,7 +82,7 @@ public:
     /// node's update (only what it wrote, not its whole state).
     template <class C>
     state_graph& add_node(std::string name, const compiled_graph<C>& sub, node_options options = {}) {
-        auto call = sub.template as_node<S>();
+        auto call = detail::subgraph_call(sub.core(), detail::table_of<S>());
         add_node_impl<S>(std::move(name), std::move(call), std::move(options),
                          std::make_shared<const topology>(sub.shape()));
         return *this;
@@ -118,10 +119,10 @@ public:
                 if (!path_map.count(e.value)) spec.unmapped.push_back(e.name);
             });
         }
-        auto route = [router = std::move(router), map = std::move(path_map)](const S& s, std::vector<std::string>& targets,
+        auto route = [router = std::move(router), map = std::move(path_map)](const void* s, std::vector<std::string>& targets,
                                                                               std::vector<send>& sends) {
             (void)sends;
-            auto r = router(s);
+            auto r = router(*static_cast<const S*>(s));
             if constexpr (detail::is_vector<decltype(r)>::value) {
                 for (const auto& x : r) targets.push_back(lookup(map, K(x)));
             } else {
@@ -140,8 +141,8 @@ public:
         constexpr bool sends = std::is_same_v<R, send> || std::is_same_v<R, std::vector<send>>;
         spec.sends = sends;
         for (const auto& t : targets) spec.routes.push_back({sends ? "Send" : t, t});
-        auto route = [router = std::move(router)](const S& s, std::vector<std::string>& out, std::vector<send>& out_sends) {
-            auto r = router(s);
+        auto route = [router = std::move(router)](const void* s, std::vector<std::string>& out, std::vector<send>& out_sends) {
+            auto r = router(*static_cast<const S*>(s));
             if constexpr (std::is_same_v<R, send>) out_sends.push_back(std::move(r));
             else if constexpr (std::is_same_v<R, std::vector<send>>) for (auto& x : r) out_sends.push_back(std::move(x));
             else if constexpr (detail::is_vector<R>::value) for (auto& x : r) out.push_back(detail::route_label(x));
@@ -174,48 +175,17 @@ public:
 
     /// @brief Validates and freezes the graph; on problems returns nullopt and fills `problems`.
     std::optional<compiled_graph<S>> compile(compile_options options, std::vector<graph_problem>& problems) const {
-        auto impl = std::make_shared<impl_t>(*impl_);
+        auto impl = std::make_shared<detail::graph_core>(*impl_);
         auto& t = impl->topo;
         if (!options.name.empty()) t.name = options.name;
         for (auto& n : options.interrupt_before) t.interrupt_before.insert(n);
         for (auto& n : options.interrupt_after) t.interrupt_after.insert(n);
-        t.fields = ops::describe_fields();
+        t.fields = impl->st->describe;
         problems = validate(t);
         if (!problems.empty()) return std::nullopt;
-        // Lower the topology to the engine's tables.
-        std::vector<std::pair<std::string, int>> by_name;
-        for (std::size_t i = 0; i < impl->nodes.size(); ++i) by_name.push_back({impl->nodes[i].name, static_cast<int>(i)});
-        std::sort(by_name.begin(), by_name.end());
-        for (std::size_t r = 0; r < by_name.size(); ++r) impl->nodes[by_name[r].second].rank = static_cast<int>(r);
-        auto id = [&](const std::string& n) { return n == END ? -1 : impl->find(n); };
-        for (const auto& e : t.edges) {
-            if (e.from == START) impl->start_next.push_back(id(e.to));
-            else impl->nodes[impl->find(e.from)].next.push_back(id(e.to));
-        }
-        for (std::size_t j = 0; j < t.joins.size(); ++j) {
-            typename impl_t::join_rt jr;
-            for (const auto& s : t.joins[j].sources) {
-                jr.sources.push_back(impl->find(s));
-                impl->nodes[impl->find(s)].joins.push_back(static_cast<int>(j));
-            }
-            jr.target = id(t.joins[j].target);
-            impl->joins.push_back(std::move(jr));
-        }
-        for (std::size_t b = 0; b < impl->branches.size(); ++b) {
-            const auto& src = t.branches[b].from;
-            int from = src == START ? -1 : impl->find(src);
-            impl->branches[b].from = from;
-            if (from < 0) impl->start_branches.push_back(static_cast<int>(b));
-            else impl->nodes[from].branches.push_back(static_cast<int>(b));
-        }
-        for (auto& n : impl->nodes) {
-            n.before = t.interrupt_before.count(n.name) > 0;
-            n.after = t.interrupt_after.count(n.name) > 0;
-        }
+        impl->lower();
         impl->saver = std::move(options.checkpointer);
-        impl->shape = shape_lines(t);
-        impl->signature = shape_signature(impl->shape);
-        return compiled_graph<S>(std::shared_ptr<const impl_t>(std::move(impl)));
+        return compiled_graph<S>(std::shared_ptr<const detail::graph_core>(std::move(impl)));
     }
 
 private:
@@ -240,7 +210,7 @@ private:
     }
 
     template <class In>
-    void add_node_impl(std::string name, detail::node_call<S> call, node_options options,
+    void add_node_impl(std::string name, detail::node_call call, node_options options,
                        std::shared_ptr<const topology> sub) {
         auto& t = impl_->topo;
         if (name == START || name == END || name.empty() || name.rfind("__", 0) == 0) {
@@ -251,7 +221,7 @@ private:
             t.builder_problems.push_back({errc::duplicate_node, "node '" + name + "' is added twice", {name}});
             return;
         }
-        typename impl_t::node_rt rt;
+        detail::node_rt rt;
         rt.name = name;
         rt.call = std::move(call);
         rt.deferred = options.defer;
@@ -275,7 +245,7 @@ private:
         t.nodes.push_back(std::move(spec));
     }
 
-    std::shared_ptr<impl_t> impl_;
+    std::shared_ptr<detail::graph_core> impl_;
 };
 
 } // namespace stategraph

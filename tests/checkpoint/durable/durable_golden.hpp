@@ -285,10 +285,8 @@ struct golden_case {
             if (method == "invoke") {
                 sg::run_config cfg;
                 cfg.thread_id = thread_id;
-                cfg.modes = sg::stream_mode::updates | sg::stream_mode::debug;
-                cfg.on_event = on_event;
                 auto in = to_input(call.at("input"));
-                auto r = run(app.invoke(std::move(in), cfg));
+                auto r = run(app.stream(std::move(in), cfg, sg::stream_mode::updates | sg::stream_mode::debug, on_event));
                 json::object res = ops::state_json(r.values);
                 if (r.interrupted()) res["__interrupt__"] = interrupts_json(r.interrupts);
                 ours_result = std::move(res);

@@ -247,13 +247,11 @@ void record_thread(const compiled_graph<S>& g, const std::string& thread, json::
 template <class S>
 json::object record_invoke(const compiled_graph<S>& g, typename compiled_graph<S>::input in, run_config cfg,
                            const invoke_options& o = {}) {
-    const std::string thread = cfg.thread_id;
+    const std::string thread = cfg.thread_id.str();
     recorder rec(head_step(g, thread), o.subgraphs);
-    cfg.modes = cfg.modes | stream_mode::updates | stream_mode::values;
-    cfg.on_event = rec.handler();
     json::value result;
     try {
-        auto r = test::run(g.invoke(std::move(in), std::move(cfg)));
+        auto r = test::run(g.stream(std::move(in), cfg, stream_mode::updates | stream_mode::values, rec.handler()));
         json::object v = values_json(r.values);
         if (r.interrupted()) {
             json::array list;

@@ -15,7 +15,10 @@
 /// - `put_writes()` stores a task's writes the moment the task finishes (pending writes), so a
 ///   crash mid-step re-runs only the tasks that had not finished.
 
+#include <stategraph/checkpoint/reserved.hpp>
+
 #include <boost/asio/awaitable.hpp>
+
 #include <boost/json/value.hpp>
 
 #include <cstdint>

@@ -1,0 +1,106 @@
+#pragma once
+/// @file detail/engine.hpp
+/// @brief The engine's entry points, compiled once in graph/src/engine.cpp for every state type.
+/// Each is a coroutine taking one owned request, so that no argument of a library coroutine is
+/// a user's temporary (g++ 12 destroys those twice).
+
+#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/command.hpp>
+#include <stategraph/context.hpp>
+#include <stategraph/detail/graph_core.hpp>
+#include <stategraph/detail/state_table.hpp>
+#include <stategraph/run_config.hpp>
+#include <stategraph/stream.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stategraph {
+
+/// @brief How a call ended.
+enum class run_status { done, interrupted };
+
+/// @brief A task of the step a checkpoint is waiting on (see `state_snapshot`).
+struct task_snapshot {
+    std::string id;
+    std::string name;
+    std::vector<interrupt_info> interrupts;
+    std::optional<std::string> error;
+    std::optional<boost::json::object> result; ///< writes of a task that already finished
+};
+
+namespace detail {
+
+/// The input of a call: continue, new values, or a resume.
+struct run_input {
+    enum class kind { proceed, values, resume } what = kind::proceed;
+    update_box values;
+    resume_input resume;
+};
+
+struct run_request {
+    std::shared_ptr<const graph_core> graph;
+    run_input input;
+    run_config cfg;
+    stream_mode modes = stream_mode::none;
+    stream_handler on_event;
+};
+
+struct run_outcome {
+    run_status status = run_status::done;
+    state_box values;
+    std::vector<interrupt_info> interrupts;
+    std::string checkpoint_id;
+    std::int64_t step = 0;
+    std::vector<std::string> next;
+};
+
+struct snapshot_data {
+    state_box values;
+    std::vector<std::string> next;
+    std::vector<task_snapshot> tasks;
+    std::int64_t step = -1;
+    std::string source;
+    std::string checkpoint_id;
+    std::string parent_checkpoint_id;
+    boost::json::object metadata;
+};
+
+struct state_request {
+    std::shared_ptr<const graph_core> graph;
+    std::string thread_id;
+    std::optional<std::string> checkpoint_id;
+    checkpoint::list_options list;
+};
+
+struct update_request {
+    std::shared_ptr<const graph_core> graph;
+    std::string thread_id;
+    update_box values;
+    std::optional<std::string> as_node;
+    std::optional<std::string> checkpoint_id;
+    bool allow_drift = false;
+};
+
+boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req);
+boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> req);
+boost::asio::awaitable<std::vector<snapshot_data>> get_state_history(std::unique_ptr<state_request> req);
+boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request> req);
+
+/// The node call of a compiled graph used as a node of another graph (fields shared by name).
+node_call subgraph_call(std::shared_ptr<const graph_core> child, const state_table& parent);
+
+/// Moves the typed state out of a box.
+template <class S>
+S take_state(state_box& b) {
+    return b ? std::move(*static_cast<S*>(b.get())) : S{};
+}
+
+} // namespace detail
+} // namespace stategraph

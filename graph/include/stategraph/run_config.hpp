@@ -1,0 +1,66 @@
+#pragma once
+/// @file run_config.hpp
+/// @brief `run_config`: how one call of a compiled graph runs (thread, checkpoint, limits).
+///
+/// A `run_config` is trivially destructible on purpose: g++ 12 destroys an aggregate temporary
+/// that stands in a `co_await` expression twice, so `co_await app.invoke(in, {.thread_id = "t"})`
+/// must not own heap memory. Ids are held inline (`id_text`, up to 255 bytes).
+
+#include <stategraph/error.hpp>
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace stategraph {
+
+/// @brief A short identifier (thread or checkpoint id) stored inline: trivially copyable and
+/// destructible, at most `max_size` bytes (a longer one throws `graph_error(invalid_input)`).
+class id_text {
+public:
+    static constexpr std::size_t max_size = 255;
+
+    constexpr id_text() noexcept = default;
+    id_text(const char* s) { assign(s ? std::string_view(s) : std::string_view()); }
+    id_text(std::string_view s) { assign(s); }
+    id_text(const std::string& s) { assign(s); }
+
+    std::string_view view() const noexcept { return {data_, size_}; }
+    std::string str() const { return std::string(view()); }
+    operator std::string_view() const noexcept { return view(); }
+    bool empty() const noexcept { return size_ == 0; }
+    std::size_t size() const noexcept { return size_; }
+    /// @brief Whether an id is set (an empty id means "none").
+    explicit operator bool() const noexcept { return size_ != 0; }
+
+    friend bool operator==(const id_text& a, const id_text& b) noexcept { return a.view() == b.view(); }
+    friend bool operator==(const id_text& a, std::string_view b) noexcept { return a.view() == b; }
+
+private:
+    void assign(std::string_view s) {
+        if (s.size() > max_size)
+            throw graph_error(errc::invalid_input, "an id of " + std::to_string(s.size()) + " bytes is longer than the " +
+                                                       std::to_string(max_size) + " bytes a thread or checkpoint id may have",
+                              {std::string(s.substr(0, 40))});
+        std::memcpy(data_, s.data(), s.size());
+        size_ = static_cast<unsigned char>(s.size());
+    }
+    char data_[max_size] = {};
+    unsigned char size_ = 0;
+};
+
+/// @brief How one call runs. Every member is optional; write it where you call:
+/// `co_await app.invoke(input, {.thread_id = "chat-42"})`.
+struct run_config {
+    id_text thread_id;                    ///< required with a checkpointer
+    id_text checkpoint_id;                ///< start from this checkpoint (replay / fork); empty: the latest
+    int recursion_limit = 25;             ///< at most this many supersteps per call
+    bool allow_drift = false;             ///< resume a thread written by a different graph shape
+    std::size_t keep_last = 0;            ///< retention: after the call, keep only the newest N checkpoints (0 = all)
+};
+static_assert(std::is_trivially_destructible_v<run_config>,
+              "run_config must stay trivially destructible (g++ 12 destroys braced temporaries in co_await twice)");
+
+} // namespace stategraph

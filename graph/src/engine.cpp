@@ -1,0 +1,1464 @@
+// The superstep engine, compiled once for every state type: it reaches the state through
+// detail::state_table. Layout of this file:
+//   task_frame / context      what a node sees of its task
+//   frontier                  what runs next, and its stored form
+//   checkpoint_session        the one place that talks to the saver during a run
+//   run_state                 a call's state, restored from and saved to checkpoints
+//   routing, tasks, the loop  LangGraph's supersteps
+//   entry points              run_graph, get_state, get_state_history, update_state, subgraphs
+
+#include <stategraph/compiled_graph.hpp>
+#include <stategraph/detail/engine.hpp>
+#include <stategraph/detail/graph_core.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/core/demangle.hpp>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace stategraph {
+namespace detail {
+
+namespace names = checkpoint::reserved;
+
+// ---------------------------------------------------------------------------------------------
+// task_frame: one task attempt, as its node sees it through `context`.
+
+struct resume_pass {
+    std::map<std::string, boost::json::value> by_id;
+};
+
+struct task_frame {
+    const std::string* node = nullptr;
+    std::int64_t step = 0;
+    const std::string* thread_id = nullptr;
+    const std::string* ns = nullptr;
+    const std::vector<std::string>* ns_path = nullptr;
+    int attempt = 1;
+    boost::asio::any_io_executor executor;
+    std::string task_id;
+    std::vector<boost::json::value> resume; // answers, by interrupt call index
+    std::size_t counter = 0;                // interrupt calls made so far in this attempt
+    const resume_pass* child_resume = nullptr; // resume meant for a subgraph run by this task
+    const stream_handler* sink = nullptr;
+    stream_mode modes = stream_mode::none;
+    checkpoint::saver* saver = nullptr;
+    int recursion_limit = 25;
+};
+
+struct context_access {
+    static context make(task_frame& f) { return context(f); }
+    static task_frame& frame(context& c) { return *c.f_; }
+};
+
+std::string interrupt_id(const std::string& task_id, std::size_t index) {
+    // FNV-1a of the task id and the call's position: stable across re-runs of the task,
+    // distinct for each interrupt call of a node and for each task.
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : task_id) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (int i = 0; i < 8; ++i) h = (h ^ ((index >> (8 * i)) & 0xff)) * 1099511628211ull;
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+const boost::json::value* next_resume(task_frame& f) {
+    std::size_t index = f.counter++;
+    return index < f.resume.size() ? &f.resume[index] : nullptr;
+}
+
+void raise_interrupt(task_frame& f, boost::json::value payload) {
+    throw interrupt_signal{{interrupt_info{interrupt_id(f.task_id, f.counter - 1), *f.node, std::move(payload)}}};
+}
+
+void throw_resume_mismatch(task_frame& f, const std::string& type, const boost::json::value& answer) {
+    throw thread_error(errc::resume_type_mismatch,
+                       "node '" + *f.node + "' expected a resume value of type " + type + " but got " +
+                           boost::json::serialize(answer),
+                       {*f.node});
+}
+
+bool wants_custom(const task_frame& f) noexcept { return f.sink && *f.sink && has_mode(f.modes, stream_mode::custom); }
+
+void emit_custom(task_frame& f, boost::json::value event) {
+    stream_event e;
+    e.mode = stream_mode::custom;
+    e.ns = *f.ns_path;
+    e.step = f.step;
+    e.node = *f.node;
+    e.data = std::move(event);
+    (*f.sink)(e);
+}
+
+} // namespace detail
+
+const std::string& context::node() const noexcept { return *f_->node; }
+std::int64_t context::step() const noexcept { return f_->step; }
+const std::string& context::thread_id() const noexcept { return *f_->thread_id; }
+const std::string& context::ns() const noexcept { return *f_->ns; }
+int context::attempt() const noexcept { return f_->attempt; }
+const boost::asio::any_io_executor& context::executor() const noexcept { return f_->executor; }
+
+namespace detail {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// frontier: triggered nodes, Sends, deferred nodes and the state of join barriers.
+
+struct frontier {
+    std::vector<int> pull;
+    std::vector<send> push;
+    std::vector<int> deferred;
+    std::vector<std::vector<char>> barriers;
+    std::string seen; // breakpoint marker: versions newer than this re-arm static breakpoints
+};
+
+std::string max_version(const std::vector<std::string>& versions) {
+    std::string m;
+    for (const auto& v : versions)
+        if (v > m) m = v;
+    return m;
+}
+
+send restored_send(const graph_core& g, int id, const boost::json::value& arg) {
+    const auto& rt = g.nodes[static_cast<std::size_t>(id)];
+    return send::restored(rt.name, rt.arg_from_json(arg), rt.input_type, rt.arg_to_json);
+}
+
+boost::json::object send_json(const send& s) { return boost::json::object{{"node", s.node()}, {"arg", s.arg_json()}}; }
+
+// Empty lists are left out: frontier_from (and every other reader) treats a missing key as empty.
+boost::json::value frontier_json(const graph_core& g, const frontier& f, boost::json::storage_ptr sp) {
+    boost::json::object o(sp);
+    o.reserve(2); // one table allocation, enough for the usual pull list (and `seen`)
+    auto names_of = [&](const std::vector<int>& ids) {
+        boost::json::array a(sp);
+        a.reserve(ids.size());
+        for (int n : ids) a.push_back(boost::json::string(g.nodes[static_cast<std::size_t>(n)].name, sp));
+        return a;
+    };
+    if (!f.pull.empty()) o[names::pull] = names_of(f.pull);
+    if (!f.push.empty()) {
+        boost::json::array push(sp);
+        push.reserve(f.push.size());
+        for (const auto& s : f.push) push.push_back(send_json(s));
+        o[names::push] = std::move(push);
+    }
+    if (!f.deferred.empty()) o[names::deferred] = names_of(f.deferred);
+    if (!f.barriers.empty()) {
+        boost::json::array barriers(sp);
+        barriers.reserve(f.barriers.size());
+        for (const auto& b : f.barriers) {
+            boost::json::array a(sp);
+            a.reserve(b.size());
+            for (char c : b) a.push_back(c != 0);
+            barriers.push_back(std::move(a));
+        }
+        o[names::barriers] = std::move(barriers);
+    }
+    if (!f.seen.empty()) o[names::seen] = f.seen;
+    return o;
+}
+
+frontier frontier_from(const graph_core& g, const boost::json::value& v, const std::string& thread, bool allow_drift) {
+    frontier f;
+    f.barriers.resize(g.joins.size());
+    for (std::size_t j = 0; j < g.joins.size(); ++j) f.barriers[j].assign(g.joins[j].sources.size(), 0);
+    const auto* o = v.if_object();
+    if (!o) return f;
+    auto node_of = [&](const boost::json::value& n) {
+        int id = n.is_string() ? g.find(std::string(n.as_string())) : -2;
+        if (id < 0 && !allow_drift)
+            throw drift_error(errc::graph_drift,
+                              "thread '" + thread + "' waits on node '" +
+                                  (n.is_string() ? std::string(n.as_string()) : std::string("?")) +
+                                  "', which this graph does not have",
+                              {thread});
+        return id;
+    };
+    if (auto* a = o->if_contains(names::pull))
+        for (const auto& n : a->as_array())
+            if (int id = node_of(n); id >= 0) f.pull.push_back(id);
+    if (auto* a = o->if_contains(names::deferred))
+        for (const auto& n : a->as_array())
+            if (int id = node_of(n); id >= 0) f.deferred.push_back(id);
+    if (auto* a = o->if_contains(names::push))
+        for (const auto& p : a->as_array())
+            if (int id = node_of(p.at("node")); id >= 0) f.push.push_back(restored_send(g, id, p.at("arg")));
+    if (auto* a = o->if_contains(names::barriers); a && a->as_array().size() == f.barriers.size())
+        for (std::size_t j = 0; j < f.barriers.size(); ++j) {
+            const auto& arr = a->as_array()[j].as_array();
+            for (std::size_t k = 0; k < arr.size() && k < f.barriers[j].size(); ++k) f.barriers[j][k] = arr[k].as_bool();
+        }
+    if (auto* s = o->if_contains(names::seen)) f.seen = std::string(s->as_string());
+    return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// checkpoint_session: the saver, the thread and namespace it writes, and the lease. Every saver
+// call of a run goes through here.
+
+class checkpoint_session {
+public:
+    checkpoint_session() = default;
+    checkpoint_session(checkpoint::saver* saver, std::string thread_id, std::string ns)
+        : saver_(saver), thread_id_(std::move(thread_id)), ns_(std::move(ns)) {}
+
+    checkpoint::saver* saver() const noexcept { return saver_; }
+    explicit operator bool() const noexcept { return saver_ != nullptr; }
+    const std::string& thread_id() const noexcept { return thread_id_; }
+    const std::string& ns() const noexcept { return ns_; }
+
+    boost::asio::awaitable<void> acquire() {
+        co_await saver_->acquire(thread_id_);
+        leased_ = true;
+    }
+    /// Releases the lease if this session holds it.
+    boost::asio::awaitable<void> release() {
+        if (!leased_) co_return;
+        leased_ = false;
+        co_await saver_->release(thread_id_);
+    }
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> load(const std::optional<std::string>& id) {
+        co_return co_await saver_->get(thread_id_, ns_, id);
+    }
+    boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) { co_await saver_->put(thread_id_, ns_, cp); }
+    boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
+        co_await saver_->put_writes(thread_id_, ns_, checkpoint_id, std::move(ws));
+    }
+
+private:
+    checkpoint::saver* saver_ = nullptr;
+    std::string thread_id_, ns_;
+    bool leased_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// run_state: a call's state.
+
+struct run_state {
+    explicit run_state(const graph_core& g)
+        : state(*g.st), versions(g.st->n), saved_size(g.st->n, std::size_t(-1)), delta_chain(g.st->n, 0) {}
+
+    state_box state;
+    std::vector<std::string> versions;
+    // Per field: its size when last saved (npos: unknown) and how many saved versions in a row
+    // were appended items only; an append channel is saved as a delta while this stays short.
+    std::vector<std::size_t> saved_size;
+    std::vector<unsigned char> delta_chain;
+    std::string graph_version;
+    // Where `out`'s JSON lives: a monotonic arena emptied at each save (no malloc/free per JSON
+    // node; a record of a few hundred bytes fits its first block). Declared before `out`.
+    struct record_arena {
+        unsigned char first[2048];
+        boost::json::monotonic_resource resource{first, sizeof first};
+    };
+    std::unique_ptr<record_arena> arena = std::make_unique<record_arena>();
+    // The record handed to the saver, kept between saves: its versions map is updated in place.
+    checkpoint::checkpoint out = record_in(*arena);
+    std::string cp_id, parent_id;
+    std::int64_t step = -2;
+    frontier fr;
+    std::vector<std::string> last_writers;
+    checkpoint_session session;
+    std::vector<std::string> ns_path;
+    bool have_checkpoint = false;
+    bool signature_differs = false;
+    std::map<std::string, std::vector<checkpoint::pending_write>> pending; // of the current checkpoint, by task id
+    std::string stored_signature;
+    std::vector<std::string> stored_shape;
+    // subgraph support: what this run wrote, returned to the parent
+    bool track_delta = false;
+    update_box delta;
+    std::map<std::string, boost::json::value> resume_answers; // pending interrupt id -> answer
+
+    const std::string& thread_id() const noexcept { return session.thread_id(); }
+
+    static checkpoint::checkpoint record_in(record_arena& a) {
+        const boost::json::storage_ptr sp(&a.resource);
+        return checkpoint::checkpoint{.values = boost::json::object(sp),
+                                      .frontier = boost::json::value(sp),
+                                      .metadata = boost::json::object(sp)};
+    }
+};
+
+/// Everything a call needs besides its state: the graph and the caller's options.
+struct call_env {
+    const graph_core& g;
+    const run_config& cfg;
+    stream_mode modes;
+    const stream_handler& on_event;
+    bool wants(stream_mode m) const { return on_event && has_mode(modes, m); }
+};
+
+void emit(const call_env& env, const run_state& r, stream_mode mode, std::string node, boost::json::value data,
+          bool cached = false, bool interrupt = false) {
+    if (!env.wants(mode)) return;
+    stream_event e;
+    e.mode = mode;
+    e.ns = r.ns_path;
+    e.step = r.step + 1;
+    e.node = std::move(node);
+    e.data = std::move(data);
+    e.cached = cached;
+    e.interrupt = interrupt;
+    env.on_event(e);
+}
+
+boost::json::object update_json(const state_table& st, const update_box& u) {
+    boost::json::object o;
+    if (!u) return o;
+    const auto fields = u.fields();
+    for (std::size_t i = 0; i < st.n; ++i)
+        if (fields.test(i)) o[st.names[i]] = st.to_json(u.values(), i, {});
+    return o;
+}
+
+boost::json::object state_json(const state_table& st, const void* s) {
+    boost::json::object o;
+    for (std::size_t i = 0; i < st.n; ++i) o[st.names[i]] = st.to_json(s, i, {});
+    return o;
+}
+
+update_box update_from_json(const state_table& st, const boost::json::object& o, errc code, const std::string& where) {
+    update_box u(st);
+    for (const auto& [k, v] : o) {
+        int i = st.index_of(k);
+        if (i < 0) {
+            auto near = nearest_name(std::string(k), st.names);
+            throw graph_error(code, where + ": unknown field '" + std::string(k) + "'" +
+                                        (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                              {std::string(k)});
+        }
+        st.from_json(u.values(), static_cast<std::size_t>(i), v, code, where);
+        st.mark(u.get(), static_cast<std::size_t>(i));
+    }
+    return u;
+}
+
+/// Adds `u`'s fields to the run's delta (a subgraph's output).
+void track(const state_table& st, run_state& r, const update_box& u) {
+    if (!r.track_delta || !u) return;
+    if (!r.delta) r.delta = update_box(st);
+    st.apply_copy(r.delta.values(), u.get());
+    const auto fields = u.fields();
+    for (std::size_t i = 0; i < st.n; ++i)
+        if (fields.test(i)) st.mark(r.delta.get(), i);
+}
+
+// ---------------------------------------------------------------------------------------------
+// routing
+
+void add_target(const graph_core& g, const std::string& name, frontier& f, const std::string& from) {
+    if (name == END) return;
+    int id = g.find(name);
+    if (id < 0) {
+        auto near = nearest_name(name, g.topo.node_names());
+        throw graph_error(errc::invalid_route,
+                          "'" + from + "' routed to '" + name + "', which is not a node of the graph" +
+                              (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                          {from, name});
+    }
+    auto& list = g.nodes[static_cast<std::size_t>(id)].deferred ? f.deferred : f.pull;
+    if (std::find(list.begin(), list.end(), id) == list.end()) list.push_back(id);
+}
+
+void trigger(const graph_core& g, int id, frontier& f) {
+    if (id < 0) return;
+    add_target(g, g.nodes[static_cast<std::size_t>(id)].name, f, "");
+}
+
+void check_send(const graph_core& g, const send& s, const std::string& from) {
+    int id = g.find(s.node());
+    if (id < 0) {
+        frontier scratch;
+        add_target(g, s.node(), scratch, from); // throws invalid_route
+    }
+    const auto& rt = g.nodes[static_cast<std::size_t>(id)];
+    if (rt.input_type != s.type())
+        throw graph_error(errc::invalid_input,
+                          "'" + from + "' sent a payload of type " + boost::core::demangle(s.type().name()) + " to node '" +
+                              s.node() + "', which reads " + boost::core::demangle(rt.input_type.name()),
+                          {from, s.node()});
+}
+
+/// The static successors of node `from` (-1 = START) and its conditional edges on `state`.
+void successors(const graph_core& g, int from, const void* state, frontier& f) {
+    const auto& next = from < 0 ? g.start_next : g.nodes[static_cast<std::size_t>(from)].next;
+    for (int n : next) trigger(g, n, f);
+    if (from >= 0) {
+        for (int j : g.nodes[static_cast<std::size_t>(from)].joins) {
+            auto& seen = f.barriers[static_cast<std::size_t>(j)];
+            const auto& join = g.joins[static_cast<std::size_t>(j)];
+            for (std::size_t k = 0; k < join.sources.size(); ++k)
+                if (join.sources[k] == from) seen[k] = 1;
+            if (std::all_of(seen.begin(), seen.end(), [](char c) { return c != 0; })) {
+                std::fill(seen.begin(), seen.end(), 0);
+                trigger(g, join.target, f);
+            }
+        }
+    }
+    const auto& brs = from < 0 ? g.start_branches : g.nodes[static_cast<std::size_t>(from)].branches;
+    for (int b : brs) {
+        std::vector<std::string> targets;
+        std::vector<send> sends;
+        g.branches[static_cast<std::size_t>(b)].route(state, targets, sends);
+        const std::string& src = from < 0 ? START : g.nodes[static_cast<std::size_t>(from)].name;
+        for (const auto& t : targets) add_target(g, t, f, src);
+        for (auto& s : sends) {
+            check_send(g, s, src);
+            f.push.push_back(std::move(s));
+        }
+    }
+}
+
+std::vector<std::string> next_names(const graph_core& g, const frontier& f) {
+    std::vector<std::string> out;
+    for (int n : f.pull) out.push_back(g.nodes[static_cast<std::size_t>(n)].name);
+    for (const auto& s : f.push) out.push_back(s.node());
+    if (f.pull.empty() && f.push.empty())
+        for (int n : f.deferred) out.push_back(g.nodes[static_cast<std::size_t>(n)].name);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// restoring and saving checkpoints
+
+/// The signature of the graph that wrote `cp`: its own field, or the version of its graph shape.
+const std::string& signature_of(const checkpoint::checkpoint& cp) {
+    if (!cp.signature.empty()) return cp.signature;
+    auto it = cp.versions.find(std::string(names::graph));
+    return it == cp.versions.end() ? cp.signature : it->second;
+}
+
+void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool allow_drift) {
+    const auto& st = *g.st;
+    const auto& cp = t.cp;
+    try {
+        st.reset_state(r.state.get());
+        std::fill(r.versions.begin(), r.versions.end(), std::string());
+        std::fill(r.saved_size.begin(), r.saved_size.end(), std::size_t(-1)); // next save: whole values
+        std::fill(r.delta_chain.begin(), r.delta_chain.end(), 0);
+        for (const auto& [channel, version] : cp.versions) {
+            if (channel == names::graph) {
+                r.graph_version = version;
+                continue;
+            }
+            int i = st.index_of(channel);
+            if (i < 0) {
+                if (!allow_drift)
+                    throw drift_error(errc::graph_drift,
+                                      "thread '" + r.thread_id() + "' has state field '" + channel +
+                                          "', which this graph's state does not have",
+                                      {r.thread_id(), channel});
+                continue;
+            }
+            r.versions[static_cast<std::size_t>(i)] = version;
+            if (const auto* v = cp.values.if_contains(channel))
+                st.from_json(r.state.get(), static_cast<std::size_t>(i), *v, errc::corrupt_checkpoint,
+                             "thread '" + r.thread_id() + "', checkpoint " + cp.id);
+        }
+        if (const auto* sh = cp.values.if_contains(names::graph); sh && sh->is_array()) {
+            r.stored_shape.clear();
+            for (const auto& l : sh->as_array()) r.stored_shape.push_back(std::string(l.as_string()));
+        }
+        r.fr = frontier_from(g, cp.frontier, r.thread_id(), allow_drift);
+        if (const auto* d = cp.metadata.if_contains(names::delta); d && d->is_object() && r.track_delta)
+            r.delta = update_from_json(st, d->as_object(), errc::corrupt_checkpoint, "thread '" + r.thread_id() + "'");
+        if (const auto* w = cp.metadata.if_contains(names::writers); w && w->is_array()) {
+            r.last_writers.clear();
+            for (const auto& n : w->as_array()) r.last_writers.push_back(std::string(n.as_string()));
+        }
+    } catch (const graph_error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw checkpoint_error(errc::corrupt_checkpoint,
+                               "thread '" + r.thread_id() + "': checkpoint " + cp.id + " cannot be read: " + e.what(),
+                               {r.thread_id()});
+    }
+    r.cp_id = cp.id;
+    r.parent_id = cp.parent_id;
+    r.step = cp.step;
+    r.stored_signature = signature_of(cp);
+    r.out.versions.clear();
+    for (std::size_t i = 0; i < st.n; ++i)
+        if (!r.versions[i].empty()) r.out.versions.emplace(st.names[i], r.versions[i]);
+    if (!r.graph_version.empty()) r.out.versions.emplace(std::string(names::graph), r.graph_version);
+    r.have_checkpoint = true;
+    r.pending.clear();
+    for (const auto& w : t.writes) {
+        if (w.channel == names::breakpoint) {
+            r.fr.seen = std::string(w.value.as_string());
+            continue;
+        }
+        r.pending[w.task_id].push_back(w);
+    }
+}
+
+/// Longest run of delta-only versions of an append channel before a whole value is saved again.
+constexpr unsigned char max_delta_chain = 32;
+
+boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
+                                  const field_mask& changed) {
+    const auto& st = *g.st;
+    r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
+    r.cp_id = id;
+    r.step = step;
+    r.pending.clear();
+    if (!r.session) {
+        for (std::size_t i = 0; i < st.n; ++i)
+            if (changed.test(i)) r.versions[i] = id;
+        r.have_checkpoint = true;
+        co_return;
+    }
+    auto& cp = r.out;
+    cp.id = id;
+    cp.parent_id = r.parent_id;
+    cp.step = step;
+    cp.source = source;
+    // The last record's JSON is dropped (swapped out, then freed for nothing: the arena's
+    // deallocation is trivial), the arena emptied, and this record built in it.
+    const boost::json::storage_ptr sp(&r.arena->resource);
+    {
+        boost::json::object values(sp), metadata(sp);
+        boost::json::value fr(sp);
+        cp.values.swap(values);
+        cp.metadata.swap(metadata);
+        cp.frontier.swap(fr);
+    }
+    r.arena->resource.release();
+    cp.extends.clear();
+    cp.signature.clear();
+    cp.values.reserve(changed.count() + 1); // sized once: no rehash per inserted key
+    cp.metadata.reserve(4);
+    const void* state = r.state.get();
+    for (std::size_t i = 0; i < st.n; ++i) {
+        if (!changed.test(i)) continue;
+        // An append channel that only grew since its last saved version is saved as the items
+        // appended since then, extending that version.
+        const std::size_t size = st.sequence_size(state, i);
+        if (size != std::size_t(-1) && r.saved_size[i] != std::size_t(-1) && size >= r.saved_size[i] &&
+            !r.versions[i].empty() && r.delta_chain[i] < max_delta_chain) {
+            cp.values[st.names[i]] = st.tail_json(state, i, r.saved_size[i], sp);
+            cp.extends.emplace(st.names[i], r.versions[i]);
+            ++r.delta_chain[i];
+        } else {
+            cp.values[st.names[i]] = st.to_json(state, i, sp);
+            r.delta_chain[i] = 0;
+        }
+        r.saved_size[i] = size;
+        r.versions[i] = id;
+        if (auto v = cp.versions.find(st.names[i]); v != cp.versions.end()) v->second = id;
+        else cp.versions.emplace(st.names[i], id);
+    }
+    if (r.graph_version.empty() || r.signature_differs) {
+        // The shape is versioned by the graph's signature: savers keep one copy per graph.
+        boost::json::array lines(sp);
+        lines.reserve(g.shape.size());
+        for (const auto& l : g.shape) lines.push_back(boost::json::string(l, sp));
+        cp.values[names::graph] = std::move(lines);
+        r.graph_version = g.signature;
+        r.signature_differs = false;
+    }
+    cp.versions.insert_or_assign(std::string(names::graph), r.graph_version);
+    if (r.graph_version != g.signature) cp.signature = g.signature; // a thread from before: say it
+    cp.frontier = frontier_json(g, r.fr, sp);
+    boost::json::array writers(sp);
+    writers.reserve(r.last_writers.size());
+    for (const auto& w : r.last_writers) writers.push_back(boost::json::string(w, sp));
+    cp.metadata[names::writers] = std::move(writers);
+    cp.metadata[names::step] = step;
+    if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
+    cp.metadata[names::source] = source;
+    r.have_checkpoint = true;
+    co_await r.session.put(cp);
+}
+
+[[noreturn]] void throw_drift(const graph_core& g, const run_state& r) {
+    std::vector<std::string> removed, added;
+    std::set_difference(r.stored_shape.begin(), r.stored_shape.end(), g.shape.begin(), g.shape.end(),
+                        std::back_inserter(removed));
+    std::set_difference(g.shape.begin(), g.shape.end(), r.stored_shape.begin(), r.stored_shape.end(),
+                        std::back_inserter(added));
+    std::string msg = "thread '" + r.thread_id() + "' was written by a different graph (signature " + r.stored_signature +
+                      ", this graph " + g.signature + ")";
+    for (const auto& l : removed) msg += "\n  - " + l;
+    for (const auto& l : added) msg += "\n  + " + l;
+    msg += "\npass run_config::allow_drift = true to resume it anyway";
+    std::vector<std::string> list{r.thread_id()};
+    for (const auto& l : removed) list.push_back("-" + l);
+    for (const auto& l : added) list.push_back("+" + l);
+    throw drift_error(errc::graph_drift, msg, list);
+}
+
+// ---------------------------------------------------------------------------------------------
+// tasks
+
+enum class task_status { pending, done, interrupted, failed };
+
+struct task {
+    int node = 0;
+    std::string id;
+    int push_index = -1;
+    const void* input = nullptr;
+    task_status status = task_status::pending;
+    bool cached = false;
+    node_result out;
+    field_mask out_fields;
+    std::vector<interrupt_info> interrupts;
+    std::exception_ptr error;
+    task_frame frame;
+    resume_pass child_resume;
+    bool has_child_resume = false;
+    // The task's writes as stored pending writes and streamed updates: encoded once.
+    std::optional<boost::json::object> encoded;
+};
+
+std::string task_id(const std::string& cp_id, const std::string& node, int push_index) {
+    std::string id = cp_id + ":" + node;
+    if (push_index >= 0) id += ":" + std::to_string(push_index);
+    return id;
+}
+
+const boost::json::object& encoded_writes(const graph_core& g, task& t) {
+    if (!t.encoded) t.encoded = update_json(*g.st, t.out.writes);
+    return *t.encoded;
+}
+
+std::vector<checkpoint::pending_write> task_writes(const graph_core& g, task& t) {
+    std::vector<checkpoint::pending_write> ws;
+    const std::string& name = g.nodes[static_cast<std::size_t>(t.node)].name;
+    auto add = [&](std::string_view channel, boost::json::value v) {
+        ws.push_back({t.id, name, std::string(channel), std::move(v)});
+    };
+    if (t.status == task_status::done) {
+        for (const auto& [k, v] : encoded_writes(g, t)) add(k, v);
+        boost::json::array go;
+        for (const auto& target : t.out.targets) go.push_back(boost::json::string(target));
+        add(names::goto_, std::move(go));
+        boost::json::array sends;
+        for (const auto& s : t.out.sends) sends.push_back(send_json(s));
+        add(names::send, std::move(sends));
+    } else if (t.status == task_status::interrupted) {
+        boost::json::array list;
+        for (const auto& i : t.interrupts) list.push_back(boost::json::object{{"id", i.id}, {"node", i.node}, {"value", i.value}});
+        add(names::interrupt, std::move(list));
+        boost::json::array resumes(t.frame.resume.begin(), t.frame.resume.end());
+        add(names::resume, std::move(resumes));
+    } else if (t.status == task_status::failed) {
+        std::string msg = "unknown error";
+        try {
+            std::rethrow_exception(t.error);
+        } catch (const std::exception& e) {
+            msg = e.what();
+        } catch (...) {
+        }
+        add(names::error, boost::json::string(msg));
+    }
+    return ws;
+}
+
+/// Rebuilds a task's outcome from its saved writes; returns false when it must run.
+bool reload_task(const graph_core& g, run_state& r, task& t) {
+    auto it = r.pending.find(t.id);
+    if (it == r.pending.end()) return false;
+    const auto& st = *g.st;
+    bool done = false;
+    for (const auto& w : it->second) {
+        if (w.channel == names::interrupt) {
+            t.status = task_status::interrupted;
+            for (const auto& i : w.value.as_array())
+                t.interrupts.push_back({std::string(i.at("id").as_string()), std::string(i.at("node").as_string()), i.at("value")});
+        } else if (w.channel == names::resume) {
+            t.frame.resume.assign(w.value.as_array().begin(), w.value.as_array().end());
+        } else if (w.channel == names::error) {
+            // a failed task runs again
+        } else if (w.channel == names::goto_) {
+            done = true;
+            for (const auto& target : w.value.as_array()) t.out.targets.push_back(std::string(target.as_string()));
+        } else if (w.channel == names::send) {
+            done = true;
+            for (const auto& p : w.value.as_array()) {
+                int id = g.find(std::string(p.at("node").as_string()));
+                if (id >= 0) t.out.sends.push_back(restored_send(g, id, p.at("arg")));
+            }
+        } else {
+            int i = st.index_of(w.channel);
+            if (i < 0) continue;
+            if (!t.out.writes) t.out.writes = update_box(st);
+            st.from_json(t.out.writes.values(), static_cast<std::size_t>(i), w.value, errc::corrupt_checkpoint,
+                         "thread '" + r.thread_id() + "', pending write of task '" + w.task_name + "'");
+            st.mark(t.out.writes.get(), static_cast<std::size_t>(i));
+            done = true;
+        }
+    }
+    if (done) {
+        // A task that finished after a resume keeps its (answered) interrupts for get_state.
+        t.status = task_status::done;
+        t.cached = true;
+        t.out_fields = t.out.writes.fields();
+        return true;
+    }
+    return false;
+}
+
+/// The tasks of the next step: triggered nodes in name order, then Sends in order; the deferred
+/// nodes only when nothing else is pending.
+std::vector<task> make_tasks(const graph_core& g, run_state& r) {
+    std::vector<task> tasks;
+    auto& f = r.fr;
+    std::vector<int> pull = f.pull;
+    bool use_deferred = pull.empty() && f.push.empty();
+    if (use_deferred) pull = f.deferred;
+    std::sort(pull.begin(), pull.end(), [&](int a, int b) {
+        return g.nodes[static_cast<std::size_t>(a)].rank < g.nodes[static_cast<std::size_t>(b)].rank;
+    });
+    tasks.resize(pull.size() + (use_deferred ? 0 : f.push.size()));
+    std::size_t k = 0;
+    for (int n : pull) {
+        task& t = tasks[k++];
+        t.node = n;
+        t.id = task_id(r.cp_id, g.nodes[static_cast<std::size_t>(n)].name, -1);
+        t.input = r.state.get();
+    }
+    if (!use_deferred) {
+        int p = 0;
+        for (const auto& s : f.push) {
+            task& t = tasks[k++];
+            t.node = g.find(s.node());
+            t.push_index = p;
+            t.id = task_id(r.cp_id, s.node(), p++);
+            t.input = s.arg();
+        }
+    }
+    return tasks;
+}
+
+bool is_resume_mismatch(const task& t) {
+    if (t.status != task_status::failed) return false;
+    try {
+        std::rethrow_exception(t.error);
+    } catch (const thread_error& e) {
+        return e.kind() == errc::resume_type_mismatch;
+    } catch (...) {
+    }
+    return false;
+}
+
+bool retryable(const retry_policy& p, std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const thread_error&) {
+        return false; // resume problems are not transient
+    } catch (...) {
+    }
+    return !p.retry_on || p.retry_on(e);
+}
+
+/// Runs a coroutine node against its retry policy's per-attempt time limit; the node is
+/// cancelled (Asio cancellation) when the limit passes first.
+boost::asio::awaitable<void> call_with_timeout(const node_rt& rt, task& t, context& ctx, boost::asio::any_io_executor ex) {
+    // Not `work || timer`: awaitable_operators' || waits for one *success*, so a node that throws
+    // (an error, or the interrupt_signal of interrupt()) would only be seen when the timer fires.
+    // wait_for_one() ends with whichever finishes first.
+    boost::asio::steady_timer timer(ex, rt.retry->timeout);
+    auto work = rt.call.async(t.input, ctx, t.out);
+    auto wait = timer.async_wait(boost::asio::use_awaitable);
+    auto [order, work_error, wait_error] =
+        co_await boost::asio::experimental::make_parallel_group(boost::asio::co_spawn(ex, std::move(work), boost::asio::deferred),
+                                                                boost::asio::co_spawn(ex, std::move(wait), boost::asio::deferred))
+            .async_wait(boost::asio::experimental::wait_for_one(), boost::asio::use_awaitable);
+    (void)wait_error;
+    if (order[0] == 0) {
+        if (work_error) std::rethrow_exception(work_error);
+        co_return;
+    }
+    throw graph_error(errc::node_timeout,
+                      "node '" + rt.name + "' attempt " + std::to_string(ctx.attempt()) + " ran past its time limit of " +
+                          std::to_string(rt.retry->timeout.count()) + " ms",
+                      {rt.name});
+}
+
+boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t, bool durable) {
+    const auto& g = env.g;
+    const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
+    const int attempts = rt.retry ? std::max(1, rt.retry->max_attempts) : 1;
+    auto ex = co_await boost::asio::this_coro::executor;
+    auto& f = t.frame;
+    f.node = &rt.name;
+    f.step = r.step + 1;
+    f.thread_id = &r.thread_id();
+    f.ns = &r.session.ns();
+    f.ns_path = &r.ns_path;
+    f.executor = ex;
+    f.task_id = t.id;
+    f.child_resume = t.has_child_resume ? &t.child_resume : nullptr;
+    f.sink = &env.on_event;
+    f.modes = env.modes;
+    f.saver = r.session.saver();
+    f.recursion_limit = env.cfg.recursion_limit;
+    for (int attempt = 1;; ++attempt) {
+        f.counter = 0;
+        f.attempt = attempt;
+        if (env.wants(stream_mode::debug))
+            emit(env, r, stream_mode::debug, rt.name, boost::json::object{{"type", "task"}, {"id", t.id}, {"attempt", attempt}});
+        context ctx = context_access::make(f);
+        std::exception_ptr error;
+        try {
+            t.out = node_result{};
+            if (rt.call.sync) rt.call.sync(t.input, ctx, t.out);
+            else if (rt.retry && rt.retry->timeout.count() > 0) co_await call_with_timeout(rt, t, ctx, ex);
+            else co_await rt.call.async(t.input, ctx, t.out);
+            t.status = task_status::done;
+        } catch (interrupt_signal& sig) {
+            t.status = task_status::interrupted;
+            t.interrupts = std::move(sig.interrupts);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        if (error) {
+            bool retry = attempt < attempts && retryable(*rt.retry, error);
+            if (env.wants(stream_mode::debug))
+                emit(env, r, stream_mode::debug, rt.name,
+                     boost::json::object{{"type", "task_result"}, {"id", t.id}, {"attempt", attempt}, {"ok", false}, {"retry", retry}});
+            if (retry) {
+                boost::asio::steady_timer timer(ex, rt.retry->delay_before(attempt + 1));
+                co_await timer.async_wait(boost::asio::use_awaitable);
+                continue;
+            }
+            t.status = task_status::failed;
+            t.error = error;
+        } else if (env.wants(stream_mode::debug)) {
+            emit(env, r, stream_mode::debug, rt.name,
+                 boost::json::object{{"type", "task_result"}, {"id", t.id}, {"attempt", attempt}, {"ok", true}});
+        }
+        break;
+    }
+    if (t.status == task_status::done) {
+        t.out_fields = t.out.writes.fields();
+        if (env.wants(stream_mode::updates)) emit(env, r, stream_mode::updates, rt.name, encoded_writes(g, t));
+    }
+    if (durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+}
+
+boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable) {
+    if (todo.size() == 1) {
+        co_await run_task(env, r, *todo[0], durable);
+        co_return;
+    }
+    auto ex = co_await boost::asio::this_coro::executor;
+    auto strand = boost::asio::make_strand(ex);
+    using op_t = decltype(boost::asio::co_spawn(strand, std::declval<boost::asio::awaitable<void>>(), boost::asio::deferred));
+    std::vector<op_t> ops_list;
+    ops_list.reserve(todo.size());
+    for (task* t : todo) {
+        auto aw = run_task(env, r, *t, durable);
+        ops_list.push_back(boost::asio::co_spawn(strand, std::move(aw), boost::asio::deferred));
+    }
+    auto group = boost::asio::experimental::make_parallel_group(std::move(ops_list));
+    auto [order, errors] = co_await group.async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
+    (void)order;
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e); // a storage failure inside put_writes
+}
+
+[[noreturn]] void throw_failure(const graph_core& g, const task& t) {
+    const std::string& name = g.nodes[static_cast<std::size_t>(t.node)].name;
+    try {
+        std::rethrow_exception(t.error);
+    } catch (const graph_error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw node_error(name, t.error, "node '" + name + "' failed: " + e.what());
+    } catch (...) {
+        throw node_error(name, t.error, "node '" + name + "' failed with a non-standard exception");
+    }
+}
+
+void check_conflicts(const graph_core& g, const std::vector<task>& tasks) {
+    if (tasks.size() < 2) return;
+    const auto& st = *g.st;
+    for (std::size_t i = 0; i < st.n; ++i) {
+        if (!st.last_value[i]) continue;
+        std::vector<std::string> writers;
+        for (const auto& t : tasks)
+            if (t.out_fields.test(i)) writers.push_back(g.nodes[static_cast<std::size_t>(t.node)].name);
+        if (writers.size() > 1) {
+            const std::string& field = st.names[i];
+            std::string list;
+            for (const auto& w : writers) list += (list.empty() ? "'" : ", '") + w + "'";
+            writers.insert(writers.begin(), field);
+            throw invalid_update_error(errc::invalid_concurrent_update,
+                                       "field '" + field + "' keeps the last value but was written by " + list +
+                                           " in the same step; give it a reducer or let one node write it",
+                                       writers);
+        }
+    }
+}
+
+run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts) {
+    run_outcome res;
+    res.status = status;
+    res.values = r.state;
+    res.interrupts = std::move(interrupts);
+    res.checkpoint_id = r.cp_id;
+    res.step = r.step;
+    res.next = next_names(g, r.fr);
+    return res;
+}
+
+void route_after(const graph_core& g, task& t, const void* view, frontier& next) {
+    successors(g, t.node, view, next);
+    const std::string& name = g.nodes[static_cast<std::size_t>(t.node)].name;
+    for (const auto& target : t.out.targets) add_target(g, target, next, name);
+    for (auto& s : t.out.sends) {
+        check_send(g, s, name);
+        next.push.push_back(std::move(s));
+    }
+}
+
+/// Matches a resume to the pending interrupts; validates ids.
+void apply_resume(run_state& r, const resume_input& res) {
+    std::map<std::string, std::string> owner; // interrupt id -> task id
+    for (const auto& [tid, ws] : r.pending) {
+        // A task that finished after an earlier resume has nothing pending any more.
+        bool finished = std::any_of(ws.begin(), ws.end(), [](const checkpoint::pending_write& w) {
+            return w.channel == names::goto_ || w.channel == names::send;
+        });
+        if (finished) continue;
+        for (const auto& w : ws)
+            if (w.channel == names::interrupt)
+                for (const auto& i : w.value.as_array()) owner[std::string(i.at("id").as_string())] = tid;
+    }
+    if (owner.empty())
+        throw thread_error(errc::nothing_to_resume, "thread '" + r.thread_id() + "' has no pending interrupt to resume",
+                           {r.thread_id()});
+    if (res.is_map) {
+        for (const auto& [id, v] : res.by_id)
+            if (!owner.count(id)) {
+                std::string known;
+                for (const auto& [k, t] : owner) known += (known.empty() ? "" : ", ") + k;
+                throw thread_error(errc::unknown_interrupt_id,
+                                   "thread '" + r.thread_id() + "' has no pending interrupt '" + id + "' (pending: " + known + ")",
+                                   {r.thread_id(), id});
+            }
+    }
+    r.resume_answers.clear();
+    for (const auto& [id, tid] : owner) {
+        if (res.is_map) {
+            auto it = res.by_id.find(id);
+            if (it != res.by_id.end()) r.resume_answers[id] = it->second;
+        } else {
+            r.resume_answers[id] = res.value;
+        }
+    }
+}
+
+/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops.
+boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r) {
+    r.fr.seen = r.cp_id;
+    std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
+                                              std::string(names::breakpoint), boost::json::string(r.cp_id)}};
+    co_await r.session.put_writes(r.cp_id, std::move(w));
+    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true);
+}
+
+[[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit) {
+    std::string next;
+    for (const auto& n : next_names(g, r.fr)) next += (next.empty() ? "" : ", ") + n;
+    throw recursion_limit_error(errc::recursion_limit,
+                                "recursion limit of " + std::to_string(limit) + " supersteps reached without hitting END (next: " +
+                                    next + "); raise run_config::recursion_limit if the graph is meant to loop longer",
+                                {});
+}
+
+// ---------------------------------------------------------------------------------------------
+// the loop
+
+boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool skip_breakpoint) {
+    const auto& g = env.g;
+    const auto& st = *g.st;
+    int supersteps = 0;
+    for (;;) {
+        auto tasks = make_tasks(g, r);
+        if (tasks.empty()) break;
+        // Saved outcomes of this step (a resume, or a restart after a crash).
+        const bool any_pending = !r.pending.empty();
+        for (auto& t : tasks) {
+            if (any_pending) reload_task(g, r, t);
+            if (t.status != task_status::interrupted) continue;
+            // Answers for this task's interrupts: by position for the node itself, by id for a
+            // subgraph run by the task (it resumes from its own checkpoint).
+            for (const auto& i : t.interrupts) {
+                auto it = r.resume_answers.find(i.id);
+                if (it == r.resume_answers.end()) continue;
+                t.frame.resume.push_back(it->second);
+                t.child_resume.by_id[i.id] = it->second;
+                t.has_child_resume = true;
+            }
+            t.status = task_status::pending;
+            t.interrupts.clear();
+        }
+        r.resume_answers.clear();
+        if (supersteps >= env.cfg.recursion_limit) throw_recursion_limit(g, r, env.cfg.recursion_limit);
+        // Static breakpoint before these nodes.
+        if (!skip_breakpoint && r.session) {
+            bool hit = std::any_of(tasks.begin(), tasks.end(),
+                                   [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].before; });
+            if (hit && max_version(r.versions) > r.fr.seen) {
+                co_await stop_at_breakpoint(env, r);
+                co_return make_result(g, r, run_status::interrupted, {});
+            }
+        }
+        skip_breakpoint = false;
+
+        // Run what has no saved outcome; cached outcomes are replayed as update events.
+        std::vector<task*> todo;
+        for (auto& t : tasks) {
+            if (t.status == task_status::pending) todo.push_back(&t);
+            else if (t.cached && env.wants(stream_mode::updates))
+                emit(env, r, stream_mode::updates, g.nodes[static_cast<std::size_t>(t.node)].name, encoded_writes(g, t), true);
+        }
+        // With several tasks, each task's writes are saved the moment it finishes; a single task's
+        // writes go with the step's checkpoint, which follows at once.
+        const bool durable = tasks.size() > 1;
+        if (!todo.empty()) co_await run_tasks(env, r, std::move(todo), durable);
+
+        for (auto& t : tasks)
+            if (t.status == task_status::failed) {
+                if (!durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+                throw_failure(g, t);
+            }
+        std::vector<interrupt_info> interrupts;
+        bool any_interrupted = false; // a subgraph stopped at a breakpoint interrupts without payload
+        for (const auto& t : tasks)
+            if (t.status == task_status::interrupted) {
+                any_interrupted = true;
+                interrupts.insert(interrupts.end(), t.interrupts.begin(), t.interrupts.end());
+            }
+        if (any_interrupted) {
+            if (!durable && r.session)
+                for (auto& t : tasks)
+                    if (t.status == task_status::interrupted) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+            // One __interrupt__ event per interrupted task, as LangGraph.
+            if (env.wants(stream_mode::updates))
+                for (const auto& t : tasks) {
+                    if (t.status != task_status::interrupted) continue;
+                    boost::json::array list;
+                    for (const auto& i : t.interrupts) list.push_back(boost::json::object{{"id", i.id}, {"value", i.value}});
+                    emit(env, r, stream_mode::updates, std::string(names::interrupt), std::move(list), false, true);
+                }
+            auto res = make_result(g, r, run_status::interrupted, std::move(interrupts));
+            // The result includes the writes of the step's finished tasks (as get_state).
+            for (const auto& t : tasks)
+                if (t.status == task_status::done) {
+                    if (t.out.writes) st.apply_copy(res.values.get(), t.out.writes.get());
+                    std::erase(res.next, g.nodes[static_cast<std::size_t>(t.node)].name);
+                }
+            co_return res;
+        }
+
+        // Apply the step's writes together (triggered nodes by name, then Sends in order) and
+        // route: a router reads the state as of the step's start plus its own node's writes.
+        check_conflicts(g, tasks);
+        field_mask changed;
+        for (const auto& t : tasks) {
+            changed |= t.out_fields;
+            track(st, r, t.out.writes);
+        }
+        frontier next;
+        next.barriers = r.fr.barriers;
+        next.seen = r.fr.seen;
+        const bool deferred_ran = r.fr.pull.empty() && r.fr.push.empty();
+        if (!deferred_ran) next.deferred = r.fr.deferred; // deferred nodes that ran leave the set
+        std::vector<std::string> writers;
+        writers.reserve(tasks.size());
+        if (tasks.size() == 1) {
+            auto& t = tasks[0];
+            if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
+            route_after(g, t, r.state.get(), next);
+            writers.push_back(g.nodes[static_cast<std::size_t>(t.node)].name);
+        } else {
+            for (auto& t : tasks) {
+                const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
+                if (!rt.branches.empty() && t.out.writes) {
+                    state_box local = r.state;
+                    st.apply_copy(local.get(), t.out.writes.get());
+                    route_after(g, t, local.get(), next);
+                } else {
+                    route_after(g, t, r.state.get(), next);
+                }
+                writers.push_back(rt.name);
+            }
+            for (auto& t : tasks)
+                if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
+        }
+        r.fr = std::move(next);
+        r.last_writers = std::move(writers);
+        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), r.step + 1, "loop", changed);
+        else ++r.step;
+        if (env.wants(stream_mode::values)) {
+            stream_event e{stream_mode::values, r.ns_path, r.step, "", state_json(st, r.state.get())};
+            env.on_event(e);
+        }
+        ++supersteps;
+        // Static breakpoint after these nodes.
+        if (r.session) {
+            bool hit = std::any_of(tasks.begin(), tasks.end(),
+                                   [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].after; });
+            if (hit && max_version(r.versions) > r.fr.seen) {
+                co_await stop_at_breakpoint(env, r);
+                co_return make_result(g, r, run_status::interrupted, {});
+            }
+        }
+    }
+    co_return make_result(g, r, run_status::done, {});
+}
+
+boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r, run_input& in) {
+    const auto& g = env.g;
+    const auto& st = *g.st;
+    std::optional<checkpoint::checkpoint_tuple> head;
+    std::optional<std::string> from_id;
+    if (env.cfg.checkpoint_id) from_id = env.cfg.checkpoint_id.str();
+    if (r.session) {
+        head = co_await r.session.load(from_id);
+        if (!head && from_id)
+            throw thread_error(errc::checkpoint_not_found, "thread '" + r.thread_id() + "' has no checkpoint '" + *from_id + "'",
+                               {r.thread_id(), *from_id});
+    }
+    r.fr.barriers.assign(g.joins.size(), {});
+    for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
+    if (head) {
+        restore(g, r, *head, true);
+        if (signature_of(head->cp) != g.signature) {
+            if (!env.cfg.allow_drift) throw_drift(g, r);
+            r.signature_differs = true;
+        }
+    }
+
+    bool skip_breakpoint = false;
+    if (in.what == run_input::kind::values) {
+        // New input: abandons pending tasks and interrupts; runs from START.
+        std::int64_t base = r.have_checkpoint ? r.step : -2;
+        r.pending.clear();
+        r.delta = update_box{}; // a subgraph's output is what this run writes
+        frontier input_fr;
+        input_fr.barriers = r.fr.barriers;
+        input_fr.seen = r.fr.seen;
+        r.fr = input_fr;
+        r.last_writers.clear();
+        const field_mask none;
+        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), base + 1, "input", none);
+        else r.step = base + 1, r.have_checkpoint = true;
+        const field_mask changed = in.values.fields();
+        if (in.values) st.apply(r.state.get(), in.values.get());
+        frontier next;
+        next.barriers = r.fr.barriers;
+        next.seen = r.fr.seen;
+        successors(g, -1, r.state.get(), next);
+        r.fr = std::move(next);
+        r.last_writers = {START};
+        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), base + 2, "loop", changed);
+        else r.step = base + 2;
+        if (env.wants(stream_mode::values)) {
+            stream_event e{stream_mode::values, r.ns_path, r.step, "", state_json(st, r.state.get())};
+            env.on_event(e);
+        }
+    } else if (in.what == run_input::kind::resume) {
+        if (!r.have_checkpoint)
+            throw thread_error(errc::thread_not_found, "cannot resume thread '" + r.thread_id() + "': it has no checkpoint",
+                               {r.thread_id()});
+        apply_resume(r, in.resume);
+        skip_breakpoint = true;
+    } else if (!r.have_checkpoint) {
+        throw thread_error(errc::thread_not_found, "cannot continue thread '" + r.thread_id() + "': it has no checkpoint",
+                           {r.thread_id()});
+    }
+    co_return co_await loop(env, r, skip_breakpoint);
+}
+
+/// Runs one call on `r`; takes and releases the thread's lease at the top level.
+boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_input& in) {
+    if (r.session && r.thread_id().empty())
+        throw thread_error(errc::invalid_input, "this graph has a checkpointer: pass run_config::thread_id to name the thread", {});
+    const bool top = r.session && r.session.ns().empty();
+    if (top) co_await r.session.acquire();
+    std::exception_ptr failure;
+    run_outcome result;
+    try {
+        result = co_await run_locked(env, r, in);
+        if (top && env.cfg.keep_last > 0) co_await r.session.saver()->prune(r.thread_id(), env.cfg.keep_last);
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    co_await r.session.release();
+    if (failure) std::rethrow_exception(failure);
+    co_return result;
+}
+
+checkpoint::saver* require_saver(const graph_core& g) {
+    if (!g.saver)
+        throw thread_error(errc::no_checkpointer,
+                           "this graph was compiled without a checkpointer: pass compile_options::checkpointer to keep threads", {});
+    return g.saver.get();
+}
+
+snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& t, bool apply_pending) {
+    const auto& st = *g.st;
+    run_state r(g);
+    r.session = checkpoint_session(nullptr, t.thread_id, t.ns);
+    restore(g, r, t, true);
+    snapshot_data s;
+    s.step = r.step;
+    s.source = t.cp.source;
+    s.checkpoint_id = t.cp.id;
+    s.parent_checkpoint_id = t.cp.parent_id;
+    s.metadata = t.cp.metadata;
+    auto tasks = make_tasks(g, r);
+    std::vector<task> finished;
+    for (auto& tk : tasks) {
+        reload_task(g, r, tk);
+        task_snapshot ts;
+        ts.id = tk.id;
+        ts.name = g.nodes[static_cast<std::size_t>(tk.node)].name;
+        ts.interrupts = tk.interrupts;
+        if (tk.status == task_status::done) ts.result = update_json(st, tk.out.writes);
+        if (auto it = r.pending.find(tk.id); it != r.pending.end())
+            for (const auto& w : it->second)
+                if (w.channel == names::error) ts.error = std::string(w.value.as_string());
+        if (tk.status == task_status::done) finished.push_back(std::move(tk));
+        s.tasks.push_back(std::move(ts));
+    }
+    auto next = next_names(g, r.fr);
+    if (apply_pending && !finished.empty()) {
+        check_conflicts(g, finished);
+        for (auto& f : finished) {
+            if (f.out.writes) st.apply(r.state.get(), f.out.writes.get());
+            std::erase(next, g.nodes[static_cast<std::size_t>(f.node)].name);
+        }
+    }
+    s.values = std::move(r.state);
+    s.next = std::move(next);
+    return s;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// entry points
+
+boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req) {
+    const graph_core& g = *req->graph;
+    run_state r(g);
+    r.session = checkpoint_session(g.saver.get(), req->cfg.thread_id.str(), "");
+    const call_env env{g, req->cfg, req->modes, req->on_event};
+    co_return co_await run(env, r, req->input);
+}
+
+boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> req) {
+    const graph_core& g = *req->graph;
+    auto* saver = require_saver(g);
+    auto t = co_await saver->get(req->thread_id, "", req->checkpoint_id);
+    if (!t) {
+        if (req->checkpoint_id)
+            throw thread_error(errc::checkpoint_not_found,
+                               "thread '" + req->thread_id + "' has no checkpoint '" + *req->checkpoint_id + "'", {req->thread_id});
+        throw thread_error(errc::thread_not_found, "thread '" + req->thread_id + "' has no checkpoint", {req->thread_id});
+    }
+    co_return snapshot(g, *t, !req->checkpoint_id.has_value());
+}
+
+boost::asio::awaitable<std::vector<snapshot_data>> get_state_history(std::unique_ptr<state_request> req) {
+    const graph_core& g = *req->graph;
+    auto* saver = require_saver(g);
+    auto list = co_await saver->list(req->thread_id, "", req->list);
+    std::vector<snapshot_data> out;
+    out.reserve(list.size());
+    for (auto& t : list) out.push_back(snapshot(g, t, false));
+    co_return out;
+}
+
+boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request> req) {
+    const graph_core& g = *req->graph;
+    const auto& st = *g.st;
+    auto* saver = require_saver(g);
+    const std::string& thread_id = req->thread_id;
+    run_state r(g);
+    r.session = checkpoint_session(saver, thread_id, "");
+    co_await r.session.acquire();
+    std::exception_ptr failure;
+    std::string id;
+    try {
+        auto t = co_await r.session.load(req->checkpoint_id);
+        if (!t && req->checkpoint_id)
+            throw thread_error(errc::checkpoint_not_found, "thread '" + thread_id + "' has no checkpoint '" + *req->checkpoint_id + "'",
+                               {thread_id, *req->checkpoint_id});
+        if (!t) throw thread_error(errc::thread_not_found, "thread '" + thread_id + "' has no checkpoint", {thread_id});
+        restore(g, r, *t, true);
+        if (signature_of(t->cp) != g.signature) {
+            if (!req->allow_drift) throw_drift(g, r);
+            r.signature_differs = true;
+        }
+        if (!req->as_node && r.last_writers.size() > 1) {
+            std::string list;
+            for (const auto& w : r.last_writers) list += (list.empty() ? "'" : ", '") + w + "'";
+            throw thread_error(errc::invalid_input,
+                               "update_state on thread '" + thread_id + "': the last step was written by " + list +
+                                   "; pass as_node to say which node the update comes from",
+                               r.last_writers);
+        }
+        std::string writer = req->as_node.value_or(r.last_writers.size() == 1 ? r.last_writers[0] : START);
+        int from = writer == START ? -1 : g.find(writer);
+        if (from == -2) {
+            auto near = nearest_name(writer, g.topo.node_names());
+            throw graph_error(errc::unknown_node,
+                              "update_state: as_node '" + writer + "' is not a node of the graph" +
+                                  (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                              {writer});
+        }
+        std::string new_id = checkpoint::new_checkpoint_id();
+        const field_mask changed = req->values.fields();
+        if (req->values) st.apply(r.state.get(), req->values.get());
+        frontier next;
+        next.barriers = r.fr.barriers;
+        successors(g, from, r.state.get(), next);
+        bool consumed = !r.fr.seen.empty() && r.fr.seen >= max_version(r.versions);
+        next.seen = consumed ? new_id : r.fr.seen;
+        r.fr = std::move(next);
+        r.last_writers = {writer};
+        co_await save(g, r, new_id, r.step + 1, "update", changed);
+        id = new_id;
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    co_await r.session.release();
+    if (failure) std::rethrow_exception(failure);
+    co_return id;
+}
+
+namespace {
+/// Subgraph fields shared with the parent, by name: copied through JSON. `only`: the fields to copy.
+update_box map_fields(const state_table& from, const void* values, const field_mask* only, const state_table& to) {
+    update_box out(to);
+    for (std::size_t i = 0; i < from.n; ++i) {
+        if (only && !only->test(i)) continue;
+        int j = to.index_of(from.names[i]);
+        if (j < 0) continue;
+        to.from_json(out.values(), static_cast<std::size_t>(j), from.to_json(values, i, {}), errc::invalid_input,
+                     "subgraph field mapping");
+        to.mark(out.get(), static_cast<std::size_t>(j));
+    }
+    return out;
+}
+
+boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> child, const state_table* parent_table,
+                                          const void* in, context& ctx, node_result& out) {
+    const graph_core& g = *child;
+    auto& f = context_access::frame(ctx);
+    run_state r(g);
+    std::string seg = *f.node + ":" + f.task_id;
+    r.session = checkpoint_session(f.saver, *f.thread_id, f.ns->empty() ? seg : *f.ns + "|" + seg);
+    r.ns_path = *f.ns_path;
+    r.ns_path.push_back(seg);
+    r.track_delta = true;
+    run_config cfg;
+    cfg.thread_id = *f.thread_id;
+    cfg.recursion_limit = f.recursion_limit;
+    cfg.allow_drift = true;
+    // The namespace belongs to this task: a checkpoint there that still has work (next nodes,
+    // pending writes or a breakpoint) is an earlier attempt of this task (interrupted, stopped at
+    // a breakpoint, failed or killed): continue it, so that subgraph nodes that finished do not
+    // run again.
+    bool unfinished = false;
+    if (!f.child_resume && r.session) {
+        static constexpr std::string_view work_keys[] = {names::pull, names::push, names::deferred};
+        const std::optional<std::string> latest;
+        auto head = co_await r.session.load(latest);
+        if (head) {
+            unfinished = !head->writes.empty();
+            if (const auto* fo = head->cp.frontier.if_object())
+                for (auto k : work_keys)
+                    if (const auto* a = fo->if_contains(k); a && a->is_array() && !a->get_array().empty()) unfinished = true;
+        }
+    }
+    run_input child_input;
+    if (f.child_resume) {
+        child_input.what = run_input::kind::resume;
+        child_input.resume = resume_map(f.child_resume->by_id);
+    } else if (!unfinished) {
+        child_input.what = run_input::kind::values;
+        child_input.values = map_fields(*parent_table, in, nullptr, *g.st);
+    }
+    static const stream_handler none;
+    const call_env env{g, cfg, f.modes, f.sink ? *f.sink : none};
+    auto res = co_await run(env, r, child_input);
+    if (res.status == run_status::interrupted) throw interrupt_signal{std::move(res.interrupts)};
+    if (r.delta) {
+        const field_mask written = r.delta.fields();
+        out.writes = map_fields(*g.st, r.delta.values(), &written, *parent_table);
+    }
+}
+} // namespace
+
+node_call subgraph_call(std::shared_ptr<const graph_core> child, const state_table& parent) {
+    node_call call;
+    const state_table* pt = &parent;
+    call.async = [child = std::move(child), pt](const void* in, context& ctx, node_result& out) {
+        return run_subgraph(child, pt, in, ctx, out);
+    };
+    return call;
+}
+
+// ---------------------------------------------------------------------------------------------
+// graph_core::lower: the validated topology turned into index tables.
+
+void graph_core::lower() {
+    std::vector<std::pair<std::string, int>> by_name;
+    for (std::size_t i = 0; i < nodes.size(); ++i) by_name.push_back({nodes[i].name, static_cast<int>(i)});
+    std::sort(by_name.begin(), by_name.end());
+    for (std::size_t r = 0; r < by_name.size(); ++r) nodes[static_cast<std::size_t>(by_name[r].second)].rank = static_cast<int>(r);
+    auto id = [&](const std::string& n) { return n == END ? -1 : find(n); };
+    for (const auto& e : topo.edges) {
+        if (e.from == START) start_next.push_back(id(e.to));
+        else nodes[static_cast<std::size_t>(find(e.from))].next.push_back(id(e.to));
+    }
+    for (std::size_t j = 0; j < topo.joins.size(); ++j) {
+        join_rt jr;
+        for (const auto& s : topo.joins[j].sources) {
+            jr.sources.push_back(find(s));
+            nodes[static_cast<std::size_t>(find(s))].joins.push_back(static_cast<int>(j));
+        }
+        jr.target = id(topo.joins[j].target);
+        joins.push_back(std::move(jr));
+    }
+    for (std::size_t b = 0; b < branches.size(); ++b) {
+        const auto& src = topo.branches[b].from;
+        int from = src == START ? -1 : find(src);
+        branches[b].from = from;
+        if (from < 0) start_branches.push_back(static_cast<int>(b));
+        else nodes[static_cast<std::size_t>(from)].branches.push_back(static_cast<int>(b));
+    }
+    for (auto& n : nodes) {
+        n.before = topo.interrupt_before.count(n.name) > 0;
+        n.after = topo.interrupt_after.count(n.name) > 0;
+    }
+    shape = shape_lines(topo);
+    signature = shape_signature(shape);
+}
+
+} // namespace detail
+} // namespace stategraph
