@@ -1,17 +1,67 @@
 // The Global Supervisor: the seven stages composed into one graph.
 //
-//   1. Entry & Session      session_init, summarization_check, summarization, context_loader
-//   2. HITL Resume          hitl_handler
-//   3. Intent Classification intent_classification
-//   4. Memory Pipeline      retrieval_router, entity_resolution, semantic_retrieval, temporal_retrieval,
-//                           memory_assembly, fact_extraction, extraction_merge (deferred join)
-//   5. Disambiguation       disambiguation_blocking, disambiguation_simple
-//   6. Planning & Execution global_planner, agent_execution (Send per agent, retry policy)
-//   7. Response Generation  ui_router, simple_text, complex_text, hitl_text, message_persist
+//    START
+//      │                                                                                  1. Entry & Session
+//      v
+//    session_init ──> summarization_check ──(true)──> summarization
+//                       │ (false)                       │
+//                       v                               │
+//                     context_loader <──────────────────┘
+//                       │
+//      ┌────────────────┘                                                                 2. HITL Resume
+//      v
+//    hitl_handler ══(agent: Send)═════════════════════════════════════════════════════╗
+//      │ (none | disambiguation)                                                      ║   3. Intent Classification
+//      v                                                                              ║
+//    intent_classification                                                            ║
+//      │                                                                              ║   4. Memory Pipeline
+//      v                                                                              ║
+//    retrieval_router ──(extract)──────────────────────────────────> fact_extraction  ║
+//      │   └──(semantic | parallel)──> entity_resolution                   │          ║
+//      │ (skip)                          │                                 │          ║
+//      │                                 v                                 │          ║
+//      │                               semantic_retrieval                  │          ║
+//      │                                 │                                 │          ║
+//      │                                 v                                 │          ║
+//      │                               temporal_retrieval                  │          ║
+//      v                                 │                                 │          ║
+//    memory_assembly <───────────────────┘                                 │          ║
+//      │                                                                   │          ║
+//      v                                                                   │          ║
+//    extraction_merge (deferred: once every branch that started is done) <─┘          ║
+//      ├──(blocking)─────> disambiguation_blocking (interrupt) ─────────────┐         ║   5. Disambiguation
+//      ├──(non_blocking)─> disambiguation_simple ───────────────────────────┤         ║
+//      │                                                                    │         ║
+//      ├──(complex)──> global_planner <──────────────────────┐              │         ║   6. Planning & Execution
+//      │                 ║  └──(nothing_to_run)───┐          │              │         ║
+//      │                 ║ (agents: Send)         │          │              │         ║
+//      │                 v                        │          │              │         ║
+//      │               agent_execution <══════════│══════════│══════════════│═════════╝
+//      │                 ├──(more agents: true)───│──────────┘              │
+//      │                 └──(false)──────────┐    │                         │
+//      │                                     v    v                         │
+//      └──(simple)─────────────────────────> ui_router                      │           7. Response Generation
+//                                              ├──(simple)──> simple_text ──┤
+//                                              ├──(complex)─> complex_text ─┤
+//                                              └──(hitl)────> hitl_text ────┤
+//                                                                           v
+//                                                                    message_persist ──> END
+//
+// ── a plain edge, ──(value)──> a route on a described enum (or a bool), ══> a Send (the
+// payload is an agent_task). Every route is keyed by a described enum or a bool, so compile()
+// proves each value has a target: an enum value left out is an `unmapped_route` problem.
+// Three routes map one value to END, which starts nothing from that edge:
+//   retrieval_router  extraction_route   none            no fact extraction branch
+//   hitl_handler      resume_type        agent           agent_resume's Send carries the turn on
+//   global_planner    planned            agents          dispatch_agents's Sends carry it on
 //
 // Every stage declares its own nodes and the edges that leave them (see stages/*.cpp); the
-// graph is their composition. compile() checks the whole: every name known, every node reachable
-// and able to reach END, every enum route mapped.
+// graph is their composition. The services (memory database, brain, agent settings) are handed
+// to each stage, which passes them to the nodes that use them.
+//
+// The nodes a call ran come from the engine's stream (stream_mode::updates), the path of the
+// whole turn (across a pause and its resume) from the checkpoints, each of which names the
+// nodes that wrote it: no node records its own name.
 
 #include "graph.hpp"
 
@@ -33,26 +83,35 @@ namespace global_supervisor {
 namespace json = boost::json;
 namespace sg = stategraph;
 
-sg::state_graph<supervisor_state> declare_graph(const agent_settings& agents) {
+sg::state_graph<supervisor_state> declare_graph(services& svc) {
     return sg::dsl::graph<supervisor_state>("global_supervisor",
-                                            entry_stage(),
+                                            entry_stage(svc),
                                             hitl_resume_stage(),
-                                            classification_stage(),
-                                            memory_stage(),
-                                            disambiguation_stage(),
-                                            planning_stage(agents),
-                                            response_stage());
+                                            classification_stage(svc),
+                                            memory_stage(svc),
+                                            disambiguation_stage(svc),
+                                            planning_stage(svc),
+                                            response_stage(svc));
 }
 
-supervisor_graph build_graph(std::shared_ptr<sg::checkpoint::saver> checkpointer, const agent_settings& agents) {
+supervisor_graph build_graph(std::shared_ptr<sg::checkpoint::saver> checkpointer, services& svc) {
     sg::compile_options o;
     o.checkpointer = std::move(checkpointer);
-    return declare_graph(agents).compile(std::move(o));
+    return declare_graph(svc).compile(std::move(o));
 }
 
 std::string checkpoint_path(const std::string& db_path) { return db_path + ".checkpoints"; }
 
 namespace {
+
+/// The nodes named by one checkpoint's metadata ("writers": the nodes of its superstep).
+std::vector<std::string> writers_of(const sg::checkpoint::checkpoint& cp) {
+    std::vector<std::string> out;
+    if (const auto* w = cp.metadata.if_contains(sg::checkpoint::reserved::writers); w && w->is_array())
+        for (const auto& n : w->as_array())
+            if (n.is_string()) out.emplace_back(n.as_string());
+    return out;
+}
 
 sg::run_config config_for(const std::string& thread_id) {
     sg::run_config cfg;
@@ -70,7 +129,7 @@ sg::stream_handler trace_into(std::vector<std::pair<std::int64_t, std::string>>&
 }
 
 turn_outcome outcome_of(const std::string& thread_id, sg::run_result<supervisor_state> res,
-                        std::vector<std::pair<std::int64_t, std::string>> ran) {
+                        std::vector<std::pair<std::int64_t, std::string>> ran, std::vector<std::string> trace) {
     turn_outcome out;
     out.thread_id = thread_id;
     out.interrupted = res.interrupted();
@@ -78,6 +137,7 @@ turn_outcome outcome_of(const std::string& thread_id, sg::run_result<supervisor_
     std::stable_sort(ran.begin(), ran.end());
     for (auto& [step, node] : ran) out.nodes.push_back(std::move(node));
     for (const auto& i : res.interrupts) out.nodes.push_back(i.node);
+    out.trace = std::move(trace);
     out.interrupts = std::move(res.interrupts);
     if (out.interrupted && !out.interrupts.empty()) {
         const auto& v = out.interrupts.front().value;
@@ -93,6 +153,36 @@ turn_outcome outcome_of(const std::string& thread_id, sg::run_result<supervisor_
 
 } // namespace
 
+boost::asio::awaitable<std::vector<std::string>> turn_trace(const supervisor_graph& g, std::string thread_id) {
+    std::vector<std::string> out;
+    const auto& saver = g.checkpointer();
+    if (!saver) co_return out;
+    // The checkpoints' own records (no state decoded), newest first, a page at a time, back to
+    // the checkpoint of the turn's input message.
+    std::vector<std::vector<std::string>> steps;
+    sg::checkpoint::list_options page;
+    page.limit = 24;
+    for (bool turn_began = false; !turn_began;) {
+        auto list = co_await saver->list(thread_id, "", page);
+        if (list.empty()) break;
+        for (const auto& t : list) {
+            turn_began = t.cp.source == "input";
+            if (turn_began) break;
+            auto writers = writers_of(t.cp);
+            bool start_only = writers.size() == 1 && writers.front() == sg::START;
+            if (t.cp.source != "loop" || start_only) continue;
+            steps.push_back(std::move(writers));
+        }
+        page.before = list.back().cp.id;
+    }
+    for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
+        // Nodes of one superstep run in parallel: ordered by name, as turn_outcome::nodes.
+        std::sort(step->begin(), step->end());
+        out.insert(out.end(), step->begin(), step->end());
+    }
+    co_return out;
+}
+
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id) {
     conversation_state c;
@@ -102,17 +192,19 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     auto input = sg::update<supervisor_state>{}.set<&supervisor_state::conversation>(std::move(c));
     std::vector<std::pair<std::int64_t, std::string>> ran;
     const auto cfg = config_for(thread_id);
-    auto trace = trace_into(ran);
-    auto res = co_await g.stream(std::move(input), cfg, sg::stream_mode::updates, std::move(trace));
-    co_return outcome_of(thread_id, std::move(res), std::move(ran));
+    auto on_event = trace_into(ran);
+    auto res = co_await g.stream(std::move(input), cfg, sg::stream_mode::updates, std::move(on_event));
+    auto trace = co_await turn_trace(g, thread_id);
+    co_return outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
 }
 
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer) {
     std::vector<std::pair<std::int64_t, std::string>> ran;
     const auto cfg = config_for(thread_id);
-    auto trace = trace_into(ran);
-    auto res = co_await g.stream(sg::resume(answer), cfg, sg::stream_mode::updates, std::move(trace));
-    co_return outcome_of(thread_id, std::move(res), std::move(ran));
+    auto on_event = trace_into(ran);
+    auto res = co_await g.stream(sg::resume(answer), cfg, sg::stream_mode::updates, std::move(on_event));
+    auto trace = co_await turn_trace(g, thread_id);
+    co_return outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
 }
 
 json::object to_json(const turn_outcome& t) {
@@ -143,6 +235,10 @@ boost::asio::awaitable<json::object> state_json(const supervisor_graph& g, std::
     o["interrupts"] = std::move(interrupts);
     o["step"] = snap.step;
     o["checkpoint_id"] = snap.checkpoint_id;
+    auto path = co_await turn_trace(g, thread_id);
+    json::array trace;
+    for (const auto& n : path) trace.push_back(json::string(n));
+    o["trace"] = std::move(trace);
     o["values"] = json::value_from(snap.values);
     co_return o;
 }
@@ -170,7 +266,7 @@ boost::asio::awaitable<void> write_dot(const supervisor_graph& g, std::ostream& 
     sg::dot_options o;
     if (!thread_id.empty()) {
         auto snap = co_await g.get_state(thread_id);
-        o.visited = snap.values.trace;
+        o.visited = co_await turn_trace(g, thread_id);
         o.current = snap.next;
         if (o.current.empty() && !o.visited.empty()) o.current.push_back(o.visited.back());
     }

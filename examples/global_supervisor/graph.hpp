@@ -24,11 +24,13 @@ namespace global_supervisor {
 
 using supervisor_graph = stategraph::compiled_graph<supervisor_state>;
 
-/// @brief The graph, declared stage by stage with the DSL (not compiled).
-stategraph::state_graph<supervisor_state> declare_graph(const agent_settings& agents);
+/// @brief The graph, declared stage by stage with the DSL (not compiled). Its nodes use `svc`
+/// (agent_execution runs under `svc.agents().retry`), which must outlive the graph.
+stategraph::state_graph<supervisor_state> declare_graph(services& svc);
 
-/// @brief The compiled graph with its checkpointer (a checkpoint after every node).
-supervisor_graph build_graph(std::shared_ptr<stategraph::checkpoint::saver> checkpointer, const agent_settings& agents);
+/// @brief The compiled graph with its checkpointer (a checkpoint after every node), its nodes
+/// using `svc`, which must outlive it.
+supervisor_graph build_graph(std::shared_ptr<stategraph::checkpoint::saver> checkpointer, services& svc);
 
 /// @brief The checkpoint file kept beside a memory database: "<db>.checkpoints".
 std::string checkpoint_path(const std::string& db_path);
@@ -40,8 +42,14 @@ struct turn_outcome {
     std::string reply;  ///< the answer, or the question the run waits on
     std::vector<stategraph::interrupt_info> interrupts;
     std::vector<std::string> nodes;  ///< nodes run by this call, in order (superstep, then name)
+    std::vector<std::string> trace;  ///< the nodes the turn has run so far, across calls (see turn_trace)
     supervisor_state values;
 };
+
+/// @brief The path of the thread's latest turn: the nodes that finished since its message came
+/// in, in order (superstep, then name), across a pause and its resume. Read from the
+/// checkpoints, each of which names the nodes of its superstep.
+boost::asio::awaitable<std::vector<std::string>> turn_trace(const supervisor_graph& g, std::string thread_id);
 
 /// @brief Runs one turn: `message` on thread `thread_id` (created when new).
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
@@ -53,13 +61,14 @@ boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::stri
 /// @brief {"thread_id", "status", "reply", "interrupts": [{"id","value"}], "nodes": [...]}.
 boost::json::object to_json(const turn_outcome& t);
 
-/// @brief The thread's state as JSON: {"thread_id", "status", "next", "interrupts", "trace", "values"}.
+/// @brief The thread's state as JSON: {"thread_id", "status", "next", "interrupts", "step",
+/// "checkpoint_id", "trace" (see turn_trace), "values"}.
 boost::asio::awaitable<boost::json::object> state_json(const supervisor_graph& g, std::string thread_id);
 /// @brief The thread's checkpoints, newest first: [{"checkpoint_id", "step", "source", "writers", "next"}].
 boost::asio::awaitable<boost::json::array> history_json(const supervisor_graph& g, std::string thread_id);
 
-/// @brief DOT of the graph; with a thread, its latest turn's path and its current position
-/// highlighted.
+/// @brief DOT of the graph; with a thread, its latest turn's path (turn_trace) and its current
+/// position highlighted.
 boost::asio::awaitable<void> write_dot(const supervisor_graph& g, std::ostream& os, std::string thread_id = {});
 
 } // namespace global_supervisor

@@ -134,8 +134,7 @@ T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
 struct app {
     boost::asio::io_context& io;
     std::unique_ptr<gs::services> svc;
-    std::unique_ptr<gs::services::scope> scope;
-    gs::supervisor_graph graph;
+    gs::supervisor_graph graph;  ///< uses *svc
 
     app(boost::asio::io_context& io_, const args& a, const std::string& db, bool create) : io(io_) {
         if (!create && !fs::exists(db)) throw std::runtime_error("no database at '" + db + "'");
@@ -153,10 +152,9 @@ struct app {
             o.model = std::make_shared<gs::llm_brain>(model, oo.model);
         }
         svc = std::make_unique<gs::services>(std::move(o));
-        scope = std::make_unique<gs::services::scope>(*svc);
         sg::checkpoint::sqlite_options so;
         so.path = gs::checkpoint_path(db);
-        graph = gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(so), svc->agents());
+        graph = gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(so), *svc);
     }
 };
 
@@ -216,7 +214,7 @@ int cmd_state(const args& a) {
     std::cout << "message: " << str(v.at("conversation").at("user_message")) << "\n";
     if (auto reply = str(v.at("response").at("reply")); !reply.empty()) std::cout << "reply:   " << reply << "\n";
     std::vector<std::string> trace;
-    for (const auto& n : v.at("trace").as_array()) trace.push_back(std::string(n.as_string()));
+    for (const auto& n : o.at("trace").as_array()) trace.push_back(std::string(n.as_string()));
     std::cout << "path:    " << joined(trace, " > ") << "\n";
     std::vector<std::string> next;
     for (const auto& n : o.at("next").as_array()) next.push_back(std::string(n.as_string()));
@@ -250,8 +248,12 @@ int cmd_dot(const args& a) {
     if (thread && !db) throw usage_error("dot: --thread needs --db");
     boost::asio::io_context io;
     if (!db) {
-        // The graph alone: no database needed.
-        auto g = gs::build_graph(nullptr, gs::agent_settings{});
+        // The graph alone: its services on an empty in-memory database, never used.
+        gs::services::options o;
+        o.db = ":memory:";
+        o.seed_demo = false;
+        gs::services svc(std::move(o));
+        auto g = gs::build_graph(nullptr, svc);
         run(io, gs::write_dot(g, std::cout));
         return 0;
     }

@@ -3,7 +3,6 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <ctime>
@@ -82,8 +81,6 @@ std::optional<agent_kind> agent_from(std::string_view s) {
     if (l == "research") return agent_kind::research;
     return std::nullopt;
 }
-
-std::atomic<services*> current_services{nullptr};
 
 } // namespace
 
@@ -423,14 +420,5 @@ services::services(options o)
       brain_(options_.model ? options_.model : std::make_shared<rule_brain>()) {}
 
 std::string services::today() const { return options_.today ? *options_.today : today_iso_date(); }
-
-services& services::current() {
-    auto* s = current_services.load();
-    if (!s) throw std::logic_error("global_supervisor: no services installed (create a services::scope first)");
-    return *s;
-}
-
-services::scope::scope(services& s) : previous_(current_services.exchange(&s)) {}
-services::scope::~scope() { current_services.store(previous_); }
 
 } // namespace global_supervisor

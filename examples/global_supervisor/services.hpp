@@ -11,8 +11,8 @@
 ///   for falls back to the rules, a transport error is thrown (and retried where a retry
 ///   policy applies).
 ///
-/// Nodes reach the services through `services::current()`, installed by the application (or a
-/// test) with a `services::scope` before it runs the graph.
+/// The application (or a test) owns one `services` and hands it to the graph it builds
+/// (`build_graph(saver, svc)`); each stage passes it to the nodes that use it.
 
 #include "memory/memory_store.hpp"
 #include "memory/rules.hpp"
@@ -138,22 +138,6 @@ public:
     const std::filesystem::path& db_path() const noexcept { return options_.db; }
     /// @brief Today as "YYYY-MM-DD" (UTC, or the pinned date).
     std::string today() const;
-
-    /// @brief The services installed by the innermost live `scope`. Throws std::logic_error
-    /// when none is installed.
-    static services& current();
-
-    /// @brief Installs `s` as `current()` for its lifetime (restoring the previous one after).
-    class scope {
-    public:
-        explicit scope(services& s);
-        ~scope();
-        scope(const scope&) = delete;
-        scope& operator=(const scope&) = delete;
-
-    private:
-        services* previous_;
-    };
 
 private:
     options options_;

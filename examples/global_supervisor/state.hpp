@@ -4,7 +4,8 @@
 /// @file state.hpp
 /// @brief The Global Supervisor's state: one described sub-state per domain of the seed
 /// (conversation, intent, memory, disambiguation, planning, HITL, response) instead of one flat
-/// struct of 77 fields, plus the appended `trace` of node names. Reducers are declared below.
+/// struct of 77 fields. Reducers are declared below. The path a turn took is not state: the
+/// engine records it (see graph.hpp, `turn_outcome::path`).
 ///
 /// Each top-level field is one channel of the graph. A channel without a reducer keeps the last
 /// value, and two nodes of one superstep may not both write it; that is why the memory domain
@@ -20,6 +21,7 @@
 #include <boost/describe/class.hpp>
 #include <boost/describe/enum.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -233,24 +235,11 @@ struct supervisor_state {
     std::vector<agent_result> agent_results;  ///< appended by parallel agents (see reducers)
     hitl_state hitl;
     response_state response;
-    std::vector<std::string> trace;  ///< every node appends its name (see reducers)
 };
 BOOST_DESCRIBE_STRUCT(supervisor_state, (),
-                      (conversation, intent, memory, extraction, disambiguation, planning, agent_results, hitl, response,
-                       trace))
+                      (conversation, intent, memory, extraction, disambiguation, planning, agent_results, hitl, response))
 
 // -- reducers -------------------------------------------------------------------------------------
-
-/// @brief Reducer of `trace`: append; an update that starts with "session_init" starts a new
-/// turn and replaces the trace, so the trace is the path of the latest turn.
-struct turn_trace_t {
-    std::vector<std::string> operator()(std::vector<std::string> current, std::vector<std::string> update) const {
-        if (!update.empty() && update.front() == "session_init") return update;
-        current.insert(current.end(), update.begin(), update.end());
-        return current;
-    }
-};
-inline constexpr turn_trace_t turn_trace{};
 
 /// @brief Reducer of `agent_results`: append; results of a turn older than the newest one
 /// written are dropped, so the list holds the results of the current plan.
@@ -266,8 +255,7 @@ struct latest_turn_results_t {
 inline constexpr latest_turn_results_t latest_turn_results{};
 
 inline auto reducers(stategraph::for_state<supervisor_state>) {
-    return stategraph::reducers{stategraph::reduce<&supervisor_state::trace>(turn_trace),
-                                stategraph::reduce<&supervisor_state::agent_results>(latest_turn_results)};
+    return stategraph::reducers{stategraph::reduce<&supervisor_state::agent_results>(latest_turn_results)};
 }
 
 /// @brief The results of the current plan (empty when the turn has no plan).

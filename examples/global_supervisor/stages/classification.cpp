@@ -17,8 +17,7 @@
 
 namespace global_supervisor {
 
-boost::asio::awaitable<update> intent_classification(const state& s) {
-    auto& svc = services::current();
+boost::asio::awaitable<update> intent_classification(services& svc, const state& s) {
     const std::string& message = s.conversation.user_message;
     auto names = svc.with_store([&](memory_store& m) { return m.contact_first_names(s.conversation.user_id); });
     intent found = co_await svc.model().classify(message, std::move(names));
@@ -40,14 +39,14 @@ boost::asio::awaitable<update> intent_classification(const state& s) {
             out.needs_semantic_retrieval = false;
         }
     }
-    co_return traced("intent_classification").set<&state::intent>(std::move(out));
+    co_return update{}.set<&state::intent>(std::move(out));
 }
 
-stage_decl classification_stage() {
+stage_decl classification_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
     return stage<state>("3. Intent Classification",
-        "intent_classification"_n = intent_classification,
+        "intent_classification"_n = with_services(svc, intent_classification),
 
         "intent_classification"_n >> "retrieval_router"_n);
     // clang-format on

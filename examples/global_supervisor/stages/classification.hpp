@@ -8,9 +8,9 @@
 
 namespace global_supervisor {
 
-boost::asio::awaitable<update> intent_classification(const state& s);
+boost::asio::awaitable<update> intent_classification(services& svc, const state& s);
 
-stage_decl classification_stage();
+stage_decl classification_stage(services& svc);
 
 } // namespace global_supervisor
 

@@ -1,10 +1,9 @@
 // Stage 5: Disambiguation
 //
-//                      ┌──(blocking)─────> disambiguation_blocking ──(interrupt: "Which Thomas?")──┐
-//   extraction_merge ──┤                                                                          v
-//                      ├──(non_blocking)─> disambiguation_simple ───────────────────────> message_persist
-//                      ├──(complex)──────> global_planner   (stage 6)
-//                      └──(simple)───────> ui_router        (stage 7)
+//   extraction_merge ──┬──(blocking)─────> disambiguation_blocking ──(interrupt: "Which Thomas?")──┐
+//   (stage 4)          └──(non_blocking)─> disambiguation_simple ──────────────────────────────────┤
+//                                                                                                  v
+//                                                                                      message_persist (stage 7)
 //
 // Blocking: a fact about an ambiguous name waits. disambiguation_blocking stores the user's
 // message and the question in the chat (the question is the assistant's message while the thread
@@ -31,10 +30,9 @@ std::string answer_from_memory(const state& s) {
     return out;
 }
 
-boost::asio::awaitable<update> disambiguation_blocking(const state& s, stategraph::context& ctx) {
-    auto& svc = services::current();
+boost::asio::awaitable<update> disambiguation_blocking(services& svc, const state& s, stategraph::context& ctx) {
     const auto& conv = s.conversation;
-    if (!s.disambiguation.entity) co_return traced("disambiguation_blocking");
+    if (!s.disambiguation.entity) co_return update{};
     const ambiguous_entity& entity = *s.disambiguation.entity;
 
     std::vector<turn_message> exchange{{"user", conv.user_message}};
@@ -82,7 +80,7 @@ boost::asio::awaitable<update> disambiguation_blocking(const state& s, stategrap
     h.options.clear();
     h.user_response = answer;
     h.exchange = std::move(exchange);
-    co_return traced("disambiguation_blocking")
+    co_return update{}
         .set<&state::extraction>(std::move(ex))
         .set<&state::disambiguation>(std::move(d))
         .set<&state::hitl>(std::move(h))
@@ -96,21 +94,18 @@ update disambiguation_simple(const state& s) {
     resp.reply = answer_from_memory(s) + "\n\n" + resp.followup;
     auto d = s.disambiguation;
     d.btw_resolved = false;
-    return traced("disambiguation_simple").set<&state::response>(std::move(resp)).set<&state::disambiguation>(std::move(d));
+    return update{}.set<&state::response>(std::move(resp)).set<&state::disambiguation>(std::move(d));
 }
 
-stage_decl disambiguation_stage() {
+stage_decl disambiguation_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
     return stage<state>("5. Disambiguation",
-        "disambiguation_blocking"_n = disambiguation_blocking,
+        "disambiguation_blocking"_n = with_services(svc, disambiguation_blocking),
         "disambiguation_simple"_n   = disambiguation_simple,
 
-        "extraction_merge"_n >> route(merge_outcome, {{after_merge::blocking,     "disambiguation_blocking"_n},
-                                                      {after_merge::non_blocking, "disambiguation_simple"_n},
-                                                      {after_merge::complex,      "global_planner"_n},
-                                                      {after_merge::simple,       "ui_router"_n}}),
-        parallel("disambiguation_blocking"_n, "disambiguation_simple"_n) >> "message_persist"_n);
+        "disambiguation_blocking"_n >> "message_persist"_n,
+        "disambiguation_simple"_n   >> "message_persist"_n);
     // clang-format on
 }
 

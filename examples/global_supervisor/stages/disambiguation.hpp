@@ -14,13 +14,13 @@ namespace global_supervisor {
 /// @brief How many times disambiguation_blocking asks before it gives up.
 inline constexpr int max_disambiguation_questions = 3;
 
-boost::asio::awaitable<update> disambiguation_blocking(const state& s, stategraph::context& ctx);
+boost::asio::awaitable<update> disambiguation_blocking(services& svc, const state& s, stategraph::context& ctx);
 update disambiguation_simple(const state& s);
 
 /// @brief The answer to a question from what memory_assembly found (shared with simple_text).
 std::string answer_from_memory(const state& s);
 
-stage_decl disambiguation_stage();
+stage_decl disambiguation_stage(services& svc);
 
 } // namespace global_supervisor
 

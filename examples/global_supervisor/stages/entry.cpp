@@ -2,7 +2,7 @@
 //
 //   START ──> session_init ──> summarization_check ──(true)──> summarization ──┐
 //                                       │                                        v
-//                                       └──────(false)────────────────────> context_loader ──> (stage 2)
+//                                       └──────(false)────────────────────> context_loader ──> hitl_handler (stage 2)
 //
 // session_init loads the chat's recent messages, counts messages and tokens, starts the turn
 // (resets the per-turn sub-states) and reads what the thread waits for (hitl.pending) to set the
@@ -14,8 +14,7 @@
 
 namespace global_supervisor {
 
-update session_init(const state& s, stategraph::context& ctx) {
-    auto& svc = services::current();
+update session_init(services& svc, const state& s, stategraph::context& ctx) {
     conversation_state c;
     c.chat_id = s.conversation.chat_id.empty() ? ctx.thread_id() : s.conversation.chat_id;
     c.user_id = s.conversation.user_id.empty() ? svc.user_id() : s.conversation.user_id;
@@ -40,8 +39,7 @@ update session_init(const state& s, stategraph::context& ctx) {
                  .set<&state::conversation>(std::move(c))
                  .set<&state::hitl>(std::move(h))
                  .set<&state::extraction>({})
-                 .set<&state::response>({})
-                 .set<&state::trace>({"session_init"});
+                 .set<&state::response>({});
     // An agent waiting for permission continues its plan: keep what the plan was made from.
     if (s.hitl.pending != hitl_kind::agent) {
         u.set<&state::intent>({});
@@ -56,13 +54,12 @@ update session_init(const state& s, stategraph::context& ctx) {
 update summarization_check(const state& s) {
     auto c = s.conversation;
     c.needs_summarization = needs_summarization(c.message_count, c.history_tokens);
-    return traced("summarization_check").set<&state::conversation>(std::move(c));
+    return update{}.set<&state::conversation>(std::move(c));
 }
 
 bool needs_summary(const state& s) { return s.conversation.needs_summarization; }
 
-boost::asio::awaitable<update> summarization(const state& s) {
-    auto& svc = services::current();
+boost::asio::awaitable<update> summarization(services& svc, const state& s) {
     auto c = s.conversation;
     std::vector<turn_message> older;
     svc.with_store([&](memory_store& m) {
@@ -84,32 +81,31 @@ boost::asio::awaitable<update> summarization(const state& s) {
     });
     c.summary = std::move(summary);
     c.needs_summarization = false;
-    co_return traced("summarization").set<&state::conversation>(std::move(c));
+    co_return update{}.set<&state::conversation>(std::move(c));
 }
 
-update context_loader(const state& s) {
-    auto& svc = services::current();
+update context_loader(services& svc, const state& s) {
     auto mem = s.memory;
     mem.preloaded_facts =
         svc.with_store([&](memory_store& m) { return m.upcoming_facts(s.conversation.user_id, svc.today(), 7); });
     auto resp = s.response;
     resp.presentation = presentation_rules{"default", "text", 800};
-    return traced("context_loader").set<&state::memory>(std::move(mem)).set<&state::response>(std::move(resp));
+    return update{}.set<&state::memory>(std::move(mem)).set<&state::response>(std::move(resp));
 }
 
-stage_decl entry_stage() {
+stage_decl entry_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
     return stage<state>("1. Entry & Session",
-        "session_init"_n        = session_init,
+        "session_init"_n        = with_services(svc, session_init),
         "summarization_check"_n = summarization_check,
-        "summarization"_n       = summarization,
-        "context_loader"_n      = context_loader,
+        "summarization"_n       = with_services(svc, summarization),
+        "context_loader"_n      = with_services(svc, context_loader),
 
         start >> "session_init"_n >> "summarization_check"_n,
         "summarization_check"_n >> route(needs_summary, {{true,  "summarization"_n},
                                                          {false, "context_loader"_n}}),
-        "summarization"_n >> "context_loader"_n);
+        "summarization"_n >> "context_loader"_n >> "hitl_handler"_n);
     // clang-format on
 }
 

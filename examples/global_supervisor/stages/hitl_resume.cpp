@@ -2,18 +2,17 @@
 //
 //   context_loader ──> hitl_handler ──(none)────────────> intent_classification   (stage 3)
 //                           │ ───────(disambiguation)──> intent_classification
-//                           └────────(agent HITL: Send)─> agent_execution         (stage 6)
+//                           └════════(agent: Send)═════> agent_execution         (stage 6)
 //
 // A run that paused for the user is normally continued with `resume` (the engine re-runs the
 // paused node with the answer). This stage handles the other case of the seed: a new chat
 // message arrives while the thread still waits (hitl.pending, copied by session_init into the
 // turn's resume type). A pending disambiguation goes through classification, which takes a
 // message naming a candidate as the answer; an agent waiting for permission gets the message as
-// its approve / deny and runs again (a Send: agent_execution reads an agent_task).
+// its approve / deny and runs again (a Send: agent_execution reads an agent_task, so the "agent"
+// value of the route leads nowhere itself and the Send carries the turn on).
 
 #include "stages/hitl_resume.hpp"
-
-#include <boost/describe/enum_to_string.hpp>
 
 namespace global_supervisor {
 
@@ -22,17 +21,17 @@ bool agent_waiting(const state& s) { return s.hitl.resume_type == hitl_kind::age
 } // namespace
 
 update hitl_handler(const state& s) {
-    auto u = traced("hitl_handler");
-    if (s.hitl.resume_type == hitl_kind::none) return u;
+    if (s.hitl.resume_type == hitl_kind::none) return {};
     auto h = s.hitl;
     h.user_response = s.conversation.user_message;
     if (agent_waiting(s)) h.waiting_task->decision = is_approval(s.conversation.user_message) ? "approve" : "deny";
-    return u.set<&state::hitl>(std::move(h));
+    return update{}.set<&state::hitl>(std::move(h));
 }
 
-std::vector<std::string> resume_type(const state& s) {
-    if (agent_waiting(s)) return {};
-    return {s.hitl.resume_type == hitl_kind::disambiguation ? "disambiguation" : "none"};
+hitl_kind resume_type(const state& s) {
+    if (agent_waiting(s)) return hitl_kind::agent;
+    // An agent resume type without a waiting task has nothing to resume: classified as usual.
+    return s.hitl.resume_type == hitl_kind::disambiguation ? hitl_kind::disambiguation : hitl_kind::none;
 }
 
 std::vector<stategraph::send> agent_resume(const state& s) {
@@ -47,9 +46,9 @@ stage_decl hitl_resume_stage() {
     return stage<state>("2. HITL Resume",
         "hitl_handler"_n = hitl_handler,
 
-        "context_loader"_n >> "hitl_handler"_n,
-        "hitl_handler"_n >> route(resume_type, {{"none",           "intent_classification"_n},
-                                                {"disambiguation", "intent_classification"_n}}),
+        "hitl_handler"_n >> route(resume_type, {{hitl_kind::none,           "intent_classification"_n},
+                                                {hitl_kind::disambiguation, "intent_classification"_n},
+                                                {hitl_kind::agent,          end}}), // the Send goes on
         "hitl_handler"_n >> fan_out(agent_resume, {"agent_execution"_n}));
     // clang-format on
 }

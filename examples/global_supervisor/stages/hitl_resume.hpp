@@ -8,18 +8,17 @@
 
 #include <stategraph/command.hpp>
 
-#include <string>
 #include <vector>
 
 namespace global_supervisor {
 
 update hitl_handler(const state& s);
 
-/// @brief "Resume Type" for messages classified as usual: {"none"} or {"disambiguation"}
-/// (both lead to intent_classification); empty when an agent waits for permission.
-std::vector<std::string> resume_type(const state& s);
-/// @brief "Resume Type" = agent HITL: the waiting agent task, with the decision the message
-/// carries, sent back to agent_execution; empty otherwise.
+/// @brief "Resume Type": none and disambiguation lead to intent_classification; agent (an agent
+/// waits for permission) leads on through agent_resume's Send.
+hitl_kind resume_type(const state& s);
+/// @brief "Resume Type" = agent: the waiting agent task, with the decision the message carries,
+/// sent back to agent_execution; empty otherwise.
 std::vector<stategraph::send> agent_resume(const state& s);
 
 stage_decl hitl_resume_stage();

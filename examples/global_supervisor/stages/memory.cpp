@@ -1,18 +1,22 @@
 // Stage 4: Memory Pipeline (entity-first)
 //
-//                      ┌──(skip)─────────────────────────────────────────────────> memory_assembly ──┐
-//   retrieval_router ──┼──(semantic | parallel)──> entity_resolution ──> semantic_retrieval          │
-//                      │                                                  ──> temporal_retrieval ──>  │
-//                      │                                                      memory_assembly ───────┤
-//                      └──(extract)──> fact_extraction ──────────────────────────────────────────────┤
-//                                                                                                     v
-//                                                                  extraction_merge (deferred join) ──> stage 5
+//   retrieval_router ──(semantic | parallel)──> entity_resolution ──> semantic_retrieval ──┐
+//     │  │                                                                                  v
+//     │  └──(skip)───────────────────> memory_assembly <────────────────────── temporal_retrieval
+//     │                                       │
+//     └──(extract)──> fact_extraction         │
+//                           │                 v
+//                           └────────> extraction_merge (deferred: after both branches)
+//                                             ├──(blocking)─────> disambiguation_blocking   (stage 5)
+//                                             ├──(non_blocking)─> disambiguation_simple     (stage 5)
+//                                             ├──(complex)──────> global_planner            (stage 6)
+//                                             └──(simple)───────> ui_router                 (stage 7)
 //
 // retrieval_router reads the optimization flags: no semantic retrieval needed -> "skip" (a
 // greeting goes straight to memory_assembly); otherwise "semantic", or "parallel" (semantic and
-// temporal) when the message refers to time or is a complex request. When the message has facts
-// to extract, the router also starts fact_extraction, in the same superstep as entity_resolution:
-// the slow LLM call overlaps the whole retrieval chain.
+// temporal) when the message refers to time or is a complex request. Its second route starts
+// fact_extraction when the message has facts to extract ("none" starts nothing: that edge ends),
+// in the same superstep as entity_resolution: the slow LLM call overlaps the retrieval chain.
 //
 // Entity-first: no fact is stored before its entity is resolved. fact_extraction only extracts;
 // extraction_merge links each fact to the contact entity_resolution found and stores it. A fact
@@ -25,10 +29,12 @@
 // question). The barrier would then never fire, and compile() rejects it (join_never_fires).
 // A deferred node runs once, in the first superstep where nothing else is pending: after every
 // branch that was started has finished, whichever branches those were.
+//
+// "Entity Ambiguity?" and "Route" of the seed are one decision on extraction_merge (after_merge):
+// a waiting fact (blocking), an ambiguous name only asked about (non_blocking), else the intent's
+// route (complex or simple).
 
 #include "stages/memory.hpp"
-
-#include <boost/describe/enum_to_string.hpp>
 
 #include <algorithm>
 
@@ -77,17 +83,16 @@ update retrieval_router(const state& s) {
     else if (i.route == route_kind::complex || has_time_reference(s.conversation.user_message))
         mem.path = retrieval_path::parallel;
     else mem.path = retrieval_path::semantic;
-    return traced("retrieval_router").set<&state::memory>(std::move(mem));
+    return update{}.set<&state::memory>(std::move(mem));
 }
 
-std::vector<std::string> retrieval_routes(const state& s) {
-    std::vector<std::string> out{std::string(boost::describe::enum_to_string(s.memory.path, "skip"))};
-    if (s.intent.has_extractable_facts) out.push_back("extract");
-    return out;
+retrieval_path retrieval_route(const state& s) { return s.memory.path; }
+
+extraction_branch extraction_route(const state& s) {
+    return s.intent.has_extractable_facts ? extraction_branch::extract : extraction_branch::none;
 }
 
-update entity_resolution(const state& s) {
-    auto& svc = services::current();
+update entity_resolution(services& svc, const state& s) {
     auto mem = s.memory;
     mem.resolved_entities.clear();
     mem.ambiguous_entities.clear();
@@ -108,11 +113,10 @@ update entity_resolution(const state& s) {
             else if (cands.size() > 1) mem.ambiguous_entities.push_back({name, std::move(cands)});
         }
     });
-    return traced("entity_resolution").set<&state::memory>(std::move(mem));
+    return update{}.set<&state::memory>(std::move(mem));
 }
 
-update semantic_retrieval(const state& s) {
-    auto& svc = services::current();
+update semantic_retrieval(services& svc, const state& s) {
     auto mem = s.memory;
     mem.semantic_facts.clear();
     svc.with_store([&](memory_store& m) {
@@ -125,11 +129,10 @@ update semantic_retrieval(const state& s) {
         add_unique(found, hits);
         mem.semantic_facts = std::move(found);
     });
-    return traced("semantic_retrieval").set<&state::memory>(std::move(mem));
+    return update{}.set<&state::memory>(std::move(mem));
 }
 
-update temporal_retrieval(const state& s) {
-    auto& svc = services::current();
+update temporal_retrieval(services& svc, const state& s) {
     auto mem = s.memory;
     mem.temporal_facts.clear();
     if (mem.path == retrieval_path::parallel) {
@@ -140,7 +143,7 @@ update temporal_retrieval(const state& s) {
                 add_unique(mem.temporal_facts, m.facts_between(s.conversation.user_id, *day, *day));
         });
     }
-    return traced("temporal_retrieval").set<&state::memory>(std::move(mem));
+    return update{}.set<&state::memory>(std::move(mem));
 }
 
 update memory_assembly(const state& s) {
@@ -148,18 +151,16 @@ update memory_assembly(const state& s) {
     mem.context.clear();
     add_unique(mem.context, mem.semantic_facts);
     add_unique(mem.context, mem.temporal_facts);
-    return traced("memory_assembly").set<&state::memory>(std::move(mem));
+    return update{}.set<&state::memory>(std::move(mem));
 }
 
-boost::asio::awaitable<update> fact_extraction(const state& s) {
-    auto& svc = services::current();
+boost::asio::awaitable<update> fact_extraction(services& svc, const state& s) {
     extraction_state ex;
     ex.extracted = co_await svc.model().extract_facts(s.conversation.user_message, s.intent.entities);
-    co_return traced("fact_extraction").set<&state::extraction>(std::move(ex));
+    co_return update{}.set<&state::extraction>(std::move(ex));
 }
 
-update extraction_merge(const state& s) {
-    auto& svc = services::current();
+update extraction_merge(services& svc, const state& s) {
     const std::string& user = s.conversation.user_id;
     const std::string today = svc.today();
     auto ex = s.extraction;
@@ -225,7 +226,7 @@ update extraction_merge(const state& s) {
             d.btw_question += "?";
         }
     });
-    return traced("extraction_merge")
+    return update{}
         .set<&state::extraction>(std::move(ex))
         .set<&state::disambiguation>(std::move(d))
         .set<&state::hitl>(std::move(h));
@@ -240,25 +241,31 @@ after_merge merge_outcome(const state& s) {
     return s.intent.route == route_kind::complex ? after_merge::complex : after_merge::simple;
 }
 
-stage_decl memory_stage() {
+stage_decl memory_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
     return stage<state>("4. Memory Pipeline",
         "retrieval_router"_n   = retrieval_router,
-        "entity_resolution"_n  = entity_resolution,
-        "semantic_retrieval"_n = semantic_retrieval,
-        "temporal_retrieval"_n = temporal_retrieval,
+        "entity_resolution"_n  = with_services(svc, entity_resolution),
+        "semantic_retrieval"_n = with_services(svc, semantic_retrieval),
+        "temporal_retrieval"_n = with_services(svc, temporal_retrieval),
         "memory_assembly"_n    = memory_assembly,
-        "fact_extraction"_n    = fact_extraction,
-        "extraction_merge"_n   = extraction_merge | defer,
+        "fact_extraction"_n    = with_services(svc, fact_extraction),
+        "extraction_merge"_n   = with_services(svc, extraction_merge) | defer,
 
-        "retrieval_router"_n >> route(retrieval_routes, {{"skip",     "memory_assembly"_n},
-                                                         {"semantic", "entity_resolution"_n},
-                                                         {"parallel", "entity_resolution"_n},
-                                                         {"extract",  "fact_extraction"_n}}),
+        "retrieval_router"_n >> route(retrieval_route, {{retrieval_path::skip,     "memory_assembly"_n},
+                                                        {retrieval_path::semantic, "entity_resolution"_n},
+                                                        {retrieval_path::parallel, "entity_resolution"_n}}),
+        "retrieval_router"_n >> route(extraction_route, {{extraction_branch::extract, "fact_extraction"_n},
+                                                         {extraction_branch::none,    end}}),
         "entity_resolution"_n >> "semantic_retrieval"_n >> "temporal_retrieval"_n >> "memory_assembly"_n,
-        // The join: both branches lead to the deferred extraction_merge.
-        parallel("memory_assembly"_n, "fact_extraction"_n) >> "extraction_merge"_n);
+        // Retrieval, and extraction when it runs, lead to the deferred join.
+        "memory_assembly"_n >> "extraction_merge"_n,
+        "fact_extraction"_n >> "extraction_merge"_n,
+        "extraction_merge"_n >> route(merge_outcome, {{after_merge::blocking,     "disambiguation_blocking"_n},
+                                                      {after_merge::non_blocking, "disambiguation_simple"_n},
+                                                      {after_merge::complex,      "global_planner"_n},
+                                                      {after_merge::simple,       "ui_router"_n}}));
     // clang-format on
 }
 

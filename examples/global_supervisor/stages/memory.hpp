@@ -7,23 +7,28 @@
 
 #include "stages/common.hpp"
 
+#include <boost/describe/enum.hpp>
+
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace global_supervisor {
 
 update retrieval_router(const state& s);
-update entity_resolution(const state& s);
-update semantic_retrieval(const state& s);
-update temporal_retrieval(const state& s);
+update entity_resolution(services& svc, const state& s);
+update semantic_retrieval(services& svc, const state& s);
+update temporal_retrieval(services& svc, const state& s);
 update memory_assembly(const state& s);
-boost::asio::awaitable<update> fact_extraction(const state& s);
-update extraction_merge(const state& s);
+boost::asio::awaitable<update> fact_extraction(services& svc, const state& s);
+update extraction_merge(services& svc, const state& s);
 
-/// @brief The retrieval router's targets, as route keys: the retrieval path ("skip",
-/// "semantic", "parallel") plus "extract" when the message has facts to extract.
-std::vector<std::string> retrieval_routes(const state& s);
+/// @brief The retrieval router's first decision: the retrieval path it chose.
+retrieval_path retrieval_route(const state& s);
+
+/// @brief The retrieval router's second decision: whether fact extraction runs beside retrieval.
+enum class extraction_branch { none, extract };
+BOOST_DESCRIBE_ENUM(extraction_branch, none, extract)
+extraction_branch extraction_route(const state& s);
 
 /// @brief Where extraction_merge leads: "Entity Ambiguity?" and "Route" in one decision.
 enum class after_merge { blocking, non_blocking, complex, simple };
@@ -35,7 +40,7 @@ after_merge merge_outcome(const state& s);
 stored_fact store_fact_once(memory_store& m, const std::string& user_id, const std::optional<candidate>& contact,
                             const std::string& text, const std::optional<std::string>& event_date);
 
-stage_decl memory_stage();
+stage_decl memory_stage(services& svc);
 
 } // namespace global_supervisor
 

@@ -1,9 +1,9 @@
 // Stage 6: Planning & Execution
 //
-//   extraction_merge ──(complex)──> global_planner ══(Send per agent)══> agent_execution ──(more agents: true)──> global_planner
-//                                        │                  ^                   └──────────(false)──────────────> ui_router
-//                                        └─(nothing to run)─┼────────────────────────────────────────────────────> ui_router
-//   hitl_handler ══(agent HITL: Send)═══════════════════════┘
+//   extraction_merge ──(complex)──> global_planner ══(agents: Send per agent)══> agent_execution ──(more agents: true)──> global_planner
+//                                         │                                          ^           └──────────(false)─────> ui_router
+//                                         └─(nothing_to_run)─────────────────────────┼──────────────────────────────────> ui_router
+//   hitl_handler ══(agent: Send)═════════════════════════════════════════════════════┘
 //
 // global_planner asks the brain for the agents the request needs (productivity, wealth,
 // research), skipping those that already reported this turn. The agents that can run together
@@ -42,8 +42,7 @@ std::string permission_action(const std::string& task) {
     return "move_money";
 }
 
-boost::asio::awaitable<update> global_planner(const state& s) {
-    auto& svc = services::current();
+boost::asio::awaitable<update> global_planner(services& svc, const state& s) {
     const auto& conv = s.conversation;
     planning_state p = s.planning;
     bool first = p.turn == 0;
@@ -81,7 +80,7 @@ boost::asio::awaitable<update> global_planner(const state& s) {
         if (t.needs_permission) asking = t;
         p.batch.push_back(std::move(t));
     }
-    auto u = traced("global_planner");
+    update u;
     if (asking) {
         // Recorded before the question is asked, so that a new message finds what waits.
         auto h = s.hitl;
@@ -100,9 +99,8 @@ std::vector<stategraph::send> dispatch_agents(const state& s) {
     return out;
 }
 
-std::vector<std::string> nothing_to_run(const state& s) {
-    if (s.planning.batch.empty()) return {"nothing_to_run"};
-    return {};
+planner_outcome planned(const state& s) {
+    return s.planning.batch.empty() ? planner_outcome::nothing_to_run : planner_outcome::agents;
 }
 
 bool more_agents(const state& s) { return s.planning.remaining > 0; }
@@ -127,10 +125,9 @@ std::string agent_context(services& svc, const agent_task& t) {
 
 } // namespace
 
-boost::asio::awaitable<update> agent_execution(const agent_task& t, stategraph::context& ctx) {
-    auto& svc = services::current();
+boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& t, stategraph::context& ctx) {
     const int max_attempts = std::max(1, svc.agents().retry.max_attempts);
-    auto u = traced("agent_execution");
+    update u;
     agent_result r;
     r.turn = t.turn;
     r.agent = t.agent;
@@ -244,15 +241,16 @@ boost::asio::awaitable<update> agent_execution(const agent_task& t, stategraph::
     co_return std::move(u).set<&state::agent_results>(std::move(results));
 }
 
-stage_decl planning_stage(const agent_settings& agents) {
+stage_decl planning_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
     return stage<state>("6. Planning & Execution",
-        "global_planner"_n  = global_planner,
-        "agent_execution"_n = agent_execution | retry(agents.retry),
+        "global_planner"_n  = with_services(svc, global_planner),
+        "agent_execution"_n = with_services(svc, agent_execution) | retry(svc.agents().retry),
 
+        "global_planner"_n  >> route(planned, {{planner_outcome::agents,         end}, // the Sends go on
+                                               {planner_outcome::nothing_to_run, "ui_router"_n}}),
         "global_planner"_n  >> fan_out(dispatch_agents, {"agent_execution"_n}),
-        "global_planner"_n  >> route(nothing_to_run, {{"nothing_to_run", "ui_router"_n}}),
         "agent_execution"_n >> route(more_agents, {{true,  "global_planner"_n},
                                                    {false, "ui_router"_n}}));
     // clang-format on

@@ -9,25 +9,32 @@
 
 #include <stategraph/command.hpp>
 
+#include <boost/describe/enum.hpp>
+
 #include <string>
 #include <vector>
 
 namespace global_supervisor {
 
-boost::asio::awaitable<update> global_planner(const state& s);
-boost::asio::awaitable<update> agent_execution(const agent_task& task, stategraph::context& ctx);
+boost::asio::awaitable<update> global_planner(services& svc, const state& s);
+boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& task, stategraph::context& ctx);
 
 /// @brief The planner's batch, one Send per agent task (they run in parallel).
 std::vector<stategraph::send> dispatch_agents(const state& s);
-/// @brief {"nothing_to_run"} (to ui_router) when the planner found nothing to run, else nothing.
-std::vector<std::string> nothing_to_run(const state& s);
+
+/// @brief What the planner found: agents to run (dispatch_agents sends them), or nothing to run.
+enum class planner_outcome { agents, nothing_to_run };
+BOOST_DESCRIBE_ENUM(planner_outcome, agents, nothing_to_run)
+planner_outcome planned(const state& s);
+
 /// @brief "More agents?".
 bool more_agents(const state& s);
 
 /// @brief The action an agent task needs permission for ("send_email", "move_money", ...).
 std::string permission_action(const std::string& task);
 
-stage_decl planning_stage(const agent_settings& agents);
+/// @brief The stage; agent_execution runs under `svc.agents().retry`.
+stage_decl planning_stage(services& svc);
 
 } // namespace global_supervisor
 

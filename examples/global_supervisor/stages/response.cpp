@@ -46,12 +46,12 @@ bool is_question(std::string_view message) {
     return false;
 }
 
-update respond(const char* node, const state& s, std::string reply) {
+update respond(const state& s, std::string reply) {
     auto resp = s.response;
     if (resp.presentation.max_len > 0 && reply.size() > resp.presentation.max_len)
         reply = reply.substr(0, resp.presentation.max_len - 3) + "...";
     resp.reply = std::move(reply);
-    return traced(node).set<&state::response>(std::move(resp));
+    return update{}.set<&state::response>(std::move(resp));
 }
 
 } // namespace
@@ -67,7 +67,7 @@ update ui_router(const state& s) {
     if (hitl) resp.kind = response_kind::hitl;
     else if (s.intent.route == route_kind::complex || !results.empty()) resp.kind = response_kind::complex;
     else resp.kind = response_kind::simple;
-    return traced("ui_router").set<&state::response>(std::move(resp));
+    return update{}.set<&state::response>(std::move(resp));
 }
 
 update simple_text(const state& s) {
@@ -91,7 +91,7 @@ update simple_text(const state& s) {
         if (!s.extraction.stored.empty()) reply = "Noted: " + stored_text(s) + ".";
         if (s.extraction.stored.empty() || is_question(msg)) reply += (reply.empty() ? "" : "\n") + answer_from_memory(s);
     }
-    return respond("simple_text", s, std::move(reply));
+    return respond(s, std::move(reply));
 }
 
 update complex_text(const state& s) {
@@ -107,7 +107,7 @@ update complex_text(const state& s) {
         for (const auto& r : results) reply += "\n" + result_line(r);
     }
     if (!s.extraction.stored.empty()) reply += "\nNoted: " + stored_text(s) + ".";
-    return respond("complex_text", s, std::move(reply));
+    return respond(s, std::move(reply));
 }
 
 update hitl_text(const state& s) {
@@ -130,11 +130,10 @@ update hitl_text(const state& s) {
         others = true;
         reply += "\n" + result_line(r);
     }
-    return respond("hitl_text", s, std::move(reply));
+    return respond(s, std::move(reply));
 }
 
-update message_persist(const state& s) {
-    auto& svc = services::current();
+update message_persist(services& svc, const state& s) {
     const auto& conv = s.conversation;
     std::vector<turn_message> desired = s.hitl.exchange;
     if (desired.empty()) desired.push_back({"user", conv.user_message});
@@ -142,10 +141,10 @@ update message_persist(const state& s) {
     svc.with_store([&](memory_store& m) { sync_messages(m, conv.chat_id, conv.message_count, desired); });
     auto resp = s.response;
     resp.persisted = true;
-    return traced("message_persist").set<&state::response>(std::move(resp));
+    return update{}.set<&state::response>(std::move(resp));
 }
 
-stage_decl response_stage() {
+stage_decl response_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
     return stage<state>("7. Response Generation",
@@ -153,12 +152,15 @@ stage_decl response_stage() {
         "simple_text"_n     = simple_text,
         "complex_text"_n    = complex_text,
         "hitl_text"_n       = hitl_text,
-        "message_persist"_n = message_persist,
+        "message_persist"_n = with_services(svc, message_persist),
 
         "ui_router"_n >> route(response_type, {{response_kind::simple,  "simple_text"_n},
                                                {response_kind::complex, "complex_text"_n},
                                                {response_kind::hitl,    "hitl_text"_n}}),
-        parallel("simple_text"_n, "complex_text"_n, "hitl_text"_n) >> "message_persist"_n >> end);
+        "simple_text"_n     >> "message_persist"_n,
+        "complex_text"_n    >> "message_persist"_n,
+        "hitl_text"_n       >> "message_persist"_n,
+        "message_persist"_n >> end);
     // clang-format on
 }
 

@@ -13,12 +13,12 @@ update ui_router(const state& s);
 update simple_text(const state& s);
 update complex_text(const state& s);
 update hitl_text(const state& s);
-update message_persist(const state& s);
+update message_persist(services& svc, const state& s);
 
 /// @brief "Response Type" (the conditional edge after ui_router).
 response_kind response_type(const state& s);
 
-stage_decl response_stage();
+stage_decl response_stage(services& svc);
 
 } // namespace global_supervisor
 

@@ -22,6 +22,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -81,14 +82,13 @@ gs::agent_settings test_agents() {
 struct process {
     boost::asio::io_context io;
     gs::services svc;
-    gs::services::scope scope{svc};
     gs::supervisor_graph graph;
 
     explicit process(const fs::path& db, std::shared_ptr<gs::brain> brain = nullptr)
         : svc(options(db, std::move(brain))),
           graph(gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(
                                     sg::checkpoint::sqlite_options{.path = gs::checkpoint_path(db.string())}),
-                                svc.agents())) {}
+                                svc)) {}
 
     static gs::services::options options(const fs::path& db, std::shared_ptr<gs::brain> brain) {
         gs::services::options o;
@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(greeting_takes_the_fast_path) {
     BOOST_TEST(t.nodes == concat(entry_nodes, {"memory_assembly", "extraction_merge", "ui_router", "simple_text",
                                                "message_persist"}),
                boost::test_tools::per_element());
-    BOOST_TEST(t.values.trace == t.nodes, boost::test_tools::per_element());
+    BOOST_TEST(t.trace == t.nodes, boost::test_tools::per_element());
     BOOST_TEST(contains(t.reply, "Hello"));
     BOOST_TEST(contains(t.reply, "Dentist appointment")); // the agenda loaded by context_loader
     auto msgs = p.messages("greet");
@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(blocking_disambiguation_pauses_and_resumes_from_another_pro
         BOOST_TEST(!has_fact(second.facts_of("Thomas Anderson"), "Thomas is traveling to Mallorca"));
         BOOST_TEST(contains(t.reply, "saved that for Thomas Berger"));
         // The whole path of the turn, across both processes.
-        BOOST_TEST(t.values.trace == concat(before, {"message_persist"}), boost::test_tools::per_element());
+        BOOST_TEST(t.trace == concat(before, {"message_persist"}), boost::test_tools::per_element());
         auto msgs = second.messages("thomas");
         BOOST_REQUIRE(msgs.size() == 4u); // user, question, answer, reply: the question not stored twice
         BOOST_TEST(msgs[2].content == "2");
@@ -499,7 +499,8 @@ BOOST_AUTO_TEST_CASE(history_lists_a_checkpoint_per_superstep) {
 }
 
 BOOST_AUTO_TEST_CASE(the_graph_has_every_node_of_the_flowchart_in_its_stage) {
-    auto g = gs::declare_graph(test_agents());
+    gs::services svc(process::options(":memory:", nullptr));
+    auto g = gs::declare_graph(svc);
     const auto& shape = g.shape();
     const std::vector<std::pair<std::string, std::string>> expected = {
         {"session_init", "1. Entry & Session"},         {"summarization_check", "1. Entry & Session"},
@@ -524,6 +525,43 @@ BOOST_AUTO_TEST_CASE(the_graph_has_every_node_of_the_flowchart_in_its_stage) {
     BOOST_TEST(shape.find("agent_execution")->send_only);
     BOOST_TEST(shape.find("agent_execution")->has_retry);
     BOOST_TEST(sg::validate(shape).empty());
+}
+
+BOOST_AUTO_TEST_CASE(every_route_is_keyed_by_a_described_enum_or_a_bool) {
+    // Each conditional edge as "from -(value)-> to"; Sends as "from =Send=> to". No string keys.
+    gs::services svc(process::options(":memory:", nullptr));
+    auto g = gs::declare_graph(svc);
+    std::vector<std::string> routes;
+    for (const auto& b : g.shape().branches)
+        for (const auto& [label, to] : b.routes)
+            routes.push_back(b.from + (b.sends ? " =Send=> " : " -(" + label + ")-> ") + to);
+    std::sort(routes.begin(), routes.end());
+    const std::vector<std::string> expected = {
+        "agent_execution -(false)-> ui_router",
+        "agent_execution -(true)-> global_planner",
+        "extraction_merge -(blocking)-> disambiguation_blocking",
+        "extraction_merge -(complex)-> global_planner",
+        "extraction_merge -(non_blocking)-> disambiguation_simple",
+        "extraction_merge -(simple)-> ui_router",
+        "global_planner -(agents)-> __end__",
+        "global_planner -(nothing_to_run)-> ui_router",
+        "global_planner =Send=> agent_execution",
+        "hitl_handler -(agent)-> __end__",
+        "hitl_handler -(disambiguation)-> intent_classification",
+        "hitl_handler -(none)-> intent_classification",
+        "hitl_handler =Send=> agent_execution",
+        "retrieval_router -(extract)-> fact_extraction",
+        "retrieval_router -(none)-> __end__",
+        "retrieval_router -(parallel)-> entity_resolution",
+        "retrieval_router -(semantic)-> entity_resolution",
+        "retrieval_router -(skip)-> memory_assembly",
+        "summarization_check -(false)-> context_loader",
+        "summarization_check -(true)-> summarization",
+        "ui_router -(complex)-> complex_text",
+        "ui_router -(hitl)-> hitl_text",
+        "ui_router -(simple)-> simple_text",
+    };
+    BOOST_TEST(routes == expected, boost::test_tools::per_element());
 }
 
 namespace barrier_variant {

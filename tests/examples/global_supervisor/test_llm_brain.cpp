@@ -43,7 +43,6 @@ struct llm_fixture {
     sg::test::fake_openai_server server{io, "test-key"};
     std::shared_ptr<gs::llm_brain> brain;
     std::unique_ptr<gs::services> svc;
-    std::unique_ptr<gs::services::scope> scope;
     gs::supervisor_graph graph;
 
     llm_fixture() {
@@ -61,8 +60,7 @@ struct llm_fixture {
         so.model = brain;
         so.agents.retry.initial_interval = std::chrono::milliseconds(1);
         svc = std::make_unique<gs::services>(std::move(so));
-        scope = std::make_unique<gs::services::scope>(*svc);
-        graph = gs::build_graph(std::make_shared<sg::checkpoint::memory_saver>(), svc->agents());
+        graph = gs::build_graph(std::make_shared<sg::checkpoint::memory_saver>(), *svc);
     }
     ~llm_fixture() {
         server.stop();
@@ -154,9 +152,9 @@ BOOST_FIXTURE_TEST_CASE(an_unreachable_model_makes_the_agent_report_failure, llm
     so.model = std::make_shared<agents_through_model>(brain);
     so.agents.retry.initial_interval = std::chrono::milliseconds(1);
     gs::services svc2(std::move(so));
-    gs::services::scope scope2(svc2);
+    auto graph2 = gs::build_graph(std::make_shared<sg::checkpoint::memory_saver>(), svc2);
     server.stop(); // every agent attempt now fails to connect
-    auto t = run_on(io, gs::chat(graph, "down", "Research hotels in Zurich", "u1"));
+    auto t = run_on(io, gs::chat(graph2, "down", "Research hotels in Zurich", "u1"));
     BOOST_TEST(!t.interrupted);
     BOOST_TEST_MESSAGE("reply: " << t.reply);
     auto results = gs::current_results(t.values);
