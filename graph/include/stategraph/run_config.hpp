@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -30,6 +31,7 @@ public:
     std::string_view view() const noexcept { return {data_, size_}; }
     std::string str() const { return std::string(view()); }
     operator std::string_view() const noexcept { return view(); }
+    operator std::string() const { return str(); }
     bool empty() const noexcept { return size_ == 0; }
     std::size_t size() const noexcept { return size_; }
     /// @brief Whether an id is set (an empty id means "none").
@@ -37,6 +39,7 @@ public:
 
     friend bool operator==(const id_text& a, const id_text& b) noexcept { return a.view() == b.view(); }
     friend bool operator==(const id_text& a, std::string_view b) noexcept { return a.view() == b; }
+    friend std::ostream& operator<<(std::ostream& os, const id_text& t) { return os << t.view(); }
 
 private:
     void assign(std::string_view s) {
