@@ -1,20 +1,14 @@
 #define BOOST_TEST_MODULE checkpoint
 #include <boost/test/unit_test.hpp>
 
-#include "saver_contract.hpp"
-
+#include <stategraph/checkpoint/conformance.hpp>
 #include <stategraph/checkpoint/memory_saver.hpp>
 
-namespace {
-
-std::shared_ptr<stategraph::checkpoint::saver> make_memory_saver() {
-    return std::make_shared<stategraph::checkpoint::memory_saver>();
-}
-
-} // namespace
+// The saver conformance suite (stategraph/checkpoint/conformance.hpp). The in-memory saver's
+// storage is its own object: no second instance, no leases to share, nothing to damage.
+STATEGRAPH_SAVER_CONFORMANCE(memory_saver_conformance, [] { return std::make_shared<stategraph::checkpoint::memory_saver>(); })
 
 BOOST_AUTO_TEST_SUITE(memory_saver)
-STATEGRAPH_SAVER_CONTRACT_TESTS(make_memory_saver)
 
 BOOST_AUTO_TEST_CASE(checkpoint_ids_are_fixed_width_and_increasing) {
     std::string prev;

@@ -1,7 +1,6 @@
 #include <boost/test/unit_test.hpp>
 
-#include "saver_contract.hpp"
-
+#include <stategraph/checkpoint/conformance.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 
 #include <sqlite3.h>
@@ -20,9 +19,8 @@
 namespace {
 
 using namespace stategraph::checkpoint;
-using namespace stategraph::test::contract;
+using namespace stategraph::checkpoint::testing;
 using stategraph::errc;
-using stategraph::test::run;
 namespace fs = std::filesystem;
 
 /// A fresh directory under /tmp, removed with everything in it.
@@ -96,29 +94,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-/// Runs `f`, which must throw checkpoint_error with `code`; returns it.
-template <class F>
-std::optional<stategraph::checkpoint_error> expect_error(errc code, F&& f) {
-    try {
-        f();
-    } catch (const stategraph::checkpoint_error& e) {
-        BOOST_TEST_MESSAGE(stategraph::to_string(e.kind()) << ": " << e.what());
-        BOOST_CHECK_MESSAGE(e.kind() == code, "expected " << stategraph::to_string(code) << ", got "
-                                                          << stategraph::to_string(e.kind()) << ": " << e.what());
-        return e;
-    } catch (const std::exception& e) {
-        BOOST_ERROR("expected checkpoint_error " << stategraph::to_string(code) << ", got " << e.what());
-        return std::nullopt;
-    }
-    BOOST_ERROR("expected checkpoint_error " << stategraph::to_string(code) << ", nothing was thrown");
-    return std::nullopt;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-bool has_name(const stategraph::checkpoint_error& e, const std::string& name) {
-    return std::find(e.names().begin(), e.names().end(), name) != e.names().end();
-}
-
 /// A small history: 3 checkpoints with deltas, pending writes, and a subgraph namespace.
 struct history {
     checkpoint cp1, cp2, cp3, sub;
@@ -177,6 +152,42 @@ std::string sql_text(const std::string& s) {
         out += c;
     }
     return out + "'";
+}
+
+/// Damages, in the file behind a saver, what the conformance suite asks for.
+bool damage_file(const std::string& path, const damage& d) {
+    raw_db raw(path);
+    const std::string where = " WHERE thread_id = " + sql_text(d.thread_id) + " AND ns = " + sql_text(d.ns);
+    const std::string checkpoint_row = where + " AND id = " + sql_text(d.checkpoint_id);
+    switch (d.what) {
+    case part::value: {
+        // A value too big for its checkpoint's row has a row in `blobs`; a small one is inside `vals`.
+        const std::string blob = where + " AND channel = " + sql_text(d.channel) + " AND version = " + sql_text(d.checkpoint_id);
+        if (raw.integer("SELECT count(*) FROM blobs" + blob) > 0) raw.exec("UPDATE blobs SET value = CAST('{oops' AS BLOB)" + blob);
+        else raw.exec("UPDATE checkpoints SET vals = x'05'" + checkpoint_row);
+        return true;
+    }
+    case part::record:
+        raw.exec("UPDATE checkpoints SET record = x'01ff'" + checkpoint_row);
+        return true;
+    case part::write:
+        raw.exec("UPDATE writes SET value = x'ff00fe'" + where + " AND checkpoint_id = " + sql_text(d.checkpoint_id) +
+                 " AND channel = " + sql_text(d.channel));
+        return true;
+    }
+    return false;
+}
+
+/// What the SQLite saver supports beyond the interface: other connections to the same file,
+/// leases that exclude them, and a file the test can damage.
+capabilities sqlite_capabilities() {
+    capabilities c;
+    c.open_same_storage = [](saver& first) -> std::shared_ptr<saver> {
+        return std::make_shared<sqlite_saver>(options_for(dynamic_cast<sqlite_saver&>(first).path()));
+    };
+    c.exclusive_leases = true;
+    c.corrupt = [](saver& s, const damage& d) { return damage_file(dynamic_cast<sqlite_saver&>(s).path(), d); };
+    return c;
 }
 
 /// A file as stategraph with schema version 1 wrote it (its exact DDL), filled by hand.
@@ -346,9 +357,7 @@ void write_byte(int fd, char c) {
 
 } // namespace
 
-BOOST_AUTO_TEST_SUITE(sqlite_saver_contract)
-STATEGRAPH_SAVER_CONTRACT_TESTS(make_sqlite_saver)
-BOOST_AUTO_TEST_SUITE_END()
+STATEGRAPH_SAVER_CONFORMANCE(sqlite_saver_conformance, make_sqlite_saver, sqlite_capabilities())
 
 BOOST_AUTO_TEST_SUITE(sqlite_saver_file)
 

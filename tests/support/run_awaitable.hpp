@@ -1,23 +1,12 @@
 #pragma once
 /// @file run_awaitable.hpp
 /// @brief Test helper: runs one coroutine to completion on a private io_context and returns its
-/// result (or rethrows its exception).
+/// result (or rethrows its exception); the one the saver conformance suite uses.
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
-
-#include <utility>
+#include <stategraph/checkpoint/testing/run.hpp>
 
 namespace stategraph::test {
 
-template <class T>
-T run(boost::asio::awaitable<T> work) {
-    boost::asio::io_context io;
-    auto result = boost::asio::co_spawn(io, std::move(work), boost::asio::use_future);
-    io.run();
-    return result.get();
-}
+using stategraph::checkpoint::testing::run;
 
 } // namespace stategraph::test

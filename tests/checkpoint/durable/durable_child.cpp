@@ -13,10 +13,8 @@
 #include "durable_graphs.hpp"
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/checkpoint/testing/run.hpp>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/json.hpp>
 
 #include <sys/resource.h>
@@ -30,16 +28,9 @@
 namespace sg = stategraph;
 namespace cp = stategraph::checkpoint;
 using namespace durable::graphs;
+using stategraph::checkpoint::testing::run;
 
 namespace {
-
-template <class T>
-T run(boost::asio::awaitable<T> a) {
-    boost::asio::io_context io;
-    auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
-    io.run();
-    return f.get();
-}
 
 std::shared_ptr<cp::saver> open_saver(const std::string& db) {
     cp::sqlite_options o;

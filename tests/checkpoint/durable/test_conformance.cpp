@@ -1,9 +1,22 @@
 // Conformance cases about durable threads (interrupts, breakpoints, update_state, subgraph
 // interrupts), compared with the LangGraph golden traces, on both checkpointers.
+// Each case replays the golden file's calls (conformance::replay, tests/support/golden.hpp).
 #define BOOST_TEST_MODULE durable
-#include "durable_golden.hpp"
+#include "durable_common.hpp"
+#include "golden.hpp"
 
 using namespace durable;
+namespace cf = stategraph::conformance;
+
+namespace {
+/// The side counters as the golden files record them.
+std::function<json::object()> counted(counters& side) {
+    return [&side] {
+        std::lock_guard l(side.m);
+        return cf::counters_json(side.c);
+    };
+}
+} // namespace
 
 namespace c11 {
 struct st {
@@ -73,7 +86,7 @@ BOOST_DATA_TEST_CASE(case_11_interrupt_resume, savers(), kind) {
     });
     g.add_node("done", [](const st& s) { return sg::update<st>{}.set<&st::trail>({"done:" + s.answer}); });
     g.add_edge(sg::START, "prep").add_edge("prep", "ask").add_edge("ask", "done").add_edge("done", sg::END);
-    golden_case<st> c("11_interrupt_resume", g.compile({.checkpointer = env.saver}), side);
+    cf::replay<st> c("11_interrupt_resume", g.compile({.checkpointer = env.saver}), counted(side));
     c.run_all();
 }
 
@@ -98,7 +111,7 @@ BOOST_DATA_TEST_CASE(case_13_parallel_interrupts, savers(), kind) {
     g.add_node("after", [](const st&) { return sg::update<st>{}.set<&st::log>({"after"}); });
     for (std::string n : {"p", "q", "r"}) g.add_edge(sg::START, n).add_edge(n, "after");
     g.add_edge("after", sg::END);
-    golden_case<st> c("13_parallel_interrupts", g.compile({.checkpointer = env.saver}), side);
+    cf::replay<st> c("13_parallel_interrupts", g.compile({.checkpointer = env.saver}), counted(side));
     c.run_all();
 }
 
@@ -115,7 +128,7 @@ BOOST_DATA_TEST_CASE(case_14_interrupt_before, savers(), kind) {
             return sg::update<st>{}.set<&st::trail>({n});
         });
     g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
-    golden_case<st> c("14_interrupt_before", g.compile({.checkpointer = env.saver, .interrupt_before = {"b"}}), side);
+    cf::replay<st> c("14_interrupt_before", g.compile({.checkpointer = env.saver, .interrupt_before = {"b"}}), counted(side));
     c.run_all();
 }
 
@@ -132,7 +145,7 @@ BOOST_DATA_TEST_CASE(case_16_update_state, savers(), kind) {
             return sg::update<st>{}.set<&st::value>(s.value + "+" + n).set<&st::trail>({n});
         });
     g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
-    golden_case<st> c("16_update_state", g.compile({.checkpointer = env.saver, .interrupt_before = {"b"}}), side);
+    cf::replay<st> c("16_update_state", g.compile({.checkpointer = env.saver, .interrupt_before = {"b"}}), counted(side));
     c.run_all();
 }
 
@@ -168,7 +181,7 @@ BOOST_DATA_TEST_CASE(case_19_subgraph_interrupt, savers(), kind) {
         return sg::update<st>{}.set<&st::trail>({"after:" + s.answer});
     });
     g.add_edge(sg::START, "before").add_edge("before", "sub").add_edge("sub", "after").add_edge("after", sg::END);
-    golden_case<st> c("19_subgraph_interrupt", g.compile({.checkpointer = env.saver}), side);
+    cf::replay<st> c("19_subgraph_interrupt", g.compile({.checkpointer = env.saver}), counted(side));
     c.patch = [](std::size_t i, json::object& run) {
         if (i != 1) return;
         // DIFFERENCE: the subgraph node's update is only what the subgraph wrote, not its whole
@@ -184,9 +197,8 @@ BOOST_DATA_TEST_CASE(case_19_subgraph_interrupt, savers(), kind) {
         run["result"].as_object()["trail"] = final_trail;
         run["state"].as_object()["values"].as_object()["trail"] = final_trail;
     };
-    const auto& runs = c.golden.at("runs").as_array();
-    BOOST_REQUIRE_EQUAL(runs.size(), 2u);
-    c.run_one(runs[0].as_object());
+    BOOST_REQUIRE_EQUAL(c.file.size(), 2u);
+    c.run_one(0);
 
     // The subgraph keeps its own checkpoint in the parent's thread, in namespace
     // "sub:<task id>" (golden: getState(subgraphs: true) shows it as the sub task's state:
@@ -206,9 +218,7 @@ BOOST_DATA_TEST_CASE(case_19_subgraph_interrupt, savers(), kind) {
                    w.value.at(0).at("id") == json::value(parent.tasks.at(0).interrupts.at(0).id);
     BOOST_TEST(asks);
 
-    auto second = runs[1].as_object();
-    c.patch(1, second);
-    c.run_one(second);
+    c.run_one(1); // patched as above
 }
 
 BOOST_AUTO_TEST_SUITE_END()

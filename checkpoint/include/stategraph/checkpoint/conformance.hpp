@@ -1,40 +1,96 @@
 #pragma once
-/// @file saver_contract.hpp
-/// @brief The behaviour every checkpointer must share, written once and run against each saver.
+/// @file conformance.hpp
+/// @brief The conformance suite of the saver interface: the behaviour every checkpointer must
+/// share, as Boost.Test cases that one line registers for any saver.
 ///
-/// Each `contract::*` function takes a fresh, empty saver. A test file registers them all with
-/// `STATEGRAPH_SAVER_CONTRACT_TESTS(factory)`, where `factory()` returns a
-/// `std::shared_ptr<stategraph::checkpoint::saver>` (its deleter cleans up whatever it needs).
-
-#include "run_awaitable.hpp"
+/// A test-only header: it includes Boost.Test, so include it only from a Boost.Test program and
+/// link `Boost::unit_test_framework` (or the CMake target `stategraph::checkpoint_conformance`,
+/// which brings both). The library itself never includes it.
+///
+/// @code
+/// #define BOOST_TEST_MODULE my_saver
+/// #include <boost/test/unit_test.hpp>
+/// #include <stategraph/checkpoint/conformance.hpp>
+///
+/// STATEGRAPH_SAVER_CONFORMANCE(my_saver_conformance, [] { return std::make_shared<my_saver>(); })
+/// @endcode
+///
+/// This registers the test suite `my_saver_conformance` with one test case per check (`put_get`,
+/// `list_filters`, `prune`, ...; the list is `checks()`). Every case calls the factory once and runs
+/// on that saver alone, so the factory must return a saver on fresh, empty storage; the
+/// `std::shared_ptr`'s deleter may clean the storage up (a temporary file, a database schema).
+/// An optional third argument, `capabilities`, says what else the saver supports (a second
+/// instance on the same storage, leases that exclude other instances, a way for the test to
+/// damage stored data); the cases it needs are reported as skipped when it is missing.
+/// `register_suite()` is the same as a function, for savers chosen at start-up (it must run before
+/// the tests do: from a static initializer or a custom `init_unit_test()`).
+///
+/// The helpers (`next_cp`, `write_of`, `check_checkpoint`, `expect_error`, `run` from
+/// testing/run.hpp, ...) are public for a saver's own extra tests.
 
 #include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/checkpoint/testing/run.hpp>
 #include <stategraph/error.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-namespace stategraph::test::contract {
+namespace stategraph::checkpoint::testing {
 
-// Using-declarations (not a using-directive): inside namespace stategraph the name `checkpoint`
-// would otherwise be ambiguous between the namespace and the struct.
-using stategraph::checkpoint::checkpoint;
-using stategraph::checkpoint::checkpoint_tuple;
-using stategraph::checkpoint::list_options;
-using stategraph::checkpoint::new_checkpoint_id;
-using stategraph::checkpoint::pending_write;
-using stategraph::checkpoint::saver;
-using stategraph::checkpoint::thread_stats;
 namespace json = boost::json;
+
+// -- what a saver supports beyond the interface -------------------------------------------------
+
+/// @brief Which part of a stored checkpoint `capabilities::corrupt` damages.
+enum class part {
+    value,  ///< the stored value of `channel` at version `checkpoint_id` (its own blob, or its row)
+    record, ///< the checkpoint's own record (versions, frontier, metadata)
+    write,  ///< the pending write on `channel` saved against `checkpoint_id`
+};
+
+/// @brief Where to damage stored data (see `capabilities::corrupt`).
+struct damage {
+    part what = part::value;
+    std::string thread_id;
+    std::string ns;
+    std::string checkpoint_id;
+    std::string channel; ///< for `part::value` and `part::write`
+};
+
+/// @brief What a saver supports beyond the interface; the checks that need a capability are
+/// skipped (reported as such) when it is missing.
+struct capabilities {
+    /// A second saver on the same storage as `first` (another connection: what another process
+    /// would see). It is destroyed before `first`. Empty: each instance has storage of its own
+    /// (the in-memory saver). Needed by `second_instance` and `leases_across_instances`.
+    std::function<std::shared_ptr<saver>(saver& first)> open_same_storage;
+    /// `acquire()` takes a lease the other instances see: their `acquire`, `put` and
+    /// `delete_thread` on that thread throw `checkpoint_error(thread_busy)` until it is released
+    /// or its holder is destroyed; reads are never refused. Needs `open_same_storage`.
+    bool exclusive_leases = false;
+    /// Damages what `s` stored (behind its back, as a failing disk or a foreign writer would), so
+    /// that reading it must throw `checkpoint_error(corrupt_checkpoint)`. Returns false when it
+    /// cannot damage that part (that part is then skipped). Empty: `corruption` is skipped.
+    std::function<bool(saver& s, const damage& where)> corrupt;
+};
+
+/// @brief Makes the saver one check runs on: fresh, empty storage each call.
+using saver_factory = std::function<std::shared_ptr<saver>()>;
+
+// -- helpers ------------------------------------------------------------------------------------
 
 /// The checkpoint that follows `prev` (nullptr: the first), writing the channels of `writes`.
 inline checkpoint next_cp(const checkpoint* prev, std::int64_t step, const std::string& source,
@@ -98,7 +154,33 @@ inline void check_checkpoint(const checkpoint_tuple& got, const std::string& thr
     BOOST_TEST(got.cp.signature == want.signature);
 }
 
-// ---------------------------------------------------------------------------------------------
+
+/// Runs `f`, which must throw `checkpoint_error` with `code`; returns it (nullopt when it did not).
+template <class F>
+std::optional<checkpoint_error> expect_error(errc code, F&& f) {
+    try {
+        f();
+    } catch (const checkpoint_error& e) {
+        BOOST_TEST_MESSAGE(to_string(e.kind()) << ": " << e.what());
+        BOOST_CHECK_MESSAGE(e.kind() == code,
+                            "expected " << to_string(code) << ", got " << to_string(e.kind()) << ": " << e.what());
+        return e;
+    } catch (const std::exception& e) {
+        BOOST_ERROR("expected checkpoint_error " << to_string(code) << ", got " << e.what());
+        return std::nullopt;
+    }
+    BOOST_ERROR("expected checkpoint_error " << to_string(code) << ", nothing was thrown");
+    return std::nullopt;
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+/// The error names `name` (a thread, channel or node) among the names it carries.
+inline bool has_name(const graph_error& e, const std::string& name) {
+    return std::find(e.names().begin(), e.names().end(), name) != e.names().end();
+}
+
+// -- the checks ---------------------------------------------------------------------------------
+// Each takes a fresh, empty saver.
 
 /// put / get latest / get by id / missing -> nullopt / re-put replaces.
 inline void put_get(saver& s) {
@@ -691,20 +773,264 @@ inline void record_round_trip(saver& s) {
     same_text(got->cp.frontier, frontier);
 }
 
-} // namespace stategraph::test::contract
+/// prune() keeps the newest checkpoint's pending writes whatever their channel (a task's writes,
+/// its interrupts, the resume values), in every namespace, in order; older checkpoints' writes go.
+inline void prune_keeps_head_writes(saver& s) {
+    std::vector<checkpoint> cps;
+    for (int i = 0; i < 4; ++i) {
+        cps.push_back(next_cp(cps.empty() ? nullptr : &cps.back(), i, "loop", json::object{{"n", i}}));
+        put(s, "t", "", cps.back());
+    }
+    json::array interrupts{json::object{{"id", "interrupt-1"}, {"value", json::object{{"question", "which one?"}}}}};
+    std::vector<pending_write> head{write_of("ask", "ask", "__interrupt__", interrupts),
+                                    write_of("done", "done", "n", 9),
+                                    write_of("ask", "ask", "__resume__", json::array{"the first"})};
+    run(s.put_writes("t", "", cps[3].id, head));
+    std::vector<pending_write> old{write_of("old", "old", "n", 1)};
+    run(s.put_writes("t", "", cps[1].id, old));
+    std::vector<checkpoint> sub;
+    for (int i = 0; i < 2; ++i) {
+        sub.push_back(next_cp(sub.empty() ? nullptr : &sub.back(), i, "loop", json::object{{"x", i}}));
+        put(s, "t", "sub", sub.back());
+    }
+    std::vector<pending_write> sub_head{write_of("inner", "inner", "__interrupt__", interrupts)};
+    run(s.put_writes("t", "sub", sub[1].id, sub_head));
 
-/// Registers every contract check as its own test case; `factory()` returns a fresh saver
-/// (as std::shared_ptr<saver>).
-#define STATEGRAPH_SAVER_CONTRACT_TESTS(factory)                                                      \
-    BOOST_AUTO_TEST_CASE(contract_put_get) { ::stategraph::test::contract::put_get(*factory()); }     \
-    BOOST_AUTO_TEST_CASE(contract_deltas) { ::stategraph::test::contract::deltas(*factory()); }       \
-    BOOST_AUTO_TEST_CASE(contract_writes) { ::stategraph::test::contract::writes(*factory()); }       \
-    BOOST_AUTO_TEST_CASE(contract_list_filters) { ::stategraph::test::contract::list_filters(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_prune) { ::stategraph::test::contract::prune(*factory()); }         \
-    BOOST_AUTO_TEST_CASE(contract_stats) { ::stategraph::test::contract::stats(*factory()); }         \
-    BOOST_AUTO_TEST_CASE(contract_delete_thread) { ::stategraph::test::contract::delete_thread(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_namespaces) { ::stategraph::test::contract::namespaces(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_concurrent) { ::stategraph::test::contract::concurrent(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_append_deltas) { ::stategraph::test::contract::append_deltas(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_shared_graph) { ::stategraph::test::contract::shared_graph(*factory()); } \
-    BOOST_AUTO_TEST_CASE(contract_record_round_trip) { ::stategraph::test::contract::record_round_trip(*factory()); }
+    auto check_heads = [&] {
+        auto got = get(s, "t", "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.id == cps[3].id);
+        BOOST_TEST_REQUIRE(got->writes.size() == head.size());
+        for (std::size_t i = 0; i < head.size(); ++i) {
+            BOOST_TEST_CONTEXT("write " << i) {
+                BOOST_TEST(got->writes[i].task_id == head[i].task_id);
+                BOOST_TEST(got->writes[i].task_name == head[i].task_name);
+                BOOST_TEST(got->writes[i].channel == head[i].channel);
+                BOOST_TEST(got->writes[i].value == head[i].value);
+            }
+        }
+        auto in_sub = get(s, "t", "sub");
+        BOOST_TEST_REQUIRE(in_sub.has_value());
+        BOOST_TEST(in_sub->cp.id == sub[1].id);
+        BOOST_TEST_REQUIRE(in_sub->writes.size() == 1u);
+        BOOST_TEST(in_sub->writes[0].value == interrupts);
+    };
+    check_heads();
+    BOOST_TEST(run(s.stats("t")).writes == 5u);
+    run(s.prune("t", 1));
+    check_heads();
+    BOOST_TEST(run(s.stats("t")).writes == 4u); // the old checkpoint's write went with it
+    run(s.prune("t", 0));
+    check_heads();
+    BOOST_TEST(run(s.stats("t")).checkpoints == 2u);
+}
+
+/// acquire() / release() on one instance: acquiring again renews, several threads can be held,
+/// the holder reads and writes as usual, releasing twice (or what was never acquired) is harmless.
+inline void leases(saver& s) {
+    run(s.acquire("t"));
+    run(s.acquire("t"));
+    run(s.acquire("u"));
+    auto cp = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    put(s, "t", "", cp);
+    std::vector<pending_write> w{write_of("task", "node", "a", 2)};
+    run(s.put_writes("t", "", cp.id, w));
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->writes.size() == 1u);
+    run(s.prune("t", 1));
+    run(s.release("t"));
+    run(s.release("t"));
+    run(s.release("never"));
+    run(s.acquire("t"));
+    run(s.delete_thread("t"));
+    BOOST_TEST(!get(s, "t", "").has_value());
+    run(s.release("t"));
+    run(s.release("u"));
+}
+
+/// A second instance on the same storage reads what the first wrote and the other way round,
+/// pending writes and deletions included.
+inline void second_instance(saver& a, const capabilities& caps) {
+    const json::object first_values{{"a", 1}, {"big", std::string(5000, 'x')}};
+    auto cp1 = next_cp(nullptr, -1, "input", first_values);
+    put(a, "t", "", cp1);
+    std::vector<pending_write> w{write_of("task", "node", "a", 2)};
+    run(a.put_writes("t", "", cp1.id, w));
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    auto got = get(*b, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp1, first_values);
+    BOOST_TEST(got->writes.size() == 1u);
+
+    auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"a", 3}});
+    put(*b, "t", "", cp2);
+    got = get(a, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp2, json::object{{"a", 3}, {"big", std::string(5000, 'x')}});
+    BOOST_TEST(ids_of(list(a, "t", "", list_options{})) == (std::vector<std::string>{cp2.id, cp1.id}),
+               boost::test_tools::per_element());
+    run(b->delete_thread("t"));
+    BOOST_TEST(!get(a, "t", "").has_value());
+}
+
+/// Leases exclude the other instances on the same storage: their acquire, put and delete_thread
+/// throw thread_busy naming the thread, their reads go on; release (or destroying the holder)
+/// passes the thread on; releasing what another instance holds does nothing.
+inline void leases_across_instances(saver& a, const capabilities& caps) {
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    auto cp3 = next_cp(&cp2, 2, "loop", json::object{{"a", 3}});
+    run(a.acquire("t"));
+    run(a.acquire("t"));
+    put(a, "t", "", cp1);
+    auto e = expect_error(errc::thread_busy, [&] { run(b->acquire("t")); });
+    if (e) BOOST_TEST(has_name(*e, "t"));
+    expect_error(errc::thread_busy, [&] { put(*b, "t", "", cp2); });
+    expect_error(errc::thread_busy, [&] { run(b->delete_thread("t")); });
+    auto got = get(*b, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp1.id);
+
+    // Other threads are free.
+    run(b->acquire("u"));
+    put(*b, "u", "", next_cp(nullptr, 0, "loop", json::object{{"u", 1}}));
+    expect_error(errc::thread_busy, [&] { run(a.acquire("u")); });
+
+    run(b->release("t")); // not b's: no effect
+    expect_error(errc::thread_busy, [&] { run(b->acquire("t")); });
+    run(a.release("t"));
+    run(b->acquire("t"));
+    put(*b, "t", "", cp2);
+    expect_error(errc::thread_busy, [&] { run(a.acquire("t")); });
+    expect_error(errc::thread_busy, [&] { put(a, "t", "", cp3); });
+    BOOST_TEST(get(a, "t", "")->cp.id == cp2.id);
+    run(b->release("t"));
+    run(a.acquire("t"));
+    put(a, "t", "", cp3);
+    run(a.release("t"));
+
+    // Destroying an instance releases its leases.
+    b.reset();
+    run(a.acquire("u"));
+    run(a.release("u"));
+}
+
+/// Damaged storage (a value, a checkpoint record, a pending write) is reported as
+/// checkpoint_error(corrupt_checkpoint) naming the thread, not as a crash or a wrong value;
+/// other threads still read.
+inline void corruption(saver& s, const capabilities& caps) {
+    auto ok = next_cp(nullptr, -1, "input", json::object{{"a", 1}});
+    put(s, "ok", "", ok);
+    const std::pair<part, const char*> parts[] = {{part::value, "value"}, {part::record, "record"}, {part::write, "write"}};
+    for (const auto& [what, label] : parts) {
+        BOOST_TEST_CONTEXT("damaged " << label) {
+            const std::string thread = std::string("damaged_") + label;
+            auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", "x"}});
+            auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"a", 2}});
+            put(s, thread, "", cp1);
+            put(s, thread, "", cp2);
+            std::vector<pending_write> w{write_of("task", "node", "w", 1)};
+            run(s.put_writes(thread, "", cp2.id, w));
+            damage where;
+            where.what = what;
+            where.thread_id = thread;
+            where.checkpoint_id = cp2.id;
+            where.channel = what == part::write ? "w" : "a";
+            if (!caps.corrupt(s, where)) {
+                BOOST_TEST_MESSAGE("this saver cannot damage a " << label << ": not checked");
+                continue;
+            }
+            auto e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, thread, ""); });
+            if (e) BOOST_TEST((has_name(*e, thread) || contains(e->what(), thread)), e->what());
+            if (what != part::write)
+                expect_error(errc::corrupt_checkpoint, [&] { (void)list(s, thread, "", list_options{}); });
+            auto fine = get(s, "ok", "");
+            BOOST_TEST_REQUIRE(fine.has_value());
+            check_checkpoint(*fine, "ok", "", ok, json::object{{"a", 1}});
+        }
+    }
+}
+
+// -- registration -------------------------------------------------------------------------------
+
+/// @brief One check of the suite: a test case named `name`.
+struct check {
+    const char* name;
+    void (*body)(saver& s, const capabilities& caps);
+    /// The capability it needs (named in the skip message), or nullptr.
+    const char* needs = nullptr;
+    bool (*supported)(const capabilities& caps) = nullptr;
+};
+
+/// @brief Every check, in the order they are registered.
+inline const std::vector<check>& checks() {
+    static const std::vector<check> all{
+        {"put_get", [](saver& s, const capabilities&) { put_get(s); }},
+        {"deltas", [](saver& s, const capabilities&) { deltas(s); }},
+        {"writes", [](saver& s, const capabilities&) { writes(s); }},
+        {"list_filters", [](saver& s, const capabilities&) { list_filters(s); }},
+        {"prune", [](saver& s, const capabilities&) { prune(s); }},
+        {"prune_keeps_head_writes", [](saver& s, const capabilities&) { prune_keeps_head_writes(s); }},
+        {"append_deltas", [](saver& s, const capabilities&) { append_deltas(s); }},
+        {"stats", [](saver& s, const capabilities&) { stats(s); }},
+        {"delete_thread", [](saver& s, const capabilities&) { delete_thread(s); }},
+        {"namespaces", [](saver& s, const capabilities&) { namespaces(s); }},
+        {"shared_graph", [](saver& s, const capabilities&) { shared_graph(s); }},
+        {"record_round_trip", [](saver& s, const capabilities&) { record_round_trip(s); }},
+        {"concurrent", [](saver& s, const capabilities&) { concurrent(s); }},
+        {"leases", [](saver& s, const capabilities&) { leases(s); }},
+        {"second_instance", second_instance, "open_same_storage",
+         [](const capabilities& c) { return bool(c.open_same_storage); }},
+        {"leases_across_instances", leases_across_instances, "open_same_storage and exclusive_leases",
+         [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
+        {"corruption", corruption, "corrupt", [](const capabilities& c) { return bool(c.corrupt); }},
+    };
+    return all;
+}
+
+/// @brief Registers the test suite `name` (inside the current BOOST_AUTO_TEST_SUITE, if any) with
+/// one test case per check, each on a saver from `factory`. Checks whose capability is missing
+/// are registered too and reported as skipped. Call it before the tests run: from a static
+/// initializer (as `STATEGRAPH_SAVER_CONFORMANCE` does) or from `init_unit_test()`.
+inline boost::unit_test::test_suite* register_suite(const std::string& name, saver_factory factory,
+                                                    capabilities caps = {},
+                                                    std::source_location where = std::source_location::current()) {
+    namespace ut = boost::unit_test;
+    auto* suite = new ut::test_suite(name, where.file_name(), where.line());
+    auto shared_caps = std::make_shared<const capabilities>(std::move(caps));
+    for (const auto& c : checks()) {
+        auto body = c.body;
+        auto* tc = ut::make_test_case(
+            [factory, shared_caps, body] {
+                auto s = factory();
+                BOOST_TEST_REQUIRE(bool(s), "the saver factory returned no saver");
+                body(*s, *shared_caps);
+            },
+            c.name, where.file_name(), where.line());
+        if (c.supported && !c.supported(*shared_caps)) {
+            const std::string reason = std::string("the saver's capabilities lack ") + c.needs;
+            tc->add_precondition([reason](ut::test_unit_id) {
+                boost::test_tools::assertion_result r(false);
+                r.message() << reason;
+                return r;
+            });
+        }
+        suite->add(tc);
+    }
+    ut::framework::current_auto_test_suite().add(suite);
+    return suite;
+}
+
+} // namespace stategraph::checkpoint::testing
+
+/// @brief Registers the saver conformance suite as the test suite `suite_name`:
+/// `STATEGRAPH_SAVER_CONFORMANCE(suite_name, factory)` or `(suite_name, factory, capabilities)`,
+/// where `factory()` returns a `std::shared_ptr` to a saver on fresh, empty storage.
+#define STATEGRAPH_SAVER_CONFORMANCE(suite_name, ...)                                                         \
+    [[maybe_unused]] static ::boost::unit_test::test_suite* const BOOST_JOIN(stategraph_saver_conformance_,     \
+                                                                             suite_name) =                      \
+        ::stategraph::checkpoint::testing::register_suite(#suite_name, __VA_ARGS__);

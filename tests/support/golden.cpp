@@ -3,12 +3,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
 #ifndef STATEGRAPH_CONFORMANCE_DIR
-#error "STATEGRAPH_CONFORMANCE_DIR must name the shared conformance folder (set by stategraph_add_test)"
+#error "STATEGRAPH_CONFORMANCE_DIR must name the shared conformance folder (set by tests/CMakeLists.txt)"
 #endif
 
 namespace stategraph::conformance {
@@ -19,14 +22,39 @@ json::object counters_json(const counter_map& c) {
     return o;
 }
 
-std::string golden_path(std::string_view name) {
-    return std::string(STATEGRAPH_CONFORMANCE_DIR) + "/golden/" + std::string(name) + ".json";
+// -- the golden folder -------------------------------------------------------------------------
+
+namespace {
+std::mutex dir_mutex;
+std::string chosen_dir; // set_golden_dir()
+} // namespace
+
+void set_golden_dir(std::string dir) {
+    std::lock_guard l(dir_mutex);
+    chosen_dir = std::move(dir);
 }
+
+std::string golden_dir() {
+    {
+        std::lock_guard l(dir_mutex);
+        if (!chosen_dir.empty()) return chosen_dir;
+    }
+    const std::string_view flag = "--golden-dir=";
+    const auto& master = boost::unit_test::framework::master_test_suite();
+    for (int i = 1; i < master.argc; ++i) {
+        const std::string_view arg = master.argv[i];
+        if (arg.substr(0, flag.size()) == flag) return std::string(arg.substr(flag.size()));
+    }
+    if (const char* env = std::getenv("STATEGRAPH_GOLDEN_DIR"); env && *env) return env;
+    return std::string(STATEGRAPH_CONFORMANCE_DIR) + "/golden";
+}
+
+std::string golden_path(std::string_view name) { return golden_dir() + "/" + std::string(name) + ".json"; }
 
 json::value parse(std::string_view text) { return json::parse(text); }
 
-golden_case::golden_case(std::string name) : name_(std::move(name)) {
-    const std::string path = golden_path(name_);
+golden_case::golden_case(std::string name, std::string dir) : name_(std::move(name)) {
+    const std::string path = dir.empty() ? golden_path(name_) : dir + "/" + name_ + ".json";
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("conformance: cannot open golden file " + path);
     std::stringstream ss;
@@ -236,6 +264,70 @@ void id_mapper::walk(json::value& v, std::string_view key) {
     }
 }
 
+/// Binds `placeholder` <-> `ours` in the two maps unless either is bound to another.
+static bool bind_pair(const std::string& placeholder, const std::string& ours, std::map<std::string, std::string>& to_ours,
+                      std::map<std::string, std::string>& to_golden) {
+    auto a = to_ours.find(placeholder);
+    auto b = to_golden.find(ours);
+    if (a == to_ours.end() && b == to_golden.end()) {
+        to_ours.emplace(placeholder, ours);
+        to_golden.emplace(ours, placeholder);
+        return true;
+    }
+    return a != to_ours.end() && a->second == ours && b != to_golden.end() && b->second == placeholder;
+}
+
+bool id_mapper::bind(const std::string& placeholder, const std::string& ours) {
+    return bind_pair(placeholder, ours, to_ours_, to_golden_);
+}
+
+std::optional<std::string> id_mapper::ours_of(const std::string& placeholder) const {
+    auto it = to_ours_.find(placeholder);
+    if (it == to_ours_.end()) return std::nullopt;
+    return it->second;
+}
+
+bool id_mapper::match(const json::value& golden, const json::value& ours) {
+    auto to_ours = to_ours_;
+    auto to_golden = to_golden_;
+    if (!match_in(golden, ours, to_ours, to_golden)) return false;
+    to_ours_ = std::move(to_ours);
+    to_golden_ = std::move(to_golden);
+    return true;
+}
+
+bool id_mapper::match_in(const json::value& g, const json::value& o, std::map<std::string, std::string>& to_ours,
+                         std::map<std::string, std::string>& to_golden) const {
+    static const std::regex placeholder_re("<(checkpoint|interrupt|task):[0-9]+>");
+    if (g.is_string()) {
+        if (!o.is_string()) return false;
+        const std::string gs(g.get_string()), os(o.get_string());
+        std::smatch m;
+        if (!std::regex_search(gs, m, placeholder_re)) return gs == os;
+        const std::string prefix = m.prefix(), suffix = m.suffix(), key = m.str(0);
+        if (os.size() <= prefix.size() + suffix.size() || os.compare(0, prefix.size(), prefix) != 0 ||
+            os.compare(os.size() - suffix.size(), suffix.size(), suffix) != 0)
+            return false;
+        return bind_pair(key, os.substr(prefix.size(), os.size() - prefix.size() - suffix.size()), to_ours, to_golden);
+    }
+    if (g.is_object()) {
+        if (!o.is_object() || g.get_object().size() != o.get_object().size()) return false;
+        for (const auto& [k, v] : g.get_object()) {
+            const auto* ov = o.get_object().if_contains(k);
+            if (!ov || !match_in(v, *ov, to_ours, to_golden)) return false;
+        }
+        return true;
+    }
+    if (g.is_array()) {
+        if (!o.is_array() || g.get_array().size() != o.get_array().size()) return false;
+        for (std::size_t i = 0; i < g.get_array().size(); ++i)
+            if (!match_in(g.get_array()[i], o.get_array()[i], to_ours, to_golden)) return false;
+        return true;
+    }
+    if (g.is_number() && o.is_number()) return g.to_number<double>() == o.to_number<double>();
+    return g == o;
+}
+
 // -- canonical text ---------------------------------------------------------------------------
 
 static void canonical_to(const json::value& v, std::string& out) {
@@ -357,8 +449,20 @@ json::object normalize_golden(json::object run, const compare_options& o) {
 // -- diff -------------------------------------------------------------------------------------
 
 namespace {
+
+/// Adds to `golden` (an object of state values) the fields of `ours` it leaves out, with their
+/// default values, so that they compare against the defaults.
+void fill_defaults(json::value* golden, const json::value* ours, const json::object& defaults) {
+    if (!golden || !ours || !golden->is_object() || !ours->is_object()) return;
+    auto& g = golden->as_object();
+    for (const auto& [k, v] : ours->as_object())
+        if (!g.contains(k))
+            if (const auto* d = defaults.if_contains(k)) g[k] = *d;
+}
+
 struct differ {
     const compare_options& opt;
+    id_mapper& ids;
     std::vector<std::string> out;
 
     bool skipped(const std::string& path) const {
@@ -399,18 +503,21 @@ struct differ {
                 value(a.as_array()[i], b.as_array()[i], path + "[" + std::to_string(i) + "]");
             return;
         }
-        if (canonical(a) != canonical(b)) out.push_back(path + ": ours " + brief(a) + ", golden " + brief(b));
+        if (!ids.match(b, a)) out.push_back(path + ": ours " + brief(a) + ", golden " + brief(b));
     }
 
+    /// Each golden item takes the first unused item of ours that matches it.
     void multiset(const json::array& a, const json::array& b, const std::string& path) {
-        std::vector<std::string> as, bs;
-        for (const auto& x : a) as.push_back(canonical(x));
-        for (const auto& x : b) bs.push_back(canonical(x));
-        std::sort(as.begin(), as.end());
-        std::sort(bs.begin(), bs.end());
+        std::vector<bool> used(a.size(), false);
         std::vector<std::string> only_a, only_b;
-        std::set_difference(as.begin(), as.end(), bs.begin(), bs.end(), std::back_inserter(only_a));
-        std::set_difference(bs.begin(), bs.end(), as.begin(), as.end(), std::back_inserter(only_b));
+        for (const auto& g : b) {
+            bool found = false;
+            for (std::size_t j = 0; j < a.size() && !found; ++j)
+                if (!used[j] && ids.match(g, a[j])) used[j] = found = true;
+            if (!found) only_b.push_back(canonical(g));
+        }
+        for (std::size_t j = 0; j < a.size(); ++j)
+            if (!used[j]) only_a.push_back(canonical(a[j]));
         if (only_a.empty() && only_b.empty()) return;
         std::string msg = path + " (compared as a multiset):";
         for (const auto& s : only_a) msg += "\n      only in ours:   " + s;
@@ -454,12 +561,27 @@ struct differ {
 };
 } // namespace
 
-std::vector<std::string> diff_run(const json::object& ours_in, const json::object& golden_in, const compare_options& o) {
+std::vector<std::string> diff_run(const json::object& ours_in, const json::object& golden_in, id_mapper& ids,
+                                  const compare_options& o) {
     json::object golden = normalize_golden(golden_in, o);
     json::value ours_v = ours_in;
     if (o.null_is_missing) strip_nulls(ours_v);
     const auto& ours = ours_v.as_object();
-    differ d{o, {}};
+    if (!o.defaults.empty()) {
+        fill_defaults(golden.if_contains("result"), ours.if_contains("result"), o.defaults);
+        for (const char* snapshot : {"state", "state_without_pending_writes"})
+            if (auto* g = golden.if_contains(snapshot); g && g->is_object())
+                if (const auto* w = ours.if_contains(snapshot); w && w->is_object())
+                    fill_defaults(g->as_object().if_contains("values"), w->as_object().if_contains("values"), o.defaults);
+        auto* gv = golden.if_contains("values");
+        const auto* ov = ours.if_contains("values");
+        if (gv && ov && gv->is_array() && ov->is_array())
+            for (std::size_t i = 0; i < gv->as_array().size() && i < ov->as_array().size(); ++i)
+                if (gv->as_array()[i].is_object() && ov->as_array()[i].is_object())
+                    fill_defaults(gv->as_array()[i].as_object().if_contains("value"),
+                                  ov->as_array()[i].as_object().if_contains("value"), o.defaults);
+    }
+    differ d{o, ids, {}};
     for (const auto& [k, gv] : golden) {
         const std::string key(k);
         if (d.skipped(key)) continue;
@@ -475,8 +597,14 @@ std::vector<std::string> diff_run(const json::object& ours_in, const json::objec
     return d.out;
 }
 
-void check_run(const json::object& ours, const json::object& golden, std::string_view what, const compare_options& o) {
-    auto diffs = diff_run(ours, golden, o);
+std::vector<std::string> diff_run(const json::object& ours, const json::object& golden, const compare_options& o) {
+    id_mapper ids;
+    return diff_run(ours, golden, ids, o);
+}
+
+void check_run(const json::object& ours, const json::object& golden, std::string_view what, id_mapper& ids,
+               const compare_options& o) {
+    auto diffs = diff_run(ours, golden, ids, o);
     std::string msg;
     if (!diffs.empty()) {
         msg = std::string(what) + ": " + std::to_string(diffs.size()) + " difference(s) from LangGraph's golden run:";
@@ -490,14 +618,18 @@ void check_run(const json::object& ours, const json::object& golden, std::string
                             << "\n  golden: " << canonical(normalize_golden(golden, o)));
 }
 
-void check_run(const golden_case& gc, std::size_t i, json::object ours, id_mapper& ids, const json::object& golden,
-               const compare_options& o) {
-    ids.normalize(ours);
-    check_run(ours, golden, gc.label(i), o);
+void check_run(const json::object& ours, const json::object& golden, std::string_view what, const compare_options& o) {
+    id_mapper ids;
+    check_run(ours, golden, what, ids, o);
 }
 
-void check_run(const golden_case& gc, std::size_t i, json::object ours, id_mapper& ids, const compare_options& o) {
-    check_run(gc, i, std::move(ours), ids, gc.run(i), o);
+void check_run(const golden_case& gc, std::size_t i, const json::object& ours, id_mapper& ids, const json::object& golden,
+               const compare_options& o) {
+    check_run(ours, golden, gc.label(i), ids, o);
+}
+
+void check_run(const golden_case& gc, std::size_t i, const json::object& ours, id_mapper& ids, const compare_options& o) {
+    check_run(gc, i, ours, ids, gc.run(i), o);
 }
 
 } // namespace stategraph::conformance
