@@ -1191,6 +1191,15 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     co_return co_await loop(env, r, skip_breakpoint);
 }
 
+/// Releases the session's lease. A failure to release (a full disk, a lost connection) never
+/// replaces the call's own outcome: the lease then simply expires after its time to live.
+boost::asio::awaitable<void> release_quietly(checkpoint_session& s) {
+    try {
+        co_await s.release();
+    } catch (...) {
+    }
+}
+
 /// Runs one call on `r`; takes and releases the thread's lease at the top level.
 boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_input& in) {
     if (r.session && r.thread_id().empty())
@@ -1205,7 +1214,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     } catch (...) {
         failure = std::current_exception();
     }
-    co_await r.session.release();
+    co_await release_quietly(r.session);
     if (failure) std::rethrow_exception(failure);
     co_return result;
 }
@@ -1345,7 +1354,7 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
     } catch (...) {
         failure = std::current_exception();
     }
-    co_await r.session.release();
+    co_await release_quietly(r.session);
     if (failure) std::rethrow_exception(failure);
     co_return id;
 }

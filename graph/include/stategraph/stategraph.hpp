@@ -10,6 +10,8 @@
 #include <stategraph/node.hpp>
 #include <stategraph/reducer.hpp>
 #include <stategraph/retry.hpp>
+#include <stategraph/run_config.hpp>
+#include <stategraph/run_sync.hpp>
 #include <stategraph/state.hpp>
 #include <stategraph/state_graph.hpp>
 #include <stategraph/stream.hpp>

@@ -1,0 +1,139 @@
+// Every public awaitable called the way a newcomer writes it: default arguments, braced
+// temporaries for the config, temporaries for inputs, payloads and handlers, all inside the
+// `co_await` expression. g++ 12 destroys an aggregate temporary there twice, so the library's
+// own types that users brace (run_config) are trivially destructible and every call is a plain
+// function that moves its arguments before any coroutine frame exists. This file runs under
+// ASan + UBSan in CI: a double destruction fails it.
+#include <stategraph/stategraph.hpp>
+#include <stategraph/checkpoint/memory_saver.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sg = stategraph;
+
+namespace {
+
+struct ask_state {
+    std::string question;
+    std::string answer;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(ask_state, (), (question, answer, log))
+auto reducers(sg::for_state<ask_state>) { return sg::reducers{sg::reduce<&ask_state::log>(sg::append)}; }
+
+struct approval {
+    std::string action;
+    std::vector<std::string> options;
+};
+BOOST_DESCRIBE_STRUCT(approval, (), (action, options))
+
+boost::asio::awaitable<sg::update<ask_state>> ask(const ask_state& s, sg::context& ctx) {
+    // A string temporary as payload, inside co_await.
+    auto answer = co_await ctx.interrupt<std::string>(std::string("approve ") + s.question + "?");
+    // A user's aggregate as payload, without co_await (the spelling g++ 12 allows for braced ones).
+    auto second = ctx.interrupt_now<std::string>(approval{"send", {"yes", "no"}});
+    std::vector<std::string> entry{"ask:" + answer + "/" + second};
+    co_return sg::update<ask_state>{}.set<&ask_state::answer>(answer).set<&ask_state::log>(std::move(entry));
+}
+
+sg::update<ask_state> done(const ask_state&) {
+    std::vector<std::string> entry{"done"};
+    return sg::update<ask_state>{}.set<&ask_state::log>(std::move(entry));
+}
+
+sg::compiled_graph<ask_state> build(std::shared_ptr<sg::checkpoint::saver> saver) {
+    sg::state_graph<ask_state> g("natural");
+    g.add_node("ask", ask).add_node("done", done);
+    g.add_edge(sg::START, "ask").add_edge("ask", "done").add_edge("done", sg::END);
+    return g.compile({.checkpointer = std::move(saver)});
+}
+
+sg::compiled_graph<ask_state> build_stateless() {
+    sg::state_graph<ask_state> g("stateless");
+    g.add_node("done", done);
+    g.add_edge(sg::START, "done").add_edge("done", sg::END);
+    return g.compile();
+}
+
+boost::asio::awaitable<void> newcomer(sg::compiled_graph<ask_state> app, sg::compiled_graph<ask_state> plain) {
+    // invoke with the default config.
+    auto r0 = co_await plain.invoke(sg::update<ask_state>{}.set<&ask_state::question>("hi"));
+    BOOST_TEST(r0.values.log == std::vector<std::string>{"done"});
+
+    // invoke with a braced config and a temporary update.
+    auto r1 = co_await app.invoke(sg::update<ask_state>{}.set<&ask_state::question>("deploy"), {.thread_id = "t1"});
+    BOOST_TEST(r1.interrupted());
+    BOOST_TEST(r1.interrupts.at(0).value.as_string() == "approve deploy?");
+
+    // get_state without a checkpoint id, and with one built inline.
+    auto s0 = co_await app.get_state("t1");
+    BOOST_TEST(s0.next == std::vector<std::string>{"ask"});
+    auto s1 = co_await app.get_state("t1", std::optional<std::string>(r1.checkpoint_id));
+    BOOST_TEST(s1.checkpoint_id == r1.checkpoint_id);
+
+    // resume twice with temporaries: the first answers the first interrupt, the second the next.
+    auto r2 = co_await app.invoke(sg::resume(std::string("yes")), {.thread_id = "t1", .recursion_limit = 10});
+    BOOST_TEST(r2.interrupted());
+    BOOST_TEST(r2.interrupts.at(0).value.at("action").as_string() == "send");
+    auto r3 = co_await app.invoke(sg::resume("no"), {.thread_id = "t1"});
+    BOOST_TEST(!r3.interrupted());
+    BOOST_TEST(r3.values.log == (std::vector<std::string>{"ask:yes/no", "done"}));
+
+    // stream with a braced config and a lambda temporary as handler.
+    int events = 0;
+    auto r4 = co_await app.stream(sg::update<ask_state>{}.set<&ask_state::question>("x"), {.thread_id = "t2"},
+                                  sg::stream_mode::updates | sg::stream_mode::values,
+                                  [&events](const sg::stream_event&) { ++events; });
+    BOOST_TEST(r4.interrupted());
+    BOOST_TEST(events >= 2);
+
+    // history and update_state with their defaults.
+    auto h = co_await app.get_state_history("t1");
+    BOOST_TEST(h.size() >= 4u);
+    auto id = co_await app.update_state("t1", sg::update<ask_state>{}.set<&ask_state::answer>("edited"));
+    BOOST_TEST(!id.empty());
+    auto s2 = co_await app.get_state("t1");
+    BOOST_TEST(s2.values.answer == "edited");
+
+    // A saver call with temporaries.
+    auto t = co_await app.checkpointer()->get("t1", "", std::nullopt);
+    BOOST_TEST(t.has_value());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_public_awaitable_takes_the_natural_spelling) {
+    auto app = build(std::make_shared<sg::checkpoint::memory_saver>());
+    sg::run_sync(newcomer(app, build_stateless()));
+}
+
+BOOST_AUTO_TEST_CASE(run_sync_returns_the_result_and_rethrows_errors) {
+    auto plain = build_stateless();
+    auto r = sg::run_sync(plain.invoke(sg::update<ask_state>{}.set<&ask_state::question>("q")));
+    BOOST_TEST(r.values.question == "q");
+    auto app = build(std::make_shared<sg::checkpoint::memory_saver>());
+    // A graph with a checkpointer needs a thread id: the typed error comes out of run_sync.
+    try {
+        sg::run_sync(app.invoke(sg::continue_run));
+        BOOST_FAIL("expected thread_error");
+    } catch (const sg::thread_error& e) {
+        BOOST_TEST(e.kind() == sg::errc::invalid_input);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(ids_longer_than_255_bytes_are_refused_by_name) {
+    const std::string long_id(300, 'x');
+    try {
+        sg::run_config cfg{.thread_id = long_id};
+        BOOST_FAIL("expected graph_error, got a config for " << cfg.thread_id);
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST(e.kind() == sg::errc::invalid_input);
+        BOOST_TEST(std::string(e.what()).find("300 bytes") != std::string::npos);
+    }
+    sg::run_config ok{.thread_id = std::string(255, 'y')};
+    BOOST_TEST(ok.thread_id.size() == 255u);
+}
