@@ -9,6 +9,8 @@
 #include <system_error>
 #include <vector>
 
+#include <stategraph/detail/names.hpp>
+
 namespace stategraph {
 
 /// @brief Every kind of error stategraph reports. Each enumerator is documented and tested.
@@ -109,10 +111,12 @@ struct checkpoint_error : graph_error { using graph_error::graph_error; };
 /// @brief Thrown when a thread's checkpoint was written by a different graph shape.
 struct drift_error : graph_error { using graph_error::graph_error; };
 
-/// @brief The edit distance between two names (for "did you mean" suggestions).
-std::size_t edit_distance(const std::string& a, const std::string& b);
-/// @brief The nearest of `candidates` to `name`, or "" when nothing is close.
-std::string nearest_name(const std::string& name, const std::vector<std::string>& candidates);
+// Compatibility, for now: the name-suggestion helpers live in <stategraph/detail/names.hpp>
+// (included above); callers that still reach them through this header and unqualified as
+// stategraph::nearest_name keep working. Include detail/names.hpp directly in new code; this
+// include and these using-declarations go once no caller relies on them.
+using detail::edit_distance;
+using detail::nearest_name;
 
 } // namespace stategraph
 

@@ -1,0 +1,77 @@
+# Install rules and the CMake package `stategraph` (included from the top-level CMakeLists.txt
+# when STATEGRAPH_INSTALL is on).
+#
+#   find_package(stategraph 0.1 CONFIG REQUIRED COMPONENTS sqlite)
+#   target_link_libraries(app PRIVATE stategraph::dsl stategraph::sqlite)
+#
+# core, checkpoint, graph and dsl need only Boost and Threads: they are always loaded, in
+# stategraphTargets.cmake. sqlite (SQLite 3) and nodes (OpenSSL) have export files of their own,
+# loaded, with their dependency, only when a component names them.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(stategraph_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/stategraph)
+
+# Installed names match the in-tree aliases: stategraph_graph is stategraph::graph everywhere.
+set(stategraph_base_parts core checkpoint graph dsl)
+set(stategraph_optional_parts)
+foreach(part sqlite nodes)
+  if(TARGET stategraph_${part})
+    list(APPEND stategraph_optional_parts ${part})
+  endif()
+endforeach()
+foreach(part IN LISTS stategraph_base_parts stategraph_optional_parts)
+  set_target_properties(stategraph_${part} PROPERTIES EXPORT_NAME ${part})
+endforeach()
+
+# One export set for the base, one per optional part. INCLUDES DESTINATION is the installed
+# include dir of every exported target (their INSTALL_INTERFACE; the source trees' include dirs
+# are BUILD_INTERFACE only).
+function(stategraph_install_parts export_set)
+  set(targets)
+  foreach(part IN LISTS ARGN)
+    list(APPEND targets stategraph_${part})
+  endforeach()
+  install(TARGETS ${targets} EXPORT ${export_set}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT ${export_set} NAMESPACE stategraph:: DESTINATION ${stategraph_cmake_dir}
+          FILE ${export_set}.cmake)
+endfunction()
+stategraph_install_parts(stategraphTargets ${stategraph_base_parts})
+if("sqlite" IN_LIST stategraph_optional_parts)
+  stategraph_install_parts(stategraphSqliteTargets sqlite)
+endif()
+if("nodes" IN_LIST stategraph_optional_parts)
+  stategraph_install_parts(stategraphNodesTargets nodes)
+endif()
+
+# Headers: every layer's include/ lands in one include/ (all under stategraph/).
+foreach(part core checkpoint graph dsl)
+  set(exclude)
+  if(part STREQUAL "checkpoint" AND NOT "sqlite" IN_LIST stategraph_optional_parts)
+    set(exclude PATTERN sqlite_saver.hpp EXCLUDE)
+  endif()
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN *.hpp ${exclude})
+endforeach()
+if("nodes" IN_LIST stategraph_optional_parts)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/nodes/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN *.hpp)
+endif()
+
+# SameMajorVersion: a request for 1.2 accepts 1.2 to 1.x and refuses 2.0. The library is mostly
+# templates compiled into the user's code, so a new major version may change any of them:
+# AnyNewerVersion would promise compatibility we do not keep. (While the version is 0.x every
+# 0.y counts as compatible; move to SameMinorVersion if 0.y releases start breaking users.)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/stategraphConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/stategraphConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/stategraphConfig.cmake
+                              INSTALL_DESTINATION ${stategraph_cmake_dir}
+                              NO_SET_AND_CHECK_MACRO)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/stategraphConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/stategraphConfigVersion.cmake
+        DESTINATION ${stategraph_cmake_dir})

@@ -1,0 +1,63 @@
+# The steps of tests/package (cmake -P). MODE:
+#   install       BUILD, PREFIX, CONFIG, LIBDIR, INCLUDEDIR: `cmake --install BUILD` into a fresh
+#                 PREFIX, then check that the package files and each layer's headers are there
+#   find_package  PREFIX: build consumer/ against the installed package
+#   subdirectory  STATEGRAPH_SOURCE_DIR: build consumer/ with add_subdirectory() of the sources
+# The consumer modes also take SOURCE (consumer/), BINARY (its build dir, emptied first),
+# GENERATOR, CXX, LAUNCHER (ccache, may be empty) and SANITIZE; they build at -O0 and run the
+# program, which must print "consumer: ok".
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+if(MODE STREQUAL "install")
+  file(REMOVE_RECURSE ${PREFIX})
+  set(config)
+  if(CONFIG)
+    set(config --config ${CONFIG})
+  endif()
+  run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${PREFIX} ${config})
+  foreach(f ${LIBDIR}/cmake/stategraph/stategraphConfig.cmake ${LIBDIR}/cmake/stategraph/stategraphConfigVersion.cmake
+            ${LIBDIR}/cmake/stategraph/stategraphTargets.cmake ${LIBDIR}/cmake/stategraph/stategraphSqliteTargets.cmake
+            ${LIBDIR}/libstategraph_core.a ${LIBDIR}/libstategraph_graph.a
+            ${INCLUDEDIR}/stategraph/error.hpp ${INCLUDEDIR}/stategraph/detail/names.hpp
+            ${INCLUDEDIR}/stategraph/state_graph.hpp ${INCLUDEDIR}/stategraph/checkpoint/sqlite_saver.hpp
+            ${INCLUDEDIR}/stategraph/dsl/dsl.hpp)
+    if(NOT EXISTS ${PREFIX}/${f})
+      message(FATAL_ERROR "installed tree lacks ${f}")
+    endif()
+  endforeach()
+  message(STATUS "installed into ${PREFIX}")
+  return()
+endif()
+
+file(REMOVE_RECURSE ${BINARY})
+set(args -S ${SOURCE} -B ${BINARY} -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX}
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DSTATEGRAPH_CONSUMER_MODE=${MODE})
+if(LAUNCHER)
+  list(APPEND args -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+endif()
+if(SANITIZE)
+  # The libraries were built with the sanitizers; the consumer links their runtimes too.
+  list(APPEND args "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer"
+                   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
+endif()
+if(MODE STREQUAL "find_package")
+  list(APPEND args -DCMAKE_PREFIX_PATH=${PREFIX})
+elseif(MODE STREQUAL "subdirectory")
+  list(APPEND args -DSTATEGRAPH_SOURCE_DIR=${STATEGRAPH_SOURCE_DIR})
+else()
+  message(FATAL_ERROR "MODE must be install, find_package or subdirectory")
+endif()
+
+run("configuring the consumer" ${CMAKE_COMMAND} ${args})
+run("building the consumer" ${CMAKE_COMMAND} --build ${BINARY} --target consumer --parallel 2)
+run("running the consumer" ${BINARY}/consumer ${BINARY}/orders.db)
+message(STATUS "${out}")
+if(NOT out MATCHES "consumer: ok")
+  message(FATAL_ERROR "the consumer did not report ok")
+endif()
