@@ -88,6 +88,12 @@ public:
     boost::asio::awaitable<checkpoint::thread_stats> stats(std::string thread_id) override {
         co_return co_await inner_->stats(std::move(thread_id));
     }
+    boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override {
+        co_await inner_->put_graph(std::move(signature), std::move(shape));
+    }
+    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override {
+        co_return co_await inner_->get_graph(std::move(signature));
+    }
     boost::asio::awaitable<void> acquire(std::string thread_id) override {
         bump(&calls::acquire);
         co_await inner_->acquire(std::move(thread_id));

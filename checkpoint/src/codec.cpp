@@ -521,6 +521,27 @@ std::string encode_value(const boost::json::value& v, const std::string* extends
     return out;
 }
 
+boost::json::value shape_json(const std::vector<std::string>& shape) {
+    boost::json::array a;
+    a.reserve(shape.size());
+    for (const auto& line : shape) a.emplace_back(line);
+    return a;
+}
+
+std::vector<std::string> shape_from(std::string_view stored, const std::string& signature) {
+    const std::string bytes(stored);
+    auto v = resolve_value(signature, [&](const std::string&) { return std::optional<std::string>(bytes); });
+    const auto* a = v.if_array();
+    if (!a) throw corrupt("the shape of graph " + signature + " is not a list of lines");
+    std::vector<std::string> out;
+    out.reserve(a->size());
+    for (const auto& line : *a) {
+        if (!line.is_string()) throw corrupt("the shape of graph " + signature + " holds a line that is not text");
+        out.emplace_back(line.get_string());
+    }
+    return out;
+}
+
 value_parts split_value(std::string_view stored, const std::string& version) {
     if (stored.empty() || static_cast<unsigned char>(stored[0]) != extends_marker) return {std::nullopt, stored};
     reader r{stored, 1};

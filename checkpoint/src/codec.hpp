@@ -45,6 +45,12 @@ void decode_record(std::string_view bytes, checkpoint& cp);
 /// JSON array of items appended to the value at version `*extends`.
 std::string encode_value(const boost::json::value& v, const std::string* extends, const std::string& version);
 
+/// @brief A graph's shape lines as the JSON array stored for it.
+boost::json::value shape_json(const std::vector<std::string>& shape);
+/// @brief The shape lines stored (by `encode_value` of `shape_json`) for graph `signature`.
+/// Throws `corrupt`.
+std::vector<std::string> shape_from(std::string_view stored, const std::string& signature);
+
 /// @brief A stored value taken apart: the version it extends (if any) and its JSON text.
 struct value_parts {
     std::optional<std::string> extends;

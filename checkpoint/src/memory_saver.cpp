@@ -105,6 +105,30 @@ boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std
     co_return;
 }
 
+boost::asio::awaitable<void> memory_saver::put_graph(std::string signature, std::vector<std::string> shape) {
+    {
+        std::lock_guard g(graphs_mutex_);
+        if (graphs_.count(signature)) co_return;
+    }
+    auto bytes = codec::encode_value(codec::shape_json(shape), nullptr, signature);
+    std::lock_guard g(graphs_mutex_);
+    graphs_.try_emplace(std::move(signature), std::move(bytes));
+}
+
+boost::asio::awaitable<std::optional<std::vector<std::string>>> memory_saver::get_graph(std::string signature) {
+    std::optional<std::string> bytes;
+    {
+        std::lock_guard g(graphs_mutex_);
+        if (auto it = graphs_.find(signature); it != graphs_.end()) bytes = it->second;
+    }
+    if (!bytes) co_return std::nullopt;
+    try {
+        co_return codec::shape_from(*bytes, signature);
+    } catch (const codec::corrupt& e) {
+        throw checkpoint_error(errc::corrupt_checkpoint, "graph " + signature + ": " + e.what(), {signature});
+    }
+}
+
 std::optional<std::string> memory_saver::stored_value(const thread_data& d, const std::string& channel,
                                                       const std::string& version) const {
     if (channel == graph_channel) {

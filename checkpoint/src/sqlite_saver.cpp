@@ -1176,6 +1176,32 @@ struct sqlite_saver::impl {
         t.commit();
     }
 
+    void put_graph(const std::string& signature, const std::vector<std::string>& shape) {
+        if (stored_graphs.count(signature)) return;
+        static const std::string none;
+        const auto bytes = codec::encode_value(codec::shape_json(shape), nullptr, signature);
+        transaction t(*this, true, none, "saving the graph's shape");
+        {
+            stmt s(*this, sql_put_graph, none, "saving the graph's shape");
+            s.bind_static(1, signature).bind_blob_static(2, bytes);
+            s.run();
+        }
+        t.commit();
+        stored_graphs.insert(signature);
+    }
+
+    std::optional<std::vector<std::string>> get_graph(const std::string& signature) {
+        static const std::string none;
+        stmt g(*this, sql_get_graph, none, "reading the graph's shape");
+        g.bind_static(1, signature);
+        if (!g.step()) return std::nullopt;
+        try {
+            return codec::shape_from(g.bytes(0), signature);
+        } catch (const codec::corrupt& e) {
+            throw checkpoint_error(errc::corrupt_checkpoint, "graph " + signature + ": " + e.what() + where(), {signature});
+        }
+    }
+
     void release(const std::string& thread) {
         transaction t(*this, true, thread, "releasing the thread's lease");
         {
@@ -1269,6 +1295,17 @@ boost::asio::awaitable<void> sqlite_saver::prune(std::string thread_id, std::siz
 
 boost::asio::awaitable<thread_stats> sqlite_saver::stats(std::string thread_id) {
     return on_saver_thread<thread_stats>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { return i->stats(thread_id); });
+}
+
+boost::asio::awaitable<void> sqlite_saver::put_graph(std::string signature, std::vector<std::string> shape) {
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), signature = std::move(signature), shape = std::move(shape)] {
+        i->put_graph(signature, shape);
+    });
+}
+
+boost::asio::awaitable<std::optional<std::vector<std::string>>> sqlite_saver::get_graph(std::string signature) {
+    return on_saver_thread<std::optional<std::vector<std::string>>>(
+        *impl_, [i = impl_.get(), signature = std::move(signature)] { return i->get_graph(signature); });
 }
 
 boost::asio::awaitable<void> sqlite_saver::acquire(std::string thread_id) {

@@ -237,6 +237,12 @@ public:
     boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
         co_await saver_->put_writes(thread_id_, ns_, checkpoint_id, std::move(ws));
     }
+    boost::asio::awaitable<void> put_graph(const std::string& signature, const std::vector<std::string>& shape) {
+        co_await saver_->put_graph(signature, shape);
+    }
+    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(const std::string& signature) {
+        co_return co_await saver_->get_graph(signature);
+    }
 
 private:
     checkpoint::saver* saver_ = nullptr;
@@ -565,11 +571,9 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
         else cp.versions.emplace(st.names[i], id);
     }
     if (r.graph_version.empty() || r.signature_differs) {
-        // The shape is versioned by the graph's signature: savers keep one copy per graph.
-        boost::json::array lines(sp);
-        lines.reserve(g.shape.size());
-        for (const auto& l : g.shape) lines.push_back(boost::json::string(l, sp));
-        cp.values[names::graph] = std::move(lines);
+        // The shape is stored once per graph signature (for explaining drift later); a
+        // checkpoint names the signature as its version of `__graph__`.
+        co_await r.session.put_graph(g.signature, g.shape);
         r.graph_version = g.signature;
         r.signature_differs = false;
     }
@@ -585,6 +589,13 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
     cp.metadata[names::source] = source;
     r.have_checkpoint = true;
     co_await r.session.put(cp);
+}
+
+/// The shape of the graph that wrote the thread, for a drift message (older savers return it
+/// among the values; others keep it by signature).
+boost::asio::awaitable<void> load_stored_shape(run_state& r) {
+    if (!r.stored_shape.empty() || !r.session || r.stored_signature.empty()) co_return;
+    if (auto shape = co_await r.session.get_graph(r.stored_signature)) r.stored_shape = std::move(*shape);
 }
 
 [[noreturn]] void throw_drift(const graph_core& g, const run_state& r) {
@@ -1145,7 +1156,10 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     if (head) {
         restore(g, r, *head, true);
         if (signature_of(head->cp) != g.signature) {
-            if (!env.cfg.allow_drift) throw_drift(g, r);
+            if (!env.cfg.allow_drift) {
+                co_await load_stored_shape(r);
+                throw_drift(g, r);
+            }
             r.signature_differs = true;
         }
     }
@@ -1255,9 +1269,14 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     auto next = next_names(g, r.fr);
     if (apply_pending && !finished.empty()) {
         check_conflicts(g, finished);
+        // A finished task leaves `next` only while others of its step still wait (an interrupt,
+        // a failure, not run yet). When every task finished but the step's checkpoint is
+        // missing (the process died in between), the step is still to be completed: its nodes
+        // stay in `next`, and continuing the thread completes it without running them again.
+        const bool step_complete = finished.size() == tasks.size();
         for (auto& f : finished) {
             if (f.out.writes) st.apply(r.state.get(), f.out.writes.get());
-            std::erase(next, g.nodes[static_cast<std::size_t>(f.node)].name);
+            if (!step_complete) std::erase(next, g.nodes[static_cast<std::size_t>(f.node)].name);
         }
     }
     s.values = std::move(r.state);
@@ -1319,7 +1338,10 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
         if (!t) throw thread_error(errc::thread_not_found, "thread '" + thread_id + "' has no checkpoint", {thread_id});
         restore(g, r, *t, true);
         if (signature_of(t->cp) != g.signature) {
-            if (!req->allow_drift) throw_drift(g, r);
+            if (!req->allow_drift) {
+                co_await load_stored_shape(r);
+                throw_drift(g, r);
+            }
             r.signature_differs = true;
         }
         if (!req->as_node && r.last_writers.size() > 1) {

@@ -89,11 +89,15 @@ public:
     std::size_t write_calls() const { return write_calls_; }
     /// Bytes of the last `put`.
     std::size_t last_put_bytes() const { return last_put_; }
+    /// Refuses every `put` after the first `n` (as a process killed before its checkpoint).
+    void fail_puts_from(std::size_t n) { fail_from_ = n; }
 
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const cp::checkpoint& c) override {
         std::size_t n = json::serialize(c.values).size() + json::serialize(c.frontier).size() +
                         json::serialize(c.metadata).size() + c.id.size() + c.parent_id.size() + c.signature.size();
         for (const auto& [k, v] : c.versions) n += k.size() + v.size();
+        if (puts_ >= fail_from_)
+            throw sg::checkpoint_error(sg::errc::storage_failure, "test: put refused", {thread_id});
         bytes_ += n;
         last_put_ = n;
         ++puts_;
@@ -123,11 +127,18 @@ public:
     boost::asio::awaitable<cp::thread_stats> stats(std::string thread_id) override {
         co_return co_await inner_->stats(std::move(thread_id));
     }
+    boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override {
+        co_await inner_->put_graph(std::move(signature), std::move(shape));
+    }
+    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override {
+        co_return co_await inner_->get_graph(std::move(signature));
+    }
     boost::asio::awaitable<void> acquire(std::string thread_id) override { co_await inner_->acquire(std::move(thread_id)); }
     boost::asio::awaitable<void> release(std::string thread_id) override { co_await inner_->release(std::move(thread_id)); }
 
 private:
     std::shared_ptr<cp::saver> inner_;
+    std::size_t fail_from_ = std::size_t(-1);
     std::size_t bytes_ = 0, puts_ = 0, write_calls_ = 0, last_put_ = 0;
 };
 

@@ -171,6 +171,33 @@ BOOST_DATA_TEST_CASE(failed_node_reruns_alone, savers(), kind) {
     BOOST_TEST(side["flaky"] == 2);
 }
 
+// Issue 11, break 7: a process that dies after a step's tasks saved their writes but before the
+// step's checkpoint left `next == []`, and the CLI printed "done". The step's nodes stay next;
+// continuing completes the step from the saved writes without running them again.
+BOOST_DATA_TEST_CASE(a_step_without_its_checkpoint_is_still_next, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("a", logger(side, "a")).add_node("b", logger(side, "b")).add_node("c", logger(side, "c"));
+    g.add_edge(sg::START, "a").add_edge(sg::START, "b").add_edge("a", "c").add_edge("b", "c").add_edge("c", sg::END);
+    auto dying = std::make_shared<counting_saver>(env.saver);
+    dying->fail_puts_from(2); // the input and START checkpoints are written; the step's is not
+    auto first = g.compile({.checkpointer = dying});
+    BOOST_TEST(error_of([&] { run(first.invoke(upd{}, thread("t"))); }) == sg::errc::storage_failure);
+    auto app = g.compile({.checkpointer = env.saver});
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.next == (std::vector<std::string>{"a", "b"}));
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
+    BOOST_TEST((s.tasks[0].result && s.tasks[1].result));
+    BOOST_TEST(s.values.log == (std::vector<std::string>{"a", "b"})); // their writes, applied
+    auto r = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"a", "b", "c"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["b"] == 1);
+    BOOST_TEST(run(app.get_state("t")).next.empty());
+}
+
 // A node may call interrupt several times; each resume re-runs it from its start and every
 // earlier call gets its answer by position; answers are converted to the requested types.
 BOOST_DATA_TEST_CASE(several_interrupts_in_one_node, savers(), kind) {

@@ -656,6 +656,28 @@ inline void append_deltas(saver& s) {
 
 /// `__graph__` is versioned by the graph signature: one value serves every thread, and it
 /// outlives the deletion or pruning of any one of them.
+/// put_graph / get_graph: a graph's shape stored once per signature (the first one stays),
+/// shared by all threads and kept when they are deleted.
+inline void graph_shapes(saver& s) {
+    const std::vector<std::string> shape{"START -> a", "a -> END"};
+    BOOST_TEST(!run(s.get_graph("sig-1")).has_value());
+    run(s.put_graph("sig-1", shape));
+    run(s.put_graph("sig-1", std::vector<std::string>{"a different shape"}));
+    auto got = run(s.get_graph("sig-1"));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(*got == shape);
+    run(s.put_graph("sig-2", std::vector<std::string>{}));
+    auto empty = run(s.get_graph("sig-2"));
+    BOOST_TEST_REQUIRE(empty.has_value());
+    BOOST_TEST(empty->empty());
+    auto cp = next_cp(nullptr, -1, "input", json::object{{"x", 1}});
+    cp.versions["__graph__"] = "sig-1";
+    put(s, "uses-graph", "", cp);
+    run(s.delete_thread("uses-graph"));
+    BOOST_TEST(run(s.get_graph("sig-1")).has_value());
+}
+
+/// The older form: the shape sent as a `__graph__` value, versioned by the signature.
 inline void shared_graph(saver& s) {
     const std::string sig = "0123456789abcdef";
     const json::array lines{"START -> a", "a -> b [cond]", "b -> END"};
@@ -979,6 +1001,7 @@ inline const std::vector<check>& checks() {
         {"stats", [](saver& s, const capabilities&) { stats(s); }},
         {"delete_thread", [](saver& s, const capabilities&) { delete_thread(s); }},
         {"namespaces", [](saver& s, const capabilities&) { namespaces(s); }},
+        {"graph_shapes", [](saver& s, const capabilities&) { graph_shapes(s); }},
         {"shared_graph", [](saver& s, const capabilities&) { shared_graph(s); }},
         {"record_round_trip", [](saver& s, const capabilities&) { record_round_trip(s); }},
         {"concurrent", [](saver& s, const capabilities&) { concurrent(s); }},

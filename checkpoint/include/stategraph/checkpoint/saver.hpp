@@ -9,8 +9,9 @@
 ///   and the saver stores each as a blob keyed by (thread, ns, channel, version); a channel that
 ///   only grew (an `append` reducer) may arrive as a delta: its new items and the version they
 ///   extend (`checkpoint::extends`);
-/// - the channel `__graph__` (the graph's shape lines) is versioned by the graph's signature, so a
-///   saver may keep one copy per signature for all threads;
+/// - a checkpoint's version of the channel `__graph__` is the signature of the graph that wrote
+///   it; the graph's shape itself is stored once per signature, through `put_graph`/`get_graph`
+///   (older engines sent it as a `__graph__` value, which savers keep accepting);
 /// - `get()`/`list()` reassemble the full `values` from those blobs;
 /// - `put_writes()` stores a task's writes the moment the task finishes (pending writes), so a
 ///   crash mid-step re-runs only the tasks that had not finished.
@@ -108,6 +109,12 @@ public:
     virtual boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) = 0;
     /// @brief Storage used by a thread.
     virtual boost::asio::awaitable<thread_stats> stats(std::string thread_id) = 0;
+
+    /// @brief Stores the shape of the graph with `signature` (its lines, for explaining drift),
+    /// once for all threads; storing a signature that is already there does nothing.
+    virtual boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) = 0;
+    /// @brief The shape stored for `signature`, or nullopt when none is.
+    virtual boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) = 0;
 
     /// @brief Takes the single-writer lease of a thread for this process, or throws
     /// `checkpoint_error(thread_busy)`. Savers without cross-process sharing need not lock.

@@ -104,6 +104,8 @@ public:
     boost::asio::awaitable<void> delete_thread(std::string thread_id) override;
     boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
+    boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override;
+    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override;
 
     /// @brief Takes (or renews) the thread's lease for `lease_ttl`; an expired lease of another
     /// owner is taken over. Throws `thread_busy` ("thread 'X' is busy: held by <owner> until
