@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <numeric>
+#include <string_view>
 
 #ifndef STATEGRAPH_VERSION
 #define STATEGRAPH_VERSION "unknown"
@@ -79,12 +80,17 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
     checkpoint::sqlite_options o;
     o.path = cp->file.string();
     o.synchronous = sync;
+    // STATEGRAPH_BENCH_SQLITE_INLINE=1: the SQLite work in place, in the awaiting coroutine
+    // (own_thread = false), to compare with the default saver thread.
+    const char* inline_env = std::getenv("STATEGRAPH_BENCH_SQLITE_INLINE");
+    o.own_thread = !(inline_env && *inline_env && std::string_view(inline_env) != "0");
     cp->saver = std::make_shared<checkpoint::sqlite_saver>(o);
     auto journal = sqlite_pragma_text(cp->file, "PRAGMA journal_mode");
     if (journal != "wal") throw bench_error("SQLite file is not in WAL mode (journal_mode=" + journal + ")");
     cp->config["journal_mode"] = journal;
     cp->config["synchronous"] = sync == mode::normal ? "NORMAL" : "FULL";
     cp->config["sqlite"] = sqlite3_libversion();
+    cp->config["sqlite_own_thread"] = o.own_thread;
     return cp;
 }
 
