@@ -71,7 +71,7 @@ measure() {
     local mu mw mm
     mu=$(median "${users[@]}"); mw=$(median "${walls[@]}"); mm=$(median "${rss[@]}")
     rows+=("$(printf '| %-36s | %8.2f | %8.2f | %8.0f | %-20s | %-16s |' \
-        "$label" "$mu" "$mw" "$((mm / 1024))" "$(IFS=/; echo "${users[*]}")" "$load_before")")
+        "$label" "$mu" "$mw" "$(awk -v m="$mm" 'BEGIN { printf "%d", m / 1024 }')" "$(IFS=/; echo "${users[*]}")" "$load_before")")
     if [[ $expect == fail ]]; then
         first_error=$(grep -m1 'error:' "$work/out" | cut -c1-220)
         error_lines=$(wc -l <"$work/out")

@@ -230,18 +230,19 @@ public:
         leased_ = false;
         co_await saver_->release(thread_id_);
     }
+    // Plain functions handing out the saver's own awaitables: no coroutine frame of their own.
     boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> load(const std::optional<std::string>& id) {
-        co_return co_await saver_->get(thread_id_, ns_, id);
+        return saver_->get(thread_id_, ns_, id);
     }
-    boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) { co_await saver_->put(thread_id_, ns_, cp); }
+    boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) { return saver_->put(thread_id_, ns_, cp); }
     boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
-        co_await saver_->put_writes(thread_id_, ns_, checkpoint_id, std::move(ws));
+        return saver_->put_writes(thread_id_, ns_, checkpoint_id, std::move(ws));
     }
     boost::asio::awaitable<void> put_graph(const std::string& signature, const std::vector<std::string>& shape) {
-        co_await saver_->put_graph(signature, shape);
+        return saver_->put_graph(signature, shape);
     }
     boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(const std::string& signature) {
-        co_return co_await saver_->get_graph(signature);
+        return saver_->get_graph(signature);
     }
 
 private:
