@@ -238,6 +238,9 @@ void put_text(std::string& out, const boost::json::value& v) {
 
 // ---- reading ---------------------------------------------------------------------------------
 
+// Reads stored bytes. Every number read from them that sizes, counts or places something is
+// checked against the bytes still unread before it drives a loop or an allocation: stored bytes
+// may be damaged or hostile, and a number must never cost more than the bytes that carry it.
 struct reader {
     std::string_view in;
     std::size_t pos = 0;
@@ -246,6 +249,7 @@ struct reader {
     [[noreturn]] void fail(const char* what) const {
         throw corrupt(std::string("checkpoint record: ") + what + " at byte " + std::to_string(pos));
     }
+    std::size_t remaining() const { return pos < in.size() ? in.size() - pos : 0; }
     unsigned char byte() {
         if (pos >= in.size()) fail("truncated");
         return static_cast<unsigned char>(in[pos++]);
@@ -254,13 +258,22 @@ struct reader {
         std::uint64_t v = 0;
         for (int shift = 0; shift < 64; shift += 7) {
             const unsigned char b = byte();
+            // The tenth byte holds bit 63 only: more would be cut off, not read.
+            if (shift == 63 && b > 1) fail("number wider than 64 bits");
             v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
             if (!(b & 0x80)) return v;
         }
         fail("varint too long");
     }
+    // A count of items that take at least `each` bytes apiece: never more than the bytes left
+    // can hold, so that reserving it or looping over it is bounded by the input.
+    std::size_t count(std::size_t each, const char* what) {
+        const auto n = varint();
+        if (n > remaining() / each) fail(what);
+        return static_cast<std::size_t>(n);
+    }
     std::string_view bytes(std::uint64_t n) {
-        if (n > in.size() - pos) fail("truncated");
+        if (n > remaining()) fail("truncated");
         auto s = in.substr(pos, static_cast<std::size_t>(n));
         pos += static_cast<std::size_t>(n);
         return s;
@@ -321,19 +334,17 @@ struct reader {
         }
         case t_string: v = boost::json::string(bytes(varint())); break;
         case t_array: {
-            const auto n = varint();
-            if (n > in.size() - pos) fail("array longer than the record");
+            const auto n = count(1, "array longer than the record"); // an item is 1 byte or more
             auto& a = v.emplace_array();
-            a.reserve(static_cast<std::size_t>(n));
-            for (std::uint64_t i = 0; i < n; ++i) a.push_back(json());
+            a.reserve(n);
+            for (std::size_t i = 0; i < n; ++i) a.push_back(json());
             break;
         }
         case t_object: {
-            const auto n = varint();
-            if (n > in.size() - pos) fail("object longer than the record");
+            const auto n = count(2, "object longer than the record"); // a key and a value
             auto& o = v.emplace_object();
-            o.reserve(static_cast<std::size_t>(n));
-            for (std::uint64_t i = 0; i < n; ++i) {
+            o.reserve(n);
+            for (std::size_t i = 0; i < n; ++i) {
                 auto k = key();
                 o.insert_or_assign(k, json());
             }
@@ -421,31 +432,34 @@ void decode_record(std::string_view bytes, checkpoint& cp) {
     if (r.byte() != record_format) r.fail("unknown record format");
     const auto own = id_number(cp.id);
     cp.versions.clear();
-    for (auto n = r.varint(); n > 0; --n) {
+    // A version is a channel key and a reference: 2 bytes at least.
+    for (auto n = r.count(2, "more versions than the record holds"); n > 0; --n) {
         auto k = std::string(r.key());
         cp.versions.insert_or_assign(std::move(k), r.ref(own));
     }
     cp.frontier = r.json();
+    // Where `step` and `source` stood in the metadata (1-based; 0: stored with the rest).
     const auto step_at = r.varint(), source_at = r.varint();
     auto rest = r.json();
     if (!rest.is_object()) r.fail("metadata is not an object");
+    auto& stored = rest.get_object();
+    const std::uint64_t total = stored.size() + (step_at ? 1 : 0) + (source_at ? 1 : 0);
+    if (step_at > total || source_at > total) r.fail("metadata position out of range");
+    if (step_at && step_at == source_at) r.fail("step and source at one metadata position");
+    if ((step_at && stored.contains("step")) || (source_at && stored.contains("source")))
+        r.fail("metadata key both left out and stored");
     cp.metadata.clear();
-    cp.metadata.reserve(rest.get_object().size() + 2);
-    std::size_t i = 0;
-    auto place = [&] {
-        for (;;) {
-            ++i;
-            if (i == step_at) cp.metadata.insert_or_assign("step", cp.step);
-            else if (i == source_at) cp.metadata.insert_or_assign("source", cp.source);
-            else return;
+    cp.metadata.reserve(static_cast<std::size_t>(total));
+    // Exactly `total` places: the two left out where they stood, the stored keys in between.
+    auto next = stored.begin();
+    for (std::uint64_t at = 1; at <= total; ++at) {
+        if (at == step_at) cp.metadata.insert_or_assign("step", cp.step);
+        else if (at == source_at) cp.metadata.insert_or_assign("source", cp.source);
+        else {
+            cp.metadata.insert_or_assign(next->key(), std::move(next->value()));
+            ++next;
         }
-    };
-    for (auto& [k, v] : rest.get_object()) {
-        place();
-        cp.metadata.insert_or_assign(k, std::move(v));
     }
-    place();
-    while (i < step_at || i < source_at) place(); // stripped keys at the end
     cp.signature = r.ref(std::nullopt);
     if (r.pos != bytes.size()) r.fail("trailing bytes");
 }
@@ -466,10 +480,10 @@ std::string encode_inline(const std::vector<std::pair<std::string_view, std::str
 std::vector<std::pair<std::string_view, std::string_view>> decode_inline(std::string_view bytes) {
     reader r{bytes};
     std::vector<std::pair<std::string_view, std::string_view>> out;
-    const auto n = r.varint();
-    if (n > bytes.size()) r.fail("more inline values than bytes");
-    out.reserve(static_cast<std::size_t>(n));
-    for (std::uint64_t i = 0; i < n; ++i) {
+    // A value is a channel key and a length: 2 bytes at least.
+    const auto n = r.count(2, "more inline values than bytes");
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
         auto channel = r.key();
         auto value = r.bytes(r.varint());
         out.emplace_back(channel, value);
@@ -482,10 +496,12 @@ std::string merge_inline(std::string_view old, const std::vector<std::pair<std::
                          const std::function<bool(std::string_view)>& rewritten) {
     auto merged = fresh;
     if (!old.empty())
-        for (const auto& [channel, bytes] : decode_inline(old)) {
-            const bool again = rewritten(channel) ||
-                               std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f.first == channel; });
-            if (!again) merged.emplace_back(channel, bytes);
+        for (const auto& kept : decode_inline(old)) {
+            // (a named pair: clang 14 cannot capture a structured binding in a lambda)
+            const bool again = rewritten(kept.first) || std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) {
+                                   return f.first == kept.first;
+                               });
+            if (!again) merged.push_back(kept);
         }
     return merged.empty() ? std::string() : encode_inline(merged);
 }

@@ -238,8 +238,10 @@ boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::siz
                 cp.source = cps[i].source;
                 codec::decode_record(cps[i].record, cp);
                 for (const auto& [channel, version] : cp.versions)
-                    codec::mark_needed(channel, version, [&](const std::string& v) { return stored_value(d, channel, v); },
-                                       needed);
+                    // init-captures: clang 14 cannot capture structured bindings (d, channel) directly
+                    codec::mark_needed(
+                        channel, version,
+                        [&, &data = d, &ch = channel](const std::string& v) { return stored_value(data, ch, v); }, needed);
             }
             // Values inside the entries about to go that are still read move apart.
             for (std::size_t i = 0; i < drop; ++i) {

@@ -1048,9 +1048,10 @@ struct sqlite_saver::impl {
                 }
                 for (const auto& cp : kept)
                     for (const auto& [channel, version] : cp.versions) {
-                        auto fetch = [&](const std::string& v) {
+                        // init-capture: clang 14 cannot capture a structured binding (channel) directly
+                        auto fetch = [&, &ch = channel](const std::string& v) {
                             std::optional<std::string> out;
-                            with_stored(thread, ns, channel, v, [&](std::string_view bytes) { out.emplace(bytes); });
+                            with_stored(thread, ns, ch, v, [&](std::string_view bytes) { out.emplace(bytes); });
                             return out;
                         };
                         try {

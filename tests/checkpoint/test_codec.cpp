@@ -9,10 +9,15 @@
 
 #include <boost/json.hpp>
 
+#include <chrono>
+#include <cstdint>
+#include <future>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -57,6 +62,80 @@ checkpoint decoded(const std::string& bytes, const checkpoint& like) {
     codec::decode_record(bytes, back);
     return back;
 }
+
+// ---- hostile bytes ---------------------------------------------------------------------------
+
+// The codec's varint (7 bits a byte, low first), to craft stored bytes by hand.
+std::string varint(std::uint64_t v) {
+    std::string out;
+    while (v >= 0x80) {
+        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+        v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+    return out;
+}
+
+std::string bytes_of(std::initializer_list<int> bs) {
+    std::string out;
+    for (int b : bs) out.push_back(static_cast<char>(b));
+    return out;
+}
+
+constexpr std::uint64_t huge = std::uint64_t{1} << 56;
+
+enum class outcome { read, corrupt, other_error, hung };
+
+const char* name(outcome o) {
+    switch (o) {
+    case outcome::read: return "read back";
+    case outcome::corrupt: return "corrupt";
+    case outcome::other_error: return "another exception";
+    case outcome::hung: return "still running after 10 s";
+    }
+    return "?";
+}
+
+// Runs `f` on a thread of its own and says how it ended. A decode that spins is left running
+// (detached: it owns copies of everything it reads) so that the test fails instead of hanging.
+template <class F>
+outcome guarded(F f) {
+    auto done = std::make_shared<std::promise<outcome>>();
+    auto result = done->get_future();
+    std::thread worker([done, f = std::move(f)]() mutable {
+        try {
+            f();
+            done->set_value(outcome::read);
+        } catch (const codec::corrupt&) {
+            done->set_value(outcome::corrupt);
+        } catch (...) {
+            done->set_value(outcome::other_error);
+        }
+    });
+    if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        worker.detach();
+        return outcome::hung;
+    }
+    worker.join();
+    return result.get();
+}
+
+// A record decoded for a checkpoint with a real id (relative versions need one).
+outcome record_outcome(const std::string& bytes) {
+    return guarded([bytes] {
+        checkpoint cp;
+        cp.id = new_checkpoint_id();
+        cp.step = 3;
+        cp.source = "loop";
+        codec::decode_record(bytes, cp);
+    });
+}
+
+#define EXPECT_CORRUPT(what, expr)                                                                  \
+    do {                                                                                            \
+        const auto got_ = (expr);                                                                   \
+        BOOST_TEST((got_ == outcome::corrupt), what << ": " << name(got_) << ", expected corrupt"); \
+    } while (0)
 
 } // namespace
 
@@ -254,6 +333,119 @@ BOOST_AUTO_TEST_CASE(inline_helpers_merge_measure_and_mark) {
     std::set<std::pair<std::string, std::string>> partial;
     codec::mark_needed("log", v2, fetch, partial);
     BOOST_TEST(partial.size() == 2u); // v2 and the missing v1 it names
+}
+
+// Issue 11: every length, count, position and distance read from stored bytes is checked against
+// the bytes present (and the record's own sizes) before it drives a loop or an allocation.
+BOOST_AUTO_TEST_CASE(huge_numbers_in_a_record_are_corrupt_promptly) {
+    // record: format, versions (count, then key + ref each), frontier, step position, source
+    // position, metadata object, signature ref.
+    const auto no_versions = bytes_of({1, 0});
+    const auto null_frontier = bytes_of({0});
+    const auto empty_object = bytes_of({8, 0});
+    const auto empty_signature = bytes_of({4, 0});
+    auto record = [&](const std::string& step_at, const std::string& source_at, const std::string& metadata = "") {
+        return no_versions + null_frontier + step_at + source_at + (metadata.empty() ? empty_object : metadata) +
+               empty_signature;
+    };
+    // The well-formed shape reads (so the cases below fail for the number they change).
+    BOOST_TEST((record_outcome(record(varint(0), varint(0))) == outcome::read));
+    BOOST_TEST((record_outcome(record(varint(1), varint(2))) == outcome::read));
+
+    // The issue's hang: a metadata position of 2^56 in a short record.
+    const auto hang = record(varint(huge), varint(0));
+    BOOST_TEST(hang.size() < 24u);
+    EXPECT_CORRUPT("step position 2^56", record_outcome(hang));
+    EXPECT_CORRUPT("source position 2^56", record_outcome(record(varint(0), varint(huge))));
+    // What fuzz_record found against the old decoder within seconds: a source position of 2^42-1.
+    EXPECT_CORRUPT("fuzz_record's first find",
+                   record_outcome(bytes_of({0x01, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x08, 0, 0x04, 0, 0, 0,
+                                            0x08, 0, 0x04, 0})));
+    EXPECT_CORRUPT("both positions 2^63", record_outcome(record(varint(huge << 7), varint(huge << 7))));
+    // Positions past the metadata, or both at one place, are not what any encoder wrote.
+    EXPECT_CORRUPT("step position past the metadata", record_outcome(record(varint(3), varint(0))));
+    EXPECT_CORRUPT("source position past the metadata", record_outcome(record(varint(1), varint(3))));
+    EXPECT_CORRUPT("step and source at one position", record_outcome(record(varint(1), varint(1))));
+    // `step` both stripped and stored (key code 9 is "step"): two values for one key.
+    EXPECT_CORRUPT("step stripped and stored", record_outcome(record(varint(1), varint(0), bytes_of({8, 1, 9, 0}))));
+
+    // Counts and lengths larger than the record.
+    EXPECT_CORRUPT("versions count 2^56", record_outcome(bytes_of({1}) + varint(huge) + bytes_of({0, 0, 0, 0})));
+    EXPECT_CORRUPT("versions count 2^63",
+                   record_outcome(bytes_of({1}) + varint(huge << 7) + bytes_of({0, 0}) + record(varint(0), varint(0))));
+    EXPECT_CORRUPT("frontier array of 2^56", record_outcome(no_versions + bytes_of({7}) + varint(huge) + std::string(16, '\0')));
+    EXPECT_CORRUPT("frontier object of 2^56", record_outcome(no_versions + bytes_of({8}) + varint(huge) + std::string(16, '\0')));
+    EXPECT_CORRUPT("frontier object of more entries than bytes / 2",
+                   record_outcome(no_versions + bytes_of({8, 6, 0, 0, 0, 0, 0, 0})));
+    EXPECT_CORRUPT("string of 2^56 bytes", record_outcome(no_versions + bytes_of({6}) + varint(huge) + "abc"));
+    EXPECT_CORRUPT("key of 2^56 bytes",
+                   record_outcome(no_versions + bytes_of({8, 1}) + varint(huge) + "abc" + bytes_of({0, 0, 0, 8, 0, 4, 0})));
+    EXPECT_CORRUPT("channel name of 2^56 bytes", record_outcome(bytes_of({1, 1}) + varint(huge) + "abc"));
+    EXPECT_CORRUPT("older version 2^63 back", record_outcome(bytes_of({1, 1, 0, 1}) + varint(huge << 7) + null_frontier +
+                                                            bytes_of({0, 0}) + empty_object + empty_signature));
+    EXPECT_CORRUPT("newer version 2^63 on", record_outcome(bytes_of({1, 1, 0, 2}) + varint(~std::uint64_t{0}) + null_frontier +
+                                                          bytes_of({0, 0}) + empty_object + empty_signature));
+    EXPECT_CORRUPT("raw version of 2^56 bytes", record_outcome(bytes_of({1, 1, 0, 4}) + varint(huge) + "abc"));
+    EXPECT_CORRUPT("signature of 2^56 bytes", record_outcome(record(varint(0), varint(0)).substr(0, 7) + bytes_of({4}) + varint(huge)));
+    // A varint wider than 64 bits is corrupt, not silently cut to 64.
+    EXPECT_CORRUPT("a 65-bit number", record_outcome(no_versions + bytes_of({4}) + std::string(9, '\xff') + bytes_of({0x03}) +
+                                                    bytes_of({0, 0}) + empty_object + empty_signature));
+    EXPECT_CORRUPT("an 11-byte varint", record_outcome(no_versions + bytes_of({4}) + std::string(10, '\x80') + bytes_of({0}) +
+                                                      bytes_of({0, 0}) + empty_object + empty_signature));
+    // The largest 64-bit number still reads.
+    BOOST_TEST((record_outcome(no_versions + bytes_of({4}) + varint(~std::uint64_t{0}) + bytes_of({0, 0}) + empty_object +
+                               empty_signature) == outcome::read));
+}
+
+BOOST_AUTO_TEST_CASE(huge_numbers_in_stored_values_are_corrupt_promptly) {
+    const std::string v1 = new_checkpoint_id(), v2 = new_checkpoint_id();
+    // Appended items: marker, a reference to the version extended, then JSON text.
+    auto split = [](std::string stored, std::string version) {
+        return guarded([stored, version] { (void)codec::split_value(stored, version); });
+    };
+    EXPECT_CORRUPT("extends 2^63 back", split(bytes_of({1, 1}) + varint(huge << 7) + "[]", v2));
+    EXPECT_CORRUPT("extends 2^64-1 on", split(bytes_of({1, 2}) + varint(~std::uint64_t{0}) + "[]", v2));
+    EXPECT_CORRUPT("extends a raw version of 2^56 bytes", split(bytes_of({1, 4}) + varint(huge) + "[]", v2));
+    EXPECT_CORRUPT("extends a 65-bit distance", split(bytes_of({1, 1}) + std::string(9, '\xff') + bytes_of({0x7f}) + "[]", v2));
+    EXPECT_CORRUPT("a marker alone", split(bytes_of({1}), v2));
+    EXPECT_CORRUPT("an unknown reference form", split(bytes_of({1, 9}) + "[]", v2));
+
+    // The same through the chain walkers.
+    auto resolve = [&](std::string stored) {
+        return guarded([stored, v1, v2] {
+            (void)codec::resolve_value(v2, [&](const std::string& v) -> std::optional<std::string> {
+                if (v == v2) return stored;
+                if (v == v1) return std::string("[1]");
+                return std::nullopt;
+            });
+        });
+    };
+    EXPECT_CORRUPT("resolve: extends 2^63 back", resolve(bytes_of({1, 1}) + varint(huge << 7) + "[]"));
+    EXPECT_CORRUPT("resolve: extends a raw version of 2^56 bytes", resolve(bytes_of({1, 4}) + varint(huge) + "[]"));
+    auto mark = [&](std::string stored) {
+        return guarded([stored, v2] {
+            std::set<std::pair<std::string, std::string>> needed;
+            codec::mark_needed("log", v2, [&](const std::string&) -> std::optional<std::string> { return stored; }, needed);
+        });
+    };
+    EXPECT_CORRUPT("mark: extends 2^63 back", mark(bytes_of({1, 1}) + varint(huge << 7) + "[]"));
+    EXPECT_CORRUPT("mark: extends a raw version of 2^56 bytes", mark(bytes_of({1, 4}) + varint(huge) + "[]"));
+
+    // Inline values: count, then per value a channel key and a length-prefixed stored value.
+    auto inline_cases = [&](const char* label, const std::string& bytes) {
+        EXPECT_CORRUPT(std::string("decode_inline: ") + label, guarded([bytes] { (void)codec::decode_inline(bytes); }));
+        EXPECT_CORRUPT(std::string("measure_inline: ") + label, guarded([bytes] { (void)codec::measure_inline(bytes); }));
+        EXPECT_CORRUPT(std::string("merge_inline: ") + label, guarded([bytes] {
+                           (void)codec::merge_inline(bytes, {{"a", "1"}}, [](std::string_view) { return false; });
+                       }));
+    };
+    inline_cases("count 2^56", varint(huge) + bytes_of({0, 1, '1'}));
+    inline_cases("count 2^64-1", varint(~std::uint64_t{0}) + bytes_of({0, 1, '1'}));
+    inline_cases("more values than bytes / 2", bytes_of({3, 0, 0, 0, 0}));
+    inline_cases("channel of 2^56 bytes", bytes_of({1}) + varint(huge) + "abc");
+    inline_cases("value of 2^56 bytes", bytes_of({1, 0}) + varint(huge) + "abc");
+    inline_cases("a 65-bit length", bytes_of({1, 0}) + std::string(9, '\xff') + bytes_of({0x7f}));
+    BOOST_TEST((guarded([] { (void)codec::decode_inline(bytes_of({1, 0, 1, '1'})); }) == outcome::read));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
