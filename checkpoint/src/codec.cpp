@@ -5,6 +5,8 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <boost/crc.hpp>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -18,6 +20,10 @@ namespace {
 
 constexpr unsigned char record_format = 1;
 constexpr unsigned char extends_marker = 0x01; // never the first byte of JSON text
+// Starts sealed bytes: neither a record's format byte, nor the extends marker, nor a byte JSON
+// text can start with.
+constexpr unsigned char sealed_marker = 0xC5;
+constexpr std::size_t seal_size = seal_overhead;
 
 // Object keys the engine writes on every checkpoint, one byte each. Append only: the position is
 // the stored code.
@@ -510,7 +516,7 @@ inline_size measure_inline(std::string_view bytes) {
     inline_size out;
     for (const auto& [channel, value] : decode_inline(bytes)) {
         ++out.values;
-        out.value_bytes += value.size();
+        out.value_bytes += value.size() - (is_sealed(value) && value.size() >= seal_size ? seal_size : 0);
     }
     return out;
 }
@@ -596,6 +602,49 @@ boost::json::value resolve_value(const std::string& version,
         tails.push_back(std::move(v));
         at = std::move(*parts.extends);
     }
+}
+
+namespace {
+/// CRC-32C (Castagnoli) over the address parts, each followed by its length so that no two
+/// different addresses hash the same bytes, then the payload.
+std::uint32_t checksum(std::string_view payload, std::initializer_list<std::string_view> parts) {
+    boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+    for (auto p : parts) {
+        crc.process_bytes(p.data(), p.size());
+        const std::uint64_t n = p.size();
+        unsigned char len[8];
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+        crc.process_bytes(len, sizeof len);
+    }
+    crc.process_bytes(payload.data(), payload.size());
+    return crc.checksum();
+}
+} // namespace
+
+std::string seal(std::string_view payload, std::initializer_list<std::string_view> parts) {
+    const auto sum = checksum(payload, parts);
+    std::string out;
+    out.reserve(seal_size + payload.size());
+    out.push_back(static_cast<char>(sealed_marker));
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((sum >> (8 * i)) & 0xff));
+    out.append(payload);
+    return out;
+}
+
+bool is_sealed(std::string_view stored) noexcept {
+    return !stored.empty() && static_cast<unsigned char>(stored[0]) == sealed_marker;
+}
+
+std::string_view unseal(std::string_view stored, std::initializer_list<std::string_view> parts) {
+    if (!is_sealed(stored)) return stored;
+    if (stored.size() < seal_size) throw corrupt("its checksum is cut short");
+    std::uint32_t want = 0;
+    for (int i = 0; i < 4; ++i) want |= static_cast<std::uint32_t>(static_cast<unsigned char>(stored[1 + i])) << (8 * i);
+    const auto payload = stored.substr(seal_size);
+    if (checksum(payload, parts) != want)
+        throw corrupt("checksum mismatch: the stored bytes were changed after they were written (" +
+                      std::to_string(stored.size()) + " bytes)");
+    return payload;
 }
 
 } // namespace stategraph::checkpoint::codec

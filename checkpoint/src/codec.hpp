@@ -11,6 +11,7 @@
 ///   appended items. `resolve_value` follows such a chain back to a whole value.
 ///
 /// Both forms start with a format byte, so a later layout can be told apart from this one.
+/// The savers store both *sealed* (`seal`): behind a checksum bound to where they are stored.
 
 #include <stategraph/checkpoint/saver.hpp>
 
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -80,7 +82,7 @@ std::string merge_inline(std::string_view old, const std::vector<std::pair<std::
                          const std::function<bool(std::string_view)>& rewritten);
 
 /// @brief How many values an `encode_inline` string holds and how many of its bytes are theirs
-/// (the rest frames them: channel names and lengths). Throws `corrupt`.
+/// (the rest frames them: channel names, lengths and checksums). Throws `corrupt`.
 struct inline_size {
     std::size_t values = 0;
     std::size_t value_bytes = 0;
@@ -93,6 +95,20 @@ inline_size measure_inline(std::string_view bytes);
 void mark_needed(const std::string& channel, const std::string& version,
                  const std::function<std::optional<std::string>(const std::string&)>& fetch,
                  std::set<std::pair<std::string, std::string>>& needed);
+
+/// @brief `payload` as stored with a checksum: a marker byte, a CRC-32C (4 bytes, little
+/// endian) over the address `parts` (say channel and version, or thread, namespace and id) and
+/// the payload, then the payload. The checksum binds the bytes to their address, so a changed
+/// byte, and bytes moved to another channel, version or checkpoint, are both caught on read.
+std::string seal(std::string_view payload, std::initializer_list<std::string_view> parts);
+/// @brief The payload of stored bytes: verified when sealed (throws `corrupt` on a mismatch),
+/// returned as is when written before checksums (no marker: JSON text, a record's or an
+/// appended value's format byte).
+std::string_view unseal(std::string_view stored, std::initializer_list<std::string_view> parts);
+/// @brief True when `stored` carries a checksum.
+bool is_sealed(std::string_view stored) noexcept;
+/// @brief The bytes `seal` adds in front of a payload.
+inline constexpr std::size_t seal_overhead = 5;
 
 /// @brief An id in the 11-character time-ordered form (`new_checkpoint_id`) as a number, or nullopt.
 std::optional<std::uint64_t> id_number(std::string_view id);

@@ -4,6 +4,7 @@
 #include <stategraph/error.hpp>
 
 #include "codec.hpp"
+#include "lease_owner.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +31,7 @@
 #include <random>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -141,6 +144,11 @@ ALTER TABLE checkpoints_v2 RENAME TO checkpoints;
 ALTER TABLE blobs_v2 RENAME TO blobs;
 ALTER TABLE writes_v2 RENAME TO writes;
 )sql";
+// Version 3 stores records, values and pending writes sealed (codec::seal: a checksum bound to
+// where the bytes are stored). Rows of earlier versions stay as they are and are read unchecked;
+// the version only keeps older stategraph builds, which cannot read sealed bytes, out.
+constexpr const char* migration_v3 = "-- records, values and pending writes may be sealed from now on";
+
 constexpr const char* sql_v1_checkpoints =
     "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
 constexpr const char* sql_v2_put_checkpoint =
@@ -216,15 +224,18 @@ constexpr std::string_view sql_clear_oldest_parent =
 constexpr std::string_view sql_stats_checkpoints =
     "SELECT count(*), coalesce(sum(length(record)), 0) FROM checkpoints WHERE thread_id = ?1";
 constexpr std::string_view sql_stats_blobs =
-    "SELECT count(*), coalesce(sum(length(value)), 0) FROM blobs WHERE thread_id = ?1";
+    "SELECT count(*), coalesce(sum(length(value)), 0), coalesce(sum(substr(value, 1, 1) = x'C5'), 0) FROM blobs "
+    "WHERE thread_id = ?1";
 constexpr std::string_view sql_stats_writes =
-    "SELECT count(*), coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?1";
+    "SELECT count(*), coalesce(sum(length(value)), 0), coalesce(sum(substr(value, 1, 1) = x'C5'), 0) FROM writes "
+    "WHERE thread_id = ?1";
 constexpr std::string_view sql_get_lease = "SELECT owner, expires_at FROM leases WHERE thread_id = ?1";
 constexpr std::string_view sql_put_lease =
     "INSERT OR REPLACE INTO leases(thread_id, owner, expires_at) VALUES(?1, ?2, ?3)";
 constexpr std::string_view sql_renew_lease = "UPDATE leases SET expires_at = ?3 WHERE thread_id = ?1 AND owner = ?2";
 constexpr std::string_view sql_release_lease = "DELETE FROM leases WHERE thread_id = ?1 AND owner = ?2";
 constexpr std::string_view sql_release_all_leases = "DELETE FROM leases WHERE owner = ?1";
+constexpr std::string_view sql_break_lease = "DELETE FROM leases WHERE thread_id = ?1 RETURNING owner";
 
 std::int64_t now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -238,17 +249,6 @@ std::string format_utc(std::int64_t ms) {
     char buf[64];
     std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
     std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-    return buf;
-}
-
-std::string make_owner() {
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown-host");
-    std::random_device rd;
-    std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%s:%ld:%016llx", host, static_cast<long>(getpid()),
-                  static_cast<unsigned long long>(r));
     return buf;
 }
 
@@ -289,6 +289,19 @@ struct sqlite_saver::impl {
     /// The thread SQLite work runs on (none with `own_thread = false`). Declared after the
     /// connection: joined before it closes.
     std::optional<boost::asio::thread_pool> pool;
+
+    /// Threads whose lease this saver took and has not released (guarded by `mutex`); `lost`:
+    /// those of them another owner took over. Writes on a thread in `held` must find our lease.
+    std::set<std::string> held, lost;
+    /// The lease keeper: renews the leases in `held` every third of their time to live, on a
+    /// thread of its own, so that a lease outlives a node however long it runs (and however busy
+    /// the caller's threads are). Started by the first `acquire`.
+    struct keeper_state {
+        std::mutex mutex;
+        std::condition_variable wake;
+        bool stopping = false;
+        std::thread thread;
+    } keeper;
 
     /// Graph versions known to be in `graphs` (rows there are never deleted).
     std::set<std::string> stored_graphs;
@@ -507,7 +520,7 @@ struct sqlite_saver::impl {
     }
 
     // -- opening --------------------------------------------------------------------------
-    explicit impl(sqlite_options o) : opt(std::move(o)), owner(make_owner()) {
+    explicit impl(sqlite_options o) : opt(std::move(o)), owner(lease_owner::make()) {
         if (opt.own_thread) pool.emplace(1);
         if (opt.path.empty())
             throw checkpoint_error(errc::storage_failure, "sqlite_saver: sqlite_options::path is empty");
@@ -527,6 +540,26 @@ struct sqlite_saver::impl {
         sqlite3_extended_result_codes(db.get(), 1);
         sqlite3_busy_timeout(db.get(), static_cast<int>(std::min<std::int64_t>(opt.busy_timeout.count(), INT_MAX)));
 
+        // Several processes opening one fresh file race to create it, switch it to WAL and
+        // migrate it. SQLite answers some of those steps with SQLITE_BUSY at once, without its busy
+        // handler (switching the journal mode while another connection reads, to avoid a
+        // deadlock), so the whole set-up is retried, with backoff, until busy_timeout is spent.
+        const auto deadline = std::chrono::steady_clock::now() + opt.busy_timeout;
+        std::minstd_rand jitter(static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(this) ^ getpid()));
+        for (int attempt = 0;; ++attempt) {
+            try {
+                set_up();
+                return;
+            } catch (const checkpoint_error& e) {
+                if (e.kind() != errc::thread_busy || std::chrono::steady_clock::now() >= deadline) throw;
+            }
+            const auto pause = std::chrono::milliseconds(std::min(1 << std::min(attempt, 6), 50) + jitter() % 5);
+            std::this_thread::sleep_for(pause);
+        }
+    }
+
+    /// Reads the schema version, sets the page size of a new file, switches to WAL and migrates.
+    void set_up() {
         // Reading the header is the first access to the file: garbage fails here, untouched.
         auto version = query_int("PRAGMA user_version", "reading the schema version");
         check_version(version);
@@ -535,7 +568,9 @@ struct sqlite_saver::impl {
         if (!opt.read_only && version == 0 && opt.page_size != 0 &&
             query_int("SELECT count(*) FROM sqlite_schema", "reading the schema") == 0)
             exec("PRAGMA page_size = " + std::to_string(opt.page_size), "setting the page size");
-        if (!opt.read_only) exec("PRAGMA journal_mode = WAL", "switching to WAL mode");
+        if (!opt.read_only && opt.path != ":memory:" &&
+            query_text("PRAGMA journal_mode = WAL", "switching to WAL mode") != "wal")
+            fail(SQLITE_BUSY, "", "switching to WAL mode"); // another connection kept it from switching
         static constexpr const char* sync_names[] = {"OFF", "NORMAL", "FULL"};
         exec(std::string("PRAGMA synchronous = ") + sync_names[static_cast<int>(opt.synchronous)],
              "setting synchronous");
@@ -600,6 +635,7 @@ struct sqlite_saver::impl {
         static const migration migrations[] = {
             {migration_v1},                                                             // -> v1
             {migration_v2_create, &impl::convert_v1_checkpoints, migration_v2_swap},    // -> v2
+            {migration_v3},                                                             // -> v3
         };
         static_assert(std::size(migrations) == sqlite_saver::schema_version,
                       "one migration per schema version: bump schema_version with the list");
@@ -702,7 +738,7 @@ struct sqlite_saver::impl {
         cp.step = s.integer(2);
         cp.source = s.text(3);
         try {
-            codec::decode_record(s.bytes(4), cp);
+            codec::decode_record(codec::unseal(s.bytes(4), {thread, ns, cp.id}), cp);
         } catch (const std::exception& e) { // codec::corrupt, or allocation failure on garbage
             corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
         }
@@ -714,24 +750,25 @@ struct sqlite_saver::impl {
     template <class F>
     bool with_stored(const std::string& thread, const std::string& ns, const std::string& channel,
                      const std::string& version, F&& use) {
+        // Stored bytes carry a checksum bound to (channel, version): verified before use.
         if (channel == graph_channel) {
             stmt g(*this, sql_get_graph, thread, "reading a channel value");
             g.bind_static(1, version);
             if (g.step()) {
-                use(g.bytes(0));
+                use(codec::unseal(g.bytes(0), {channel, version}));
                 return true;
             }
         }
         if (const auto& row = inline_row(thread, ns, version))
             for (const auto& [c, bytes] : decode_inline_of(thread, ns, version, *row))
                 if (c == channel) {
-                    use(bytes);
+                    use(codec::unseal(bytes, {channel, version}));
                     return true;
                 }
         stmt s(*this, sql_get_blob, thread, "reading a channel value");
         s.bind_static(1, thread).bind_static(2, ns).bind_static(3, channel).bind_static(4, version);
         if (!s.step()) return false;
-        use(s.bytes(0));
+        use(codec::unseal(s.bytes(0), {channel, version}));
         return true;
     }
 
@@ -818,27 +855,39 @@ struct sqlite_saver::impl {
             pw.task_id = w.text(0);
             pw.task_name = w.text(1);
             pw.channel = w.text(2);
-            pw.value = parse(w.bytes(3), thread, ns,
-                             "checkpoint " + id + ": pending write of task " + quote(pw.task_id) + " (" +
-                                 pw.task_name + ") to channel " + quote(pw.channel),
-                             {thread, pw.channel, pw.task_name});
+            const std::string what = "checkpoint " + id + ": pending write of task " + quote(pw.task_id) + " (" +
+                                     pw.task_name + ") to channel " + quote(pw.channel);
+            std::string_view text;
+            try {
+                text = codec::unseal(w.bytes(3), {thread, ns, id, pw.task_id, pw.task_name, pw.channel});
+            } catch (const codec::corrupt& e) {
+                corrupt(thread, ns, what + " cannot be read: " + e.what(), {thread, pw.channel, pw.task_name});
+            }
+            pw.value = parse(text, thread, ns, what, {thread, pw.channel, pw.task_name});
             t.writes.push_back(std::move(pw));
         }
     }
 
-    /// Refuses to write while another owner holds a live lease; renews our own.
+    /// Fences a write (inside its transaction): refused with `lease_lost` when this saver took the
+    /// thread's lease and it is no longer ours, with `thread_busy` while another owner holds a live
+    /// lease (unless that owner is provably gone); renews our own.
     void check_lease(const std::string& thread, std::int64_t now) {
         std::string holder;
         std::int64_t expires = 0;
+        const bool ours = held.count(thread) != 0;
         {
             stmt s(*this, sql_get_lease, thread, "reading the thread's lease");
             s.bind(1, thread);
-            if (!s.step()) return;
+            if (!s.step()) {
+                if (ours) throw_lost(thread, "");
+                return;
+            }
             holder = s.text(0);
             expires = s.integer(1);
         }
         if (holder != owner) {
-            if (expires > now) throw_busy(thread, holder, expires);
+            if (ours) throw_lost(thread, holder);
+            if (expires > now && !lease_owner::is_gone(holder)) throw_busy(thread, holder, expires);
             return;
         }
         // Our own lease: renew it only once half of its time is gone (one UPDATE less per write).
@@ -852,6 +901,16 @@ struct sqlite_saver::impl {
         return std::chrono::duration_cast<std::chrono::milliseconds>(opt.lease_ttl).count();
     }
 
+    [[noreturn]] void throw_lost(const std::string& thread, const std::string& holder) {
+        lost.insert(thread);
+        throw checkpoint_error(errc::lease_lost,
+                               "thread " + quote(thread) + ": this saver's lease (" + owner + ") was " +
+                                   (holder.empty() ? std::string("broken") : "taken over by " + holder) +
+                                   "; the write was refused, so that two runs never write one thread. The thread "
+                                   "goes on from its last saved checkpoint" + where(),
+                               {thread});
+    }
+
     [[noreturn]] void throw_busy(const std::string& thread, const std::string& holder, std::int64_t expires) const {
         throw checkpoint_error(errc::thread_busy,
                                "thread " + quote(thread) + " is busy: held by " + holder + " until " +
@@ -862,7 +921,7 @@ struct sqlite_saver::impl {
     // -- the operations (called with `mutex` held) ------------------------------------------
     void put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
         // Everything is encoded before the write lock is taken: the transaction only binds and steps.
-        const std::string record = codec::encode_record(cp);
+        const std::string record = codec::seal(codec::encode_record(cp), {thread, ns, cp.id});
         struct encoded {
             std::string_view channel;
             const std::string* version;
@@ -881,7 +940,8 @@ struct sqlite_saver::impl {
             // thread) or holding appended items stays with the thread's blobs.
             const bool shared = name == graph_channel && !extends && version != cp.id;
             if (shared && stored_graphs.count(version)) continue; // stored once per graph, already there
-            values.push_back({channel, &version, codec::encode_value(value, extends, version), shared});
+            values.push_back({channel, &version, codec::seal(codec::encode_value(value, extends, version), {channel, version}),
+                              shared});
         }
         // This checkpoint's own small values go into its row, the rest into `blobs`.
         std::vector<std::pair<std::string_view, std::string_view>> inline_values;
@@ -954,7 +1014,8 @@ struct sqlite_saver::impl {
         transaction t(*this, true, thread, "saving pending writes");
         check_lease(thread, now_ms());
         for (const auto& w : writes) {
-            const std::string text = boost::json::serialize(w.value);
+            const std::string text = codec::seal(boost::json::serialize(w.value),
+                                                 {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel});
             stmt s(*this, sql_put_write, thread, "saving a pending write"); // declared after `text`: unbinds first
             s.bind_static(1, thread).bind_static(2, ns).bind_static(3, checkpoint_id).bind_static(4, w.task_id);
             s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
@@ -1125,16 +1186,21 @@ struct sqlite_saver::impl {
             stmt s(*this, sql_stats_blobs, thread, "reading storage statistics");
             s.bind(1, thread);
             if (s.step()) {
+                // A value's checksum (codec::seal) frames it: it counts with the records.
+                const auto seals = static_cast<std::size_t>(s.integer(2)) * codec::seal_overhead;
                 st.blobs = static_cast<std::size_t>(s.integer(0));
-                st.bytes += static_cast<std::size_t>(s.integer(1));
+                st.bytes += static_cast<std::size_t>(s.integer(1)) - seals;
+                st.record_bytes += seals;
             }
         }
         {
             stmt s(*this, sql_stats_writes, thread, "reading storage statistics");
             s.bind(1, thread);
             if (s.step()) {
+                const auto seals = static_cast<std::size_t>(s.integer(2)) * codec::seal_overhead;
                 st.writes = static_cast<std::size_t>(s.integer(0));
-                st.bytes += static_cast<std::size_t>(s.integer(1));
+                st.bytes += static_cast<std::size_t>(s.integer(1)) - seals;
+                st.record_bytes += seals;
             }
         }
         {
@@ -1168,19 +1234,83 @@ struct sqlite_saver::impl {
             if (s.step()) {
                 auto holder = s.text(0);
                 auto expires = s.integer(1);
-                if (holder != owner && expires > now) throw_busy(thread, holder, expires);
+                if (holder != owner && expires > now && !lease_owner::is_gone(holder))
+                    throw_busy(thread, holder, expires);
             }
         }
-        stmt s(*this, sql_put_lease, thread, "taking the thread's lease");
-        s.bind(1, thread).bind(2, owner).bind(3, now + lease_ms());
-        s.run();
+        {
+            stmt s(*this, sql_put_lease, thread, "taking the thread's lease");
+            s.bind(1, thread).bind(2, owner).bind(3, now + lease_ms());
+            s.run();
+        }
         t.commit();
+        held.insert(thread);
+        lost.erase(thread);
+        start_keeper();
+    }
+
+    /// Starts the lease keeper once (called with `mutex` held).
+    void start_keeper() {
+        std::lock_guard k(keeper.mutex);
+        if (keeper.thread.joinable() || keeper.stopping) return;
+        keeper.thread = std::thread([this] { keep_leases(); });
+    }
+
+    void keep_leases() {
+        const auto period = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(lease_ms() / 3),
+                                                                std::chrono::milliseconds(10));
+        std::unique_lock k(keeper.mutex);
+        while (!keeper.stopping) {
+            keeper.wake.wait_for(k, period, [&] { return keeper.stopping; });
+            if (keeper.stopping) break;
+            k.unlock();
+            renew_held();
+            k.lock();
+        }
+    }
+
+    /// Extends every lease in `held` by a full time to live; one found gone joins `lost`. A
+    /// failed renewal (the database busy beyond busy_timeout, a full disk) is tried again at the
+    /// next tick: the lease still has two thirds of its time then.
+    void renew_held() noexcept {
+        try {
+            std::lock_guard lock(mutex);
+            if (held.size() == lost.size()) return;
+            static const std::string none;
+            transaction t(*this, true, none, "renewing leases");
+            const auto until = now_ms() + lease_ms();
+            for (const auto& thread : held) {
+                if (lost.count(thread)) continue;
+                stmt r(*this, sql_renew_lease, thread, "renewing the thread's lease");
+                r.bind(1, thread).bind(2, owner).bind(3, until);
+                r.run();
+                if (sqlite3_changes(db.get()) == 0) lost.insert(thread);
+            }
+            t.commit();
+        } catch (...) {
+        }
+    }
+
+    std::optional<std::string> break_lease(const std::string& thread) {
+        transaction t(*this, true, thread, "breaking the thread's lease");
+        std::optional<std::string> holder;
+        {
+            stmt s(*this, sql_break_lease, thread, "breaking the thread's lease");
+            s.bind(1, thread);
+            if (s.step()) holder = s.text(0);
+            while (s.step()) {
+            }
+        }
+        t.commit();
+        if (holder == owner) lost.insert(thread);
+        return holder;
     }
 
     void put_graph(const std::string& signature, const std::vector<std::string>& shape) {
         if (stored_graphs.count(signature)) return;
         static const std::string none;
-        const auto bytes = codec::encode_value(codec::shape_json(shape), nullptr, signature);
+        const auto bytes = codec::seal(codec::encode_value(codec::shape_json(shape), nullptr, signature),
+                                       {graph_channel, signature});
         transaction t(*this, true, none, "saving the graph's shape");
         {
             stmt s(*this, sql_put_graph, none, "saving the graph's shape");
@@ -1197,13 +1327,17 @@ struct sqlite_saver::impl {
         g.bind_static(1, signature);
         if (!g.step()) return std::nullopt;
         try {
-            return codec::shape_from(g.bytes(0), signature);
+            return codec::shape_from(codec::unseal(g.bytes(0), {graph_channel, signature}), signature);
         } catch (const codec::corrupt& e) {
             throw checkpoint_error(errc::corrupt_checkpoint, "graph " + signature + ": " + e.what() + where(), {signature});
         }
     }
 
     void release(const std::string& thread) {
+        // Forgotten first: a release that fails below (a full disk) leaves a row that simply
+        // expires, and never makes this saver fence its own later writes.
+        held.erase(thread);
+        lost.erase(thread);
         transaction t(*this, true, thread, "releasing the thread's lease");
         {
             stmt s(*this, sql_release_lease, thread, "releasing the thread's lease");
@@ -1214,6 +1348,12 @@ struct sqlite_saver::impl {
     }
 
     ~impl() {
+        {
+            std::lock_guard k(keeper.mutex);
+            keeper.stopping = true;
+        }
+        keeper.wake.notify_all();
+        if (keeper.thread.joinable()) keeper.thread.join();
         if (pool) pool->join();
         if (!db || opt.read_only) return;
         try { // best effort: leave no lease of ours behind
@@ -1315,6 +1455,11 @@ boost::asio::awaitable<void> sqlite_saver::acquire(std::string thread_id) {
 
 boost::asio::awaitable<void> sqlite_saver::release(std::string thread_id) {
     return on_saver_thread<void>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { i->release(thread_id); });
+}
+
+boost::asio::awaitable<std::optional<std::string>> sqlite_saver::break_lease(std::string thread_id) {
+    return on_saver_thread<std::optional<std::string>>(
+        *impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { return i->break_lease(thread_id); });
 }
 
 } // namespace stategraph::checkpoint

@@ -32,6 +32,7 @@ const char* to_string(errc e) noexcept {
     case errc::storage_failure: return "storage_failure";
     case errc::no_checkpointer: return "no_checkpointer";
     case errc::schema_too_new: return "schema_too_new";
+    case errc::lease_lost: return "lease_lost";
     }
     return "unknown_error";
 }

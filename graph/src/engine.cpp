@@ -171,20 +171,33 @@ boost::json::value frontier_json(const graph_core& g, const frontier& f, boost::
     return o;
 }
 
-frontier frontier_from(const graph_core& g, const boost::json::value& v, const std::string& thread, bool allow_drift) {
+/// The corrupt_checkpoint error of stored data that is well-formed but wrong, naming the thread,
+/// the checkpoint and the field it was read from.
+[[noreturn]] void throw_stored(const std::string& thread, const std::string& checkpoint_id, const std::string& field,
+                               const std::string& problem) {
+    throw checkpoint_error(errc::corrupt_checkpoint,
+                           "thread '" + thread + "', checkpoint " + checkpoint_id + ", field '" + field + "': " + problem,
+                           {thread, checkpoint_id, field});
+}
+
+/// Reads a stored frontier. A node name this graph does not have is corruption when this graph
+/// wrote the checkpoint; with `drifted` (another graph shape wrote it and the caller accepted
+/// that) it is a node that was removed since, and is dropped.
+frontier frontier_from(const graph_core& g, const boost::json::value& v, const std::string& thread,
+                       const std::string& checkpoint_id, bool drifted) {
     frontier f;
     f.barriers.resize(g.joins.size());
     for (std::size_t j = 0; j < g.joins.size(); ++j) f.barriers[j].assign(g.joins[j].sources.size(), 0);
+    if (v.is_null()) return f;
     const auto* o = v.if_object();
-    if (!o) return f;
+    if (!o) throw_stored(thread, checkpoint_id, "frontier", "not an object");
     auto node_of = [&](const boost::json::value& n) {
-        int id = n.is_string() ? g.find(std::string(n.as_string())) : -2;
-        if (id < 0 && !allow_drift)
-            throw drift_error(errc::graph_drift,
-                              "thread '" + thread + "' waits on node '" +
-                                  (n.is_string() ? std::string(n.as_string()) : std::string("?")) +
-                                  "', which this graph does not have",
-                              {thread});
+        if (!n.is_string()) throw_stored(thread, checkpoint_id, "frontier", "a node name that is not a string");
+        int id = g.find(std::string(n.get_string()));
+        if (id < 0 && !drifted)
+            throw_stored(thread, checkpoint_id, "frontier",
+                         "names node '" + std::string(n.get_string()) +
+                             "', which this graph does not have, though this graph wrote the checkpoint");
         return id;
     };
     if (auto* a = o->if_contains(names::pull))
@@ -451,9 +464,65 @@ const std::string& signature_of(const checkpoint::checkpoint& cp) {
     return it == cp.versions.end() ? cp.signature : it->second;
 }
 
-void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool allow_drift) {
+/// Checks the pending writes of a checkpoint before anything uses them: each names a node of
+/// this graph (unless `drifted`) and a state field or a reserved channel, and holds the shape
+/// that channel stores. Throws corrupt_checkpoint naming the thread, checkpoint, task and channel.
+void check_pending(const graph_core& g, const checkpoint::checkpoint_tuple& t, bool drifted) {
+    const auto& thread = t.thread_id;
+    const auto& id = t.cp.id;
+    for (const auto& w : t.writes) {
+        const std::string field =
+            "pending write of task '" + w.task_id + "' (node '" + w.task_name + "') to '" + w.channel + "'";
+        auto bad = [&](const std::string& problem) { throw_stored(thread, id, field, problem); };
+        auto known_node = [&](const boost::json::value& n) {
+            if (!n.is_string()) bad("a node name that is not a string");
+            if (!drifted && n.get_string() != END && g.find(std::string(n.get_string())) < 0)
+                bad("names node '" + std::string(n.get_string()) + "', which this graph does not have");
+        };
+        auto array = [&]() -> const boost::json::array& {
+            if (!w.value.is_array()) bad("not a list");
+            return w.value.get_array();
+        };
+        if (w.channel == names::breakpoint) {
+            if (!w.value.is_string()) bad("not a checkpoint id");
+            continue;
+        }
+        if (!drifted && g.find(w.task_name) < 0)
+            bad("written by node '" + w.task_name + "', which this graph does not have");
+        if (w.channel == names::interrupt) {
+            for (const auto& i : array()) {
+                const auto* o = i.if_object();
+                // (its node may be a subgraph's: only its form is checked)
+                if (!o || !o->contains("value") || !o->contains("id") || !o->at("id").is_string() ||
+                    !o->contains("node") || !o->at("node").is_string())
+                    bad("an interrupt without an id, a node and a value");
+            }
+        } else if (w.channel == names::resume) {
+            (void)array();
+        } else if (w.channel == names::error) {
+            if (!w.value.is_string()) bad("an error that is not a message");
+        } else if (w.channel == names::goto_) {
+            for (const auto& n : array()) known_node(n);
+        } else if (w.channel == names::send) {
+            for (const auto& p : array()) {
+                const auto* o = p.if_object();
+                if (!o || !o->contains("arg") || !o->contains("node")) bad("a Send without a node and an argument");
+                known_node(o->at("node"));
+            }
+        } else if (g.st->index_of(w.channel) < 0 && !drifted) {
+            bad("not a field of this graph's state");
+        }
+    }
+}
+
+/// Loads checkpoint `t` into `r`. `drifted`: another graph shape wrote it and the caller accepted
+/// that (names this graph does not have are dropped); otherwise every stored name must exist
+/// here, and one that does not is corruption (corrupt_checkpoint naming thread, checkpoint and
+/// field), never silently dropped.
+void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted) {
     const auto& st = *g.st;
     const auto& cp = t.cp;
+    const char* field = "versions"; // what is being read, for the message of a malformed record
     try {
         st.reset_state(r.state.get());
         std::fill(r.versions.begin(), r.versions.end(), std::string());
@@ -466,11 +535,10 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
             }
             int i = st.index_of(channel);
             if (i < 0) {
-                if (!allow_drift)
-                    throw drift_error(errc::graph_drift,
-                                      "thread '" + r.thread_id() + "' has state field '" + channel +
-                                          "', which this graph's state does not have",
-                                      {r.thread_id(), channel});
+                if (!drifted)
+                    throw_stored(r.thread_id(), cp.id, "versions",
+                                 "names state field '" + channel +
+                                     "', which this graph's state does not have, though this graph wrote the checkpoint");
                 continue;
             }
             r.versions[static_cast<std::size_t>(i)] = version;
@@ -478,23 +546,27 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
                 st.from_json(r.state.get(), static_cast<std::size_t>(i), *v, errc::corrupt_checkpoint,
                              "thread '" + r.thread_id() + "', checkpoint " + cp.id);
         }
+        field = "__graph__";
         if (const auto* sh = cp.values.if_contains(names::graph); sh && sh->is_array()) {
             r.stored_shape.clear();
             for (const auto& l : sh->as_array()) r.stored_shape.push_back(std::string(l.as_string()));
         }
-        r.fr = frontier_from(g, cp.frontier, r.thread_id(), allow_drift);
+        field = "frontier";
+        r.fr = frontier_from(g, cp.frontier, r.thread_id(), cp.id, drifted);
+        field = "metadata";
         if (const auto* d = cp.metadata.if_contains(names::delta); d && d->is_object() && r.track_delta)
-            r.delta = update_from_json(st, d->as_object(), errc::corrupt_checkpoint, "thread '" + r.thread_id() + "'");
+            r.delta = update_from_json(st, d->as_object(), errc::corrupt_checkpoint,
+                                       "thread '" + r.thread_id() + "', checkpoint " + cp.id + ", metadata");
         if (const auto* w = cp.metadata.if_contains(names::writers); w && w->is_array()) {
             r.last_writers.clear();
             for (const auto& n : w->as_array()) r.last_writers.push_back(std::string(n.as_string()));
         }
+        field = "pending writes";
+        check_pending(g, t, drifted);
     } catch (const graph_error&) {
         throw;
     } catch (const std::exception& e) {
-        throw checkpoint_error(errc::corrupt_checkpoint,
-                               "thread '" + r.thread_id() + "': checkpoint " + cp.id + " cannot be read: " + e.what(),
-                               {r.thread_id()});
+        throw_stored(r.thread_id(), cp.id, field, std::string("cannot be read: ") + e.what());
     }
     r.cp_id = cp.id;
     r.parent_id = cp.parent_id;
@@ -712,7 +784,8 @@ bool reload_task(const graph_core& g, run_state& r, task& t) {
             if (i < 0) continue;
             if (!t.out.writes) t.out.writes = update_box(st);
             st.from_json(t.out.writes.values(), static_cast<std::size_t>(i), w.value, errc::corrupt_checkpoint,
-                         "thread '" + r.thread_id() + "', pending write of task '" + w.task_name + "'");
+                         "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", pending write of task '" + w.task_id +
+                             "' (node '" + w.task_name + "')");
             st.mark(t.out.writes.get(), static_cast<std::size_t>(i));
             done = true;
         }
@@ -1155,7 +1228,7 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     r.fr.barriers.assign(g.joins.size(), {});
     for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
     if (head) {
-        restore(g, r, *head, true);
+        restore(g, r, *head, signature_of(head->cp) != g.signature);
         if (signature_of(head->cp) != g.signature) {
             if (!env.cfg.allow_drift) {
                 co_await load_stored_shape(r);
@@ -1245,7 +1318,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     const auto& st = *g.st;
     run_state r(g);
     r.session = checkpoint_session(nullptr, t.thread_id, t.ns);
-    restore(g, r, t, true);
+    restore(g, r, t, signature_of(t.cp) != g.signature);
     snapshot_data s;
     s.step = r.step;
     s.source = t.cp.source;
@@ -1337,7 +1410,7 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
             throw thread_error(errc::checkpoint_not_found, "thread '" + thread_id + "' has no checkpoint '" + *req->checkpoint_id + "'",
                                {thread_id, *req->checkpoint_id});
         if (!t) throw thread_error(errc::thread_not_found, "thread '" + thread_id + "' has no checkpoint", {thread_id});
-        restore(g, r, *t, true);
+        restore(g, r, *t, signature_of(t->cp) != g.signature);
         if (signature_of(t->cp) != g.signature) {
             if (!req->allow_drift) {
                 co_await load_stored_shape(r);

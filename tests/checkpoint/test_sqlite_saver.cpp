@@ -5,12 +5,16 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <random>
+#include <thread>
+#include <utility>
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -47,13 +51,20 @@ sqlite_options options_for(const std::string& path) {
     return o;
 }
 
-struct sqlite_fixture {
-    temp_dir dir;
-    sqlite_saver saver{options_for(dir.file("checkpoints.db"))};
-};
+/// The conformance suite's savers: leases of one second, short enough for `lease_renewal` to
+/// hold one for several times its life.
+sqlite_options conformance_options(const std::string& path) {
+    auto o = options_for(path);
+    o.lease_ttl = std::chrono::seconds(1);
+    return o;
+}
 
-std::shared_ptr<saver> make_sqlite_saver() {
-    auto f = std::make_shared<sqlite_fixture>();
+std::shared_ptr<saver> make_conformance_saver() {
+    struct fixture {
+        temp_dir dir;
+        sqlite_saver saver{conformance_options(dir.file("checkpoints.db"))};
+    };
+    auto f = std::make_shared<fixture>();
     return std::shared_ptr<saver>(f, &f->saver);
 }
 
@@ -83,6 +94,26 @@ struct raw_db {
         return out;
     }
     std::int64_t integer(const std::string& sql) { return std::stoll(text(sql)); }
+    /// XORs the middle byte of `column` in the row of `table` that `where` selects with `mask`
+    /// (the bytes stay the same length: only a checksum can tell). False when no such row.
+    bool flip(const std::string& table, const std::string& column, const std::string& where, unsigned char mask = 0x01) {
+        sqlite3_stmt* s = nullptr;
+        BOOST_REQUIRE(sqlite3_prepare_v2(db, ("SELECT " + column + " FROM " + table + where).c_str(), -1, &s, nullptr) == SQLITE_OK);
+        std::string bytes;
+        const bool found = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL;
+        if (found)
+            bytes.assign(static_cast<const char*>(sqlite3_column_blob(s, 0)), static_cast<std::size_t>(sqlite3_column_bytes(s, 0)));
+        sqlite3_finalize(s);
+        if (!found || bytes.empty()) return false;
+        bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ mask);
+        BOOST_REQUIRE(sqlite3_prepare_v2(db, ("UPDATE " + table + " SET " + column + " = ?1" + where).c_str(), -1, &s, nullptr) ==
+                      SQLITE_OK);
+        sqlite3_bind_blob(s, 1, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+        const int rc = sqlite3_step(s);
+        sqlite3_finalize(s);
+        BOOST_REQUIRE(rc == SQLITE_DONE);
+        return true;
+    }
 };
 
 std::string read_bytes(const std::string& path) {
@@ -130,9 +161,10 @@ struct history {
     }
 };
 
-/// The tables of schema version 2: one b-tree each (WITHOUT ROWID), no separate index.
+/// The tables of schema version 2 (and 3, which only seals what they hold): one b-tree each
+/// (WITHOUT ROWID), no separate index.
 void check_v2_layout(raw_db& raw) {
-    BOOST_TEST(raw.integer("PRAGMA user_version") == 2);
+    BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
     BOOST_TEST(raw.integer("SELECT count(*) FROM pragma_table_list WHERE schema = 'main' AND wr = 1 AND name IN "
                            "('checkpoints', 'blobs', 'writes', 'graphs')") == 4);
     BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name IN "
@@ -159,10 +191,19 @@ bool damage_file(const std::string& path, const damage& d) {
     raw_db raw(path);
     const std::string where = " WHERE thread_id = " + sql_text(d.thread_id) + " AND ns = " + sql_text(d.ns);
     const std::string checkpoint_row = where + " AND id = " + sql_text(d.checkpoint_id);
+    const std::string blob = where + " AND channel = " + sql_text(d.channel) + " AND version = " + sql_text(d.checkpoint_id);
+    const std::string write = where + " AND checkpoint_id = " + sql_text(d.checkpoint_id) + " AND channel = " + sql_text(d.channel);
+    if (d.flip) {
+        switch (d.what) {
+        case part::value: return raw.flip("blobs", "value", blob) || raw.flip("checkpoints", "vals", checkpoint_row);
+        case part::record: return raw.flip("checkpoints", "record", checkpoint_row);
+        case part::write: return raw.flip("writes", "value", write);
+        }
+        return false;
+    }
     switch (d.what) {
     case part::value: {
         // A value too big for its checkpoint's row has a row in `blobs`; a small one is inside `vals`.
-        const std::string blob = where + " AND channel = " + sql_text(d.channel) + " AND version = " + sql_text(d.checkpoint_id);
         if (raw.integer("SELECT count(*) FROM blobs" + blob) > 0) raw.exec("UPDATE blobs SET value = CAST('{oops' AS BLOB)" + blob);
         else raw.exec("UPDATE checkpoints SET vals = x'05'" + checkpoint_row);
         return true;
@@ -171,8 +212,7 @@ bool damage_file(const std::string& path, const damage& d) {
         raw.exec("UPDATE checkpoints SET record = x'01ff'" + checkpoint_row);
         return true;
     case part::write:
-        raw.exec("UPDATE writes SET value = x'ff00fe'" + where + " AND checkpoint_id = " + sql_text(d.checkpoint_id) +
-                 " AND channel = " + sql_text(d.channel));
+        raw.exec("UPDATE writes SET value = x'ff00fe'" + write);
         return true;
     }
     return false;
@@ -183,9 +223,10 @@ bool damage_file(const std::string& path, const damage& d) {
 capabilities sqlite_capabilities() {
     capabilities c;
     c.open_same_storage = [](saver& first) -> std::shared_ptr<saver> {
-        return std::make_shared<sqlite_saver>(options_for(dynamic_cast<sqlite_saver&>(first).path()));
+        return std::make_shared<sqlite_saver>(conformance_options(dynamic_cast<sqlite_saver&>(first).path()));
     };
     c.exclusive_leases = true;
+    c.lease_ttl = std::chrono::seconds(1);
     c.corrupt = [](saver& s, const damage& d) { return damage_file(dynamic_cast<sqlite_saver&>(s).path(), d); };
     return c;
 }
@@ -357,7 +398,7 @@ void write_byte(int fd, char c) {
 
 } // namespace
 
-STATEGRAPH_SAVER_CONFORMANCE(sqlite_saver_conformance, make_sqlite_saver, sqlite_capabilities())
+STATEGRAPH_SAVER_CONFORMANCE(sqlite_saver_conformance, make_conformance_saver, sqlite_capabilities())
 
 BOOST_AUTO_TEST_SUITE(sqlite_saver_file)
 
@@ -453,7 +494,9 @@ BOOST_AUTO_TEST_CASE(inline_values_and_blobs) {
         sqlite_saver s(o);
         put(s, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
         raw_db raw(dir.file("db0"));
-        BOOST_TEST(raw.text("SELECT value FROM blobs") == "1");
+        // Sealed: a marker byte and a 4-byte checksum, then the JSON text.
+        BOOST_TEST(raw.text("SELECT CAST(substr(value, 6) AS TEXT) FROM blobs") == "1");
+        BOOST_TEST(raw.integer("SELECT length(value) FROM blobs") == 6);
         BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE vals IS NOT NULL") == 0);
         BOOST_TEST(get(s, "t", "")->cp.values.at("a") == 1);
     }
@@ -965,7 +1008,8 @@ BOOST_AUTO_TEST_CASE(thread_busy_across_processes) {
     close(go[1]);
 }
 
-BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_expires) {
+// A killed holder on this host is noticed at once (its pid is gone): no waiting out its lease.
+BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_is_taken_over_at_once) {
     temp_dir dir;
     const auto path = dir.file("db");
     { sqlite_saver create(options_for(path)); }
@@ -992,9 +1036,60 @@ BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_expires) {
     BOOST_TEST(wait_child(pid) == 128 + SIGKILL);
     close(ready[0]);
     sqlite_saver parent(options_for(path));
-    expect_error(errc::thread_busy, [&] { run(parent.acquire("t")); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     run(parent.acquire("t"));
+}
+
+// A holder that is alive but frozen (SIGSTOP: a paused VM, a debugger, a swap storm) cannot renew
+// its lease; once it expired another process takes the thread, and when the frozen one wakes up
+// its writes are refused with lease_lost: nothing of them is stored.
+BOOST_AUTO_TEST_CASE(a_frozen_holder_loses_its_lease_and_its_writes_are_fenced) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    auto o = options_for(path);
+    o.lease_ttl = std::chrono::milliseconds(500);
+    { sqlite_saver create(o); }
+    int ready[2], go[2];
+    BOOST_REQUIRE(pipe(ready) == 0);
+    BOOST_REQUIRE(pipe(go) == 0);
+    pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        int code = 1;
+        try {
+            sqlite_saver child(o);
+            run(child.acquire("t"));
+            put(child, "t", "", next_cp(nullptr, 0, "loop", json::object{{"by", "child"}}));
+            write_byte(ready[1], 'h');
+            (void)read_byte(go[0]); // frozen and thawed in between
+            try {
+                put(child, "t", "", next_cp(nullptr, 1, "loop", json::object{{"by", "child, late"}}));
+                code = 3; // stored: not fenced
+            } catch (const stategraph::checkpoint_error& e) {
+                code = e.kind() == errc::lease_lost ? 0 : 4;
+            }
+        } catch (...) {
+            code = 2;
+        }
+        _exit(code);
+    }
+    close(ready[1]);
+    close(go[0]);
+    BOOST_REQUIRE(read_byte(ready[0]) == 'h');
+    kill(pid, SIGSTOP);
+    sqlite_saver parent(o);
+    expect_error(errc::thread_busy, [&] { run(parent.acquire("t")); }); // alive: not taken at once
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    run(parent.acquire("t")); // expired: taken over
+    put(parent, "t", "", next_cp(nullptr, 1, "loop", json::object{{"by", "parent"}}));
+    kill(pid, SIGCONT);
+    write_byte(go[1], 'g');
+    BOOST_TEST(wait_child(pid) == 0); // 0: the late write was refused with lease_lost
+    BOOST_TEST(get(parent, "t", "")->cp.values.at("by") == "parent");
+    BOOST_TEST(list(parent, "t", "", list_options{}).size() == 2u);
+    close(ready[0]);
+    close(go[1]);
 }
 
 BOOST_AUTO_TEST_CASE(expired_lease_is_taken_over) {
@@ -1011,10 +1106,14 @@ BOOST_AUTO_TEST_CASE(expired_lease_is_taken_over) {
     auto e = expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
     BOOST_REQUIRE(e.has_value());
     BOOST_TEST(contains(e->what(), a.owner()));
+    // a is alive and renews its lease: it does not expire.
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-    run(b.acquire("t")); // a's lease expired
+    expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
+    // As if a had been frozen past its lease: the lease expires, and b takes it over.
+    raw_db(o.path).exec("UPDATE leases SET expires_at = 0 WHERE thread_id = 't'");
+    run(b.acquire("t"));
     // a lost the lease: its writes are fenced off, and it cannot take the lease back.
-    expect_error(errc::thread_busy, [&] { put(a, "t", "", next_cp(nullptr, 1, "loop", json::object{{"a", 2}})); });
+    expect_error(errc::lease_lost, [&] { put(a, "t", "", next_cp(nullptr, 1, "loop", json::object{{"a", 2}})); });
     expect_error(errc::thread_busy, [&] { run(a.acquire("t")); });
     BOOST_TEST(get(a, "t", "")->cp.values.at("a") == 1); // reads are never blocked
     run(a.release("t"));                                  // not a's: no effect
@@ -1091,6 +1190,133 @@ BOOST_AUTO_TEST_CASE(storage_grows_by_deltas_only) {
     BOOST_TEST_REQUIRE(got.has_value());
     BOOST_TEST(got->cp.values.at("doc").as_string().size() == 5u * 200 * 1024);
     BOOST_TEST(got->cp.versions.at("doc") != got->cp.id);
+}
+
+// -- leases across processes (issue 11, breaks 2 and 4) -------------------------------------------
+
+/// `saver`'s owner name with its pid replaced by `pid` (and its host by `host`, when given).
+std::string owner_with(const sqlite_saver& saver, long pid, const std::string& host = "") {
+    std::vector<std::string> parts;
+    std::string part;
+    for (char c : saver.owner() + ":") {
+        if (c == ':') parts.push_back(std::exchange(part, {}));
+        else part += c;
+    }
+    BOOST_REQUIRE_EQUAL(parts.size(), 4u);
+    return (host.empty() ? parts[0] : host) + ":" + std::to_string(pid) + ":0123456789abcdef:" + parts[3];
+}
+
+/// A pid that was used and is free now: a child that exited and was reaped.
+long dead_pid() {
+    pid_t child = ::fork();
+    BOOST_REQUIRE(child >= 0);
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return child;
+}
+
+// Break 4: a holder whose process is gone (same host and pid namespace, dead pid) is taken over
+// at once, not after its time to live; a holder that may be alive (a live pid, another host, an
+// owner without a pid namespace) is waited for.
+BOOST_AUTO_TEST_CASE(a_dead_holder_on_this_host_is_taken_over_at_once) {
+    temp_dir dir;
+    const auto path = dir.file("leases.db");
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    auto hold = [&](const std::string& thread, const std::string& holder) {
+        const auto far = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             (std::chrono::system_clock::now() + std::chrono::hours(1)).time_since_epoch())
+                             .count();
+        raw.exec("INSERT OR REPLACE INTO leases(thread_id, owner, expires_at) VALUES(" + sql_text(thread) + ", " +
+                 sql_text(holder) + ", " + std::to_string(far) + ")");
+    };
+    hold("dead", owner_with(s, dead_pid()));
+    run(s.acquire("dead"));
+    put(s, "dead", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+    run(s.release("dead"));
+
+    // A write without a lease of its own is not kept out by a dead holder either.
+    hold("dead_write", owner_with(s, dead_pid()));
+    put(s, "dead_write", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+
+    hold("alive", owner_with(s, static_cast<long>(::getppid())));
+    auto e = expect_error(errc::thread_busy, [&] { run(s.acquire("alive")); });
+    if (e) BOOST_TEST(contains(e->what(), std::to_string(::getppid())), e->what());
+    hold("elsewhere", owner_with(s, dead_pid(), "another-host"));
+    expect_error(errc::thread_busy, [&] { run(s.acquire("elsewhere")); });
+    hold("old_owner", "somehost:" + std::to_string(dead_pid()) + ":0123456789abcdef");
+    expect_error(errc::thread_busy, [&] { run(s.acquire("old_owner")); });
+}
+
+// Break 4: the operator's way out when a holder on another host is gone: break_lease removes it
+// (and says whose it was), after which the thread is free at once.
+BOOST_AUTO_TEST_CASE(break_lease_frees_a_thread_held_elsewhere) {
+    temp_dir dir;
+    const auto path = dir.file("leases.db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    run(a.acquire("t"));
+    expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
+    auto holder = run(b.break_lease("t"));
+    BOOST_TEST_REQUIRE(holder.has_value());
+    BOOST_TEST(*holder == a.owner());
+    run(b.acquire("t"));
+    expect_error(errc::lease_lost, [&] { put(a, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}})); });
+    BOOST_TEST(!get(b, "t", "").has_value());
+}
+
+// Break 2: a run holding a lease renews it on a timer, not only by writing; before the fix a
+// second saver took the thread as soon as lease_ttl passed without a write.
+BOOST_AUTO_TEST_CASE(a_held_lease_outlives_its_ttl_without_writes) {
+    temp_dir dir;
+    const auto path = dir.file("leases.db");
+    auto o = options_for(path);
+    o.lease_ttl = std::chrono::milliseconds(600);
+    sqlite_saver a(o), b(o);
+    run(a.acquire("t"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
+    // The lease row itself moved forward: its expiry is in the future.
+    raw_db raw(path);
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    BOOST_TEST(raw.integer("SELECT expires_at FROM leases WHERE thread_id = 't'") > now);
+    run(a.release("t"));
+    run(b.acquire("t"));
+}
+
+// Break 9: many connections opening one fresh file at once (creating it, switching it to WAL,
+// migrating it) all succeed: before the fix some failed at once with "database is locked" while
+// switching to WAL, long before busy_timeout.
+BOOST_AUTO_TEST_CASE(concurrent_first_opens_of_a_fresh_file_all_succeed) {
+    temp_dir dir;
+    constexpr int rounds = 80, openers = 6;
+    int failures = 0;
+    std::string first_error;
+    for (int round = 0; round < rounds; ++round) {
+        const auto path = dir.file("fresh" + std::to_string(round) + ".db");
+        std::atomic<int> ready{0};
+        std::atomic<bool> go{false};
+        std::mutex m;
+        std::vector<std::thread> threads;
+        for (int i = 0; i < openers; ++i)
+            threads.emplace_back([&, i] {
+                ++ready;
+                while (!go) std::this_thread::yield();
+                try {
+                    sqlite_saver s(options_for(path));
+                    put(s, "t" + std::to_string(i), "", next_cp(nullptr, 0, "loop", json::object{{"a", i}}));
+                } catch (const std::exception& e) {
+                    std::lock_guard lock(m);
+                    if (failures++ == 0) first_error = e.what();
+                }
+            });
+        while (ready < openers) std::this_thread::yield();
+        go = true;
+        for (auto& t : threads) t.join();
+    }
+    BOOST_TEST(failures == 0, failures << " of " << rounds * openers << " opens failed; first: " << first_error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -46,6 +46,7 @@ enum class errc {
     storage_failure,       ///< the checkpointer could not write (disk full, read-only, ...)
     no_checkpointer,       ///< the call needs a checkpointer and the graph has none
     schema_too_new,        ///< the database was written by a newer stategraph
+    lease_lost,            ///< this process's lease on the thread was taken over: its write was refused
 };
 
 /// @brief The category of `errc`, named "stategraph".

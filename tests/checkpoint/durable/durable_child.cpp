@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -35,7 +36,10 @@ namespace {
 std::shared_ptr<cp::saver> open_saver(const std::string& db) {
     cp::sqlite_options o;
     o.path = db;
-    o.lease_ttl = std::chrono::seconds(2); // a killed holder blocks the thread for 2 s at most
+    // A killed holder on another host would block the thread for 2 s at most (one on this host is
+    // noticed at once); STATEGRAPH_TEST_LEASE_MS overrides it.
+    o.lease_ttl = std::chrono::seconds(2);
+    if (const char* ms = std::getenv("STATEGRAPH_TEST_LEASE_MS")) o.lease_ttl = std::chrono::milliseconds(std::atol(ms));
     return std::make_shared<cp::sqlite_saver>(o);
 }
 

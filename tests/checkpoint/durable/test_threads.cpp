@@ -765,16 +765,22 @@ BOOST_DATA_TEST_CASE(interrupts_in_send_tasks, savers(), kind) {
     BOOST_TEST(side["worker.z"] == 3);
 }
 
+/// START -> p (asks for an int) and r (writes its name), both -> END: one step that ends with
+/// an interrupt beside a finished sibling.
+static sg::state_graph<st> asker_and_letter(counters& side) {
+    sg::state_graph<st> g;
+    g.add_node("p", asker<int>(side, "p", "n?"));
+    g.add_node("r", letter(side, "r"));
+    g.add_edge(sg::START, "p").add_edge(sg::START, "r").add_edge("p", sg::END).add_edge("r", sg::END);
+    return g;
+}
+
 // Corrupt stored data (written through the saver interface): typed errors, never a crash, and
 // nothing is overwritten; the last good checkpoint stays readable by id.
 BOOST_DATA_TEST_CASE(corrupt_checkpoints_are_reported, savers(), kind) {
     saver_env env(kind);
     counters side;
-    sg::state_graph<st> g;
-    g.add_node("p", asker<int>(side, "p", "n?"));
-    g.add_node("r", letter(side, "r"));
-    g.add_edge(sg::START, "p").add_edge(sg::START, "r").add_edge("p", sg::END).add_edge("r", sg::END);
-    auto app = g.compile({.checkpointer = env.saver});
+    auto app = asker_and_letter(side).compile({.checkpointer = env.saver});
 
     // Thread "values": a checkpoint whose value of `n` is not a number.
     run(app.invoke(upd{}, thread("values")));
@@ -806,6 +812,68 @@ BOOST_DATA_TEST_CASE(corrupt_checkpoints_are_reported, savers(), kind) {
     BOOST_TEST(msg.find("'r'") != std::string::npos, msg);
     BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("writes"))); }) == sg::errc::corrupt_checkpoint);
     BOOST_TEST(side["r"] == 2); // once per thread: the corrupt write did not make r run again
+}
+
+// Issue 11, break 6: stored data that is well-formed but wrong is checked against the graph that
+// wrote it. Before the fix, an unknown node in a stored frontier was dropped (the pending
+// question disappeared and a resume did nothing), and malformed pending writes failed with bare
+// messages ("array required", "not an object") naming nothing.
+BOOST_DATA_TEST_CASE(stored_names_are_checked_against_the_graph, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    auto app = asker_and_letter(side).compile({.checkpointer = env.saver});
+
+    // A frontier naming a node this graph does not have (the graph that wrote it is this one).
+    run(app.invoke(upd{}, thread("frontier")));
+    auto head = *run(env.saver->get("frontier", "", std::nullopt));
+    cp::checkpoint bad = head.cp;
+    bad.id = cp::new_checkpoint_id();
+    bad.parent_id = head.cp.id;
+    bad.values = json::object{};
+    bad.frontier.as_object()["pull"] = json::array{"p", "ghost"};
+    run(env.saver->put("frontier", "", bad));
+    std::string msg;
+    BOOST_TEST(error_of([&] { run(app.get_state("frontier")); }, &msg) == sg::errc::corrupt_checkpoint);
+    for (const char* part : {"'frontier'", "'ghost'", "thread 'frontier'"})
+        BOOST_TEST(msg.find(part) != std::string::npos, msg);
+    BOOST_TEST(msg.find(bad.id) != std::string::npos, msg);
+    BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("frontier"))); }) == sg::errc::corrupt_checkpoint);
+    BOOST_TEST(run(env.saver->get("frontier", "", std::nullopt))->cp.id == bad.id); // nothing written
+
+    // Pending writes that do not fit what their channel stores, each on a thread of its own.
+    struct bad_write {
+        const char* thread;
+        const char* task_name; // nullptr: the finished sibling r
+        const char* channel;
+        json::value value;
+        const char* says;
+    };
+    const bad_write cases[] = {
+        {"w_interrupt", nullptr, "__interrupt__", json::value("oops"), "not a list"},
+        {"w_interrupt_item", nullptr, "__interrupt__", json::array{json::object{{"value", 1}}}, "an interrupt without"},
+        {"w_goto", nullptr, "__goto__", json::array{"ghost"}, "'ghost'"},
+        {"w_send", nullptr, "__send__", json::array{json::object{{"x", 1}}}, "a Send without"},
+        {"w_error", nullptr, "__error__", json::value(12), "not a message"},
+        {"w_field", nullptr, "nofield", json::value(1), "not a field"},
+        {"w_node", "ghost", "log", json::array{"x"}, "node 'ghost'"},
+    };
+    for (const auto& c : cases) {
+        BOOST_TEST_CONTEXT(c.thread) {
+            run(app.invoke(upd{}, thread(c.thread)));
+            auto h = *run(env.saver->get(c.thread, "", std::nullopt));
+            std::string r_task;
+            for (const auto& w : h.writes)
+                if (w.task_name == "r") r_task = w.task_id;
+            BOOST_REQUIRE(!r_task.empty());
+            run(env.saver->put_writes(c.thread, "", h.cp.id,
+                                      {cp::pending_write{r_task, c.task_name ? c.task_name : "r", c.channel, c.value}}));
+            BOOST_TEST(error_of([&] { run(app.get_state(c.thread)); }, &msg) == sg::errc::corrupt_checkpoint);
+            for (const std::string part : {std::string("thread '") + c.thread + "'", h.cp.id, std::string("pending write"),
+                                           std::string("'") + c.channel + "'", std::string(c.says)})
+                BOOST_TEST(msg.find(part) != std::string::npos, part << " in: " << msg);
+            BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread(c.thread))); }) == sg::errc::corrupt_checkpoint);
+        }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -36,6 +36,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -68,6 +69,10 @@ struct damage {
     std::string ns;
     std::string checkpoint_id;
     std::string channel; ///< for `part::value` and `part::write`
+    /// Change one byte in the middle of the stored bytes (a failing disk, a bad edit) rather than
+    /// replace them with garbage: the damaged bytes may still be well-formed, so only a checksum
+    /// tells.
+    bool flip = false;
 };
 
 /// @brief What a saver supports beyond the interface; the checks that need a capability are
@@ -81,6 +86,10 @@ struct capabilities {
     /// `delete_thread` on that thread throw `checkpoint_error(thread_busy)` until it is released
     /// or its holder is destroyed; reads are never refused. Needs `open_same_storage`.
     bool exclusive_leases = false;
+    /// The time to live of the leases of the savers the factory and `open_same_storage` make,
+    /// when it is short enough to wait out in a test (a second or so): `lease_renewal` holds a
+    /// lease for several times it. Zero: `lease_renewal` is skipped.
+    std::chrono::milliseconds lease_ttl{0};
     /// Damages what `s` stored (behind its back, as a failing disk or a foreign writer would), so
     /// that reading it must throw `checkpoint_error(corrupt_checkpoint)`. Returns false when it
     /// cannot damage that part (that part is then skipped). Empty: `corruption` is skipped.
@@ -941,6 +950,61 @@ inline void leases_across_instances(saver& a, const capabilities& caps) {
     run(a.release("u"));
 }
 
+/// A held lease is renewed by the saver itself, however long the holder goes without writing
+/// (a node running for minutes): another instance stays out well past the time to live.
+inline void lease_renewal(saver& a, const capabilities& caps) {
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    run(a.acquire("t"));
+    std::this_thread::sleep_for(caps.lease_ttl * 3);
+    expect_error(errc::thread_busy, [&] { run(b->acquire("t")); });
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    expect_error(errc::thread_busy, [&] { put(*b, "t", "", cp1); });
+    put(a, "t", "", cp1); // still the holder: its write is stored
+    run(a.release("t"));
+    run(b->acquire("t"));
+    run(b->release("t"));
+}
+
+/// Writes are fenced: once an instance's lease was taken over (here broken by an operator, as
+/// after a frozen process outlived its lease), that instance's writes on the thread are refused
+/// with lease_lost and nothing of them is stored; the new holder writes on.
+inline void broken_lease_fences_writes(saver& a, const capabilities& caps) {
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    BOOST_TEST(!run(b->break_lease("t")).has_value()); // nothing to break
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    auto cp3 = next_cp(&cp2, 2, "loop", json::object{{"a", 3}});
+    run(a.acquire("t"));
+    put(a, "t", "", cp1);
+    auto holder = run(b->break_lease("t"));
+    BOOST_TEST(holder.has_value());
+    run(b->acquire("t"));
+
+    // `a` still believes it holds the thread: every write it makes there is refused.
+    auto e = expect_error(errc::lease_lost, [&] { put(a, "t", "", cp2); });
+    if (e) BOOST_TEST(has_name(*e, "t"));
+    std::vector<pending_write> w{write_of("task", "node", "a", 9)};
+    expect_error(errc::lease_lost, [&] { run(a.put_writes("t", "", cp1.id, w)); });
+    expect_error(errc::lease_lost, [&] { run(a.prune("t", 1)); });
+    auto got = get(*b, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp1.id);
+    BOOST_TEST(got->writes.empty());
+
+    // The new holder writes on; the old one's release leaves the new lease alone.
+    put(*b, "t", "", cp2);
+    run(a.release("t"));
+    expect_error(errc::thread_busy, [&] { run(a.acquire("t")); });
+    run(b->release("t"));
+    // A lease taken afresh is not fenced any more.
+    run(a.acquire("t"));
+    put(a, "t", "", cp3);
+    BOOST_TEST(get(*b, "t", "")->cp.id == cp3.id);
+    run(a.release("t"));
+}
+
 /// Damaged storage (a value, a checkpoint record, a pending write) is reported as
 /// checkpoint_error(corrupt_checkpoint) naming the thread, not as a crash or a wrong value;
 /// other threads still read.
@@ -948,9 +1012,10 @@ inline void corruption(saver& s, const capabilities& caps) {
     auto ok = next_cp(nullptr, -1, "input", json::object{{"a", 1}});
     put(s, "ok", "", ok);
     const std::pair<part, const char*> parts[] = {{part::value, "value"}, {part::record, "record"}, {part::write, "write"}};
+    for (const bool flip : {false, true})
     for (const auto& [what, label] : parts) {
-        BOOST_TEST_CONTEXT("damaged " << label) {
-            const std::string thread = std::string("damaged_") + label;
+        BOOST_TEST_CONTEXT("damaged " << label << (flip ? " (one byte changed)" : " (garbage)")) {
+            const std::string thread = std::string("damaged_") + label + (flip ? "_flip" : "");
             auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", "x"}});
             auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"a", 2}});
             put(s, thread, "", cp1);
@@ -962,6 +1027,7 @@ inline void corruption(saver& s, const capabilities& caps) {
             where.thread_id = thread;
             where.checkpoint_id = cp2.id;
             where.channel = what == part::write ? "w" : "a";
+            where.flip = flip;
             if (!caps.corrupt(s, where)) {
                 BOOST_TEST_MESSAGE("this saver cannot damage a " << label << ": not checked");
                 continue;
@@ -1009,6 +1075,10 @@ inline const std::vector<check>& checks() {
         {"second_instance", second_instance, "open_same_storage",
          [](const capabilities& c) { return bool(c.open_same_storage); }},
         {"leases_across_instances", leases_across_instances, "open_same_storage and exclusive_leases",
+         [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
+        {"lease_renewal", lease_renewal, "open_same_storage, exclusive_leases and lease_ttl",
+         [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases && c.lease_ttl.count() > 0; }},
+        {"broken_lease_fences_writes", broken_lease_fences_writes, "open_same_storage and exclusive_leases",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
         {"corruption", corruption, "corrupt", [](const capabilities& c) { return bool(c.corrupt); }},
     };

@@ -82,7 +82,7 @@ struct thread_stats {
 
 /// @brief The checkpointer interface. Implementations report failures as
 /// `stategraph::checkpoint_error` with codes `storage_failure`, `corrupt_checkpoint`,
-/// `thread_busy` or `schema_too_new`.
+/// `thread_busy`, `lease_lost` or `schema_too_new`.
 /// Thread safety: an implementation may be shared by many runs on many threads.
 class saver {
 public:
@@ -116,11 +116,26 @@ public:
     /// @brief The shape stored for `signature`, or nullopt when none is.
     virtual boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) = 0;
 
-    /// @brief Takes the single-writer lease of a thread for this process, or throws
+    /// @brief Takes the single-writer lease of a thread for this saver, or throws
     /// `checkpoint_error(thread_busy)`. Savers without cross-process sharing need not lock.
+    ///
+    /// The lease contract of savers that share storage across processes:
+    /// - while held, the saver renews the lease on its own (a timer, not the run's writes), so a
+    ///   node may run far longer than the lease's time to live;
+    /// - a holder that is provably gone (a dead process on this host) is taken over at once; one
+    ///   that may be alive (another host, a frozen process) only after its lease expired;
+    /// - writes are fenced: once the lease was taken over (expired while the holder was frozen,
+    ///   or broken by `break_lease`), the old holder's writes on the thread are refused with
+    ///   `checkpoint_error(lease_lost)` and nothing of them is stored.
     virtual boost::asio::awaitable<void> acquire(std::string /*thread_id*/) { co_return; }
     /// @brief Releases the lease taken by `acquire`.
     virtual boost::asio::awaitable<void> release(std::string /*thread_id*/) { co_return; }
+    /// @brief Removes the thread's lease whoever holds it, for an operator who knows its holder is
+    /// gone (a crashed host) and will not wait out its time to live. Returns the holder it removed
+    /// (nullopt: none). The old holder's later writes fail with `lease_lost`.
+    virtual boost::asio::awaitable<std::optional<std::string>> break_lease(std::string /*thread_id*/) {
+        co_return std::nullopt;
+    }
 };
 
 /// @brief A new checkpoint id: 11 characters of a 64-symbol alphabet in ASCII order (nanoseconds since

@@ -2,8 +2,12 @@
 /// @file sqlite_saver.hpp
 /// @brief The embedded default checkpointer: one SQLite file in WAL mode.
 ///
-/// Layout (schema version 2, kept in `PRAGMA user_version`; every table is WITHOUT ROWID, so a
-/// row lives in one b-tree, its primary key's):
+/// Layout (schema version 3, kept in `PRAGMA user_version`; every table is WITHOUT ROWID, so a
+/// row lives in one b-tree, its primary key's). Every record, value and pending write is stored
+/// *sealed*: behind a CRC-32C over its bytes and its address (thread, checkpoint, channel,
+/// version, task), verified on every read, so a changed byte or a row moved elsewhere reads as
+/// `corrupt_checkpoint` naming what it was, never as different valid data. (Version 3 differs
+/// from version 2 only in that; rows written by version 2 are read unchecked.)
 /// - `checkpoints(thread_id, ns, id, parent_id, step, source, record, vals)`: one row per
 ///   checkpoint; `record` holds the channel versions, frontier, metadata and graph signature in a
 ///   compact binary form (versions relative to the checkpoint's id); `vals` the values this
@@ -27,7 +31,8 @@
 ///
 /// Semantics are those of `memory_saver`. Writes (`put`, `put_writes`, `prune`,
 /// `delete_thread`) are refused with `thread_busy` while another owner holds a live lease on
-/// the thread, and extend the caller's own lease when it holds one.
+/// the thread, and with `lease_lost` when this saver took the lease and lost it since (see
+/// `saver::acquire`); the check and the write are one transaction.
 
 #include <stategraph/checkpoint/saver.hpp>
 
@@ -47,8 +52,10 @@ struct sqlite_options {
     enum class sync_mode { off, normal, full } synchronous = sync_mode::normal;
     /// @brief How long to wait for another connection's write lock before `thread_busy`.
     std::chrono::milliseconds busy_timeout{5000};
-    /// @brief Lifetime of a lease taken by `acquire()` (renewed by `acquire()`, and by a write once less than half of it remains).
-    std::chrono::seconds lease_ttl{60};
+    /// @brief Lifetime of a lease taken by `acquire()`: renewed every third of it while held, so
+    /// it bounds how long a crashed holder on *another* host blocks the thread (a dead process on
+    /// this host is noticed at once), not how long a node may run.
+    std::chrono::milliseconds lease_ttl{std::chrono::seconds(60)};
     /// @brief Open with SQLITE_OPEN_READONLY: reads work, every write throws `storage_failure`.
     bool read_only = false;
     /// @brief Values a checkpoint writes, up to this many bytes in all, are stored inside its own
@@ -74,6 +81,7 @@ struct sqlite_options {
 /// - `schema_too_new`: the file was written by a newer stategraph;
 /// - `thread_busy`: another process holds the thread's lease, or SQLite stayed busy beyond
 ///   `busy_timeout`;
+/// - `lease_lost`: this saver's lease on the thread was taken over; the write was not stored;
 /// - `storage_failure`: a write failed (disk full, read-only, I/O error); the transaction is
 ///   rolled back, so the last good checkpoint stays readable.
 ///
@@ -85,7 +93,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 2;
+    static constexpr int schema_version = 3;
 
     /// @brief Opens (creating and migrating if needed) the file. Throws `checkpoint_error`.
     explicit sqlite_saver(sqlite_options options);
@@ -107,14 +115,18 @@ public:
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override;
     boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override;
 
-    /// @brief Takes (or renews) the thread's lease for `lease_ttl`; an expired lease of another
-    /// owner is taken over. Throws `thread_busy` ("thread 'X' is busy: held by <owner> until
-    /// <UTC time>") while another owner's lease is live.
+    /// @brief Takes (or renews) the thread's lease for `lease_ttl`; the saver then renews it every
+    /// third of `lease_ttl` on a thread of its own until `release`. An expired lease of another
+    /// owner, or one whose process is gone (same host, dead pid), is taken over. Throws
+    /// `thread_busy` ("thread 'X' is busy: held by <owner> until <UTC time>") while another
+    /// owner's lease is live.
     boost::asio::awaitable<void> acquire(std::string thread_id) override;
     /// @brief Deletes this saver's lease on the thread (no-op when it holds none).
     boost::asio::awaitable<void> release(std::string thread_id) override;
+    /// @brief Deletes the thread's lease whoever holds it; returns the holder it removed.
+    boost::asio::awaitable<std::optional<std::string>> break_lease(std::string thread_id) override;
 
-    /// @brief The lease owner name of this saver: "<hostname>:<pid>:<random>".
+    /// @brief The lease owner name of this saver: "<hostname>:<pid>:<random>:<pid namespace>".
     const std::string& owner() const noexcept;
     /// @brief The path the saver was opened with.
     const std::string& path() const noexcept;
