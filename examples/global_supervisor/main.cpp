@@ -11,9 +11,11 @@
 // FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
 // The thread id is the chat id. Every call is one process: a thread interrupted by one call is
 // resumed by another. Exit status: 0 success, 1 failure (one line on stderr), 2 bad usage.
+// --json output is always valid UTF-8: text stored with invalid bytes is written with U+FFFD.
 
 #include "graph.hpp"
 #include "services.hpp"
+#include "utf8.hpp"
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/error.hpp>
@@ -22,7 +24,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
-#include <boost/json/serialize.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -166,7 +168,7 @@ std::string joined(const std::vector<std::string>& v, const char* sep) {
 
 void print_turn(const gs::turn_outcome& t, bool as_json, double ms, const std::string& db) {
     if (as_json) {
-        std::cout << json::serialize(gs::to_json(t)) << "\n";
+        std::cout << gs::serialize_valid_utf8(gs::to_json(t)) << "\n";
         return;
     }
     std::cout << "assistant: " << t.reply << "\n";
@@ -201,7 +203,7 @@ int cmd_state(const args& a) {
     app ap(io, a, db, false);
     auto o = run(io, gs::state_json(ap.graph, thread));
     if (a.json) {
-        std::cout << json::serialize(o) << "\n";
+        std::cout << gs::serialize_valid_utf8(std::move(o)) << "\n";
         return 0;
     }
     const auto& v = o.at("values").as_object();
@@ -228,7 +230,7 @@ int cmd_history(const args& a) {
     app ap(io, a, db, false);
     auto list = run(io, gs::history_json(ap.graph, thread));
     if (a.json) {
-        std::cout << json::serialize(list) << "\n";
+        std::cout << gs::serialize_valid_utf8(std::move(list)) << "\n";
         return 0;
     }
     for (const auto& c : list) {

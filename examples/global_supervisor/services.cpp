@@ -92,13 +92,6 @@ bool icontains(std::string_view text, std::string_view word) {
     return t.find(w) != std::string::npos;
 }
 
-void sync_messages(memory_store& store, std::string_view chat_id, std::size_t base,
-                   const std::vector<turn_message>& desired) {
-    std::size_t count = store.count_messages(chat_id);
-    std::size_t have = count > base ? count - base : 0;
-    for (std::size_t i = have; i < desired.size(); ++i) store.append_message(chat_id, desired[i].role, desired[i].content);
-}
-
 std::optional<candidate> match_candidate(std::string_view answer, const std::vector<candidate>& candidates) {
     auto words = words_of(answer);
     static const std::vector<std::vector<std::string>> ordinals = {

@@ -148,12 +148,6 @@ private:
 
 // -- helpers shared by the stages --------------------------------------------------------------
 
-/// @brief Appends to the chat what `desired` has beyond what was stored since the turn began
-/// (`base` messages were stored before it): idempotent, so a node that re-runs from its start
-/// (after a resume or a crash) stores nothing twice.
-void sync_messages(memory_store& store, std::string_view chat_id, std::size_t base,
-                   const std::vector<turn_message>& desired);
-
 /// @brief The candidate an answer names: its full name, its last name, its relation, or its
 /// number ("1", "2", "first", "second").
 std::optional<candidate> match_candidate(std::string_view answer, const std::vector<candidate>& candidates);

@@ -32,13 +32,9 @@ namespace global_supervisor {
 
 // -- small shared types ---------------------------------------------------------------------
 
-/// @brief A message of the current turn or of the loaded history.
-struct turn_message {
-    std::string role;  ///< "user", "assistant", "summary"
-    std::string content;
-    friend bool operator==(const turn_message&, const turn_message&) = default;
-};
-BOOST_DESCRIBE_STRUCT(turn_message, (), (role, content))
+/// @brief A message of the current turn or of the loaded history: the store's own shape, so a
+/// turn's messages are stored as they are (memory_store::append_turn_messages).
+using turn_message = message_text;
 
 /// @brief A contact an entity name may refer to.
 struct candidate {

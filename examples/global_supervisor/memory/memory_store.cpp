@@ -809,6 +809,24 @@ chat_message memory_store::append_message(std::string_view chat_id, std::string_
     return m;
 }
 
+std::vector<chat_message> memory_store::append_turn_messages(std::string_view chat_id,
+                                                            std::size_t base,
+                                                            const std::vector<message_text>& messages)
+{
+    constexpr std::string_view op = "append_turn_messages";
+    // BEGIN IMMEDIATE takes the write lock first: no other connection can append between the
+    // count and the inserts, and a failure or a kill before COMMIT leaves none of them.
+    transaction tx(*impl_, op);
+    const std::size_t count = count_messages(chat_id);
+    const std::size_t stored = count > base ? count - base : 0;
+    std::vector<chat_message> appended;
+    for (std::size_t i = stored; i < messages.size(); ++i)
+        appended.push_back(append_message(chat_id, messages[i].role, messages[i].content));
+    if (appended.empty()) return appended;  // rolled back: nothing was written
+    tx.commit();
+    return appended;
+}
+
 std::vector<chat_message> memory_store::load_messages(std::string_view chat_id,
                                                       std::size_t limit) const
 {

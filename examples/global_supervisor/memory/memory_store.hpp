@@ -108,6 +108,14 @@ struct chat_message {
 };
 BOOST_DESCRIBE_STRUCT(chat_message, (), (id, chat_id, role, content, created_at, seq))
 
+/// @brief A message to store: its role and content (the store gives it id, seq and created_at).
+struct message_text {
+    std::string role;  ///< "user", "assistant", "summary", ...
+    std::string content;
+    friend bool operator==(const message_text&, const message_text&) = default;
+};
+BOOST_DESCRIBE_STRUCT(message_text, (), (role, content))
+
 /// @brief How memory_store opens its file.
 enum class open_mode {
     read_write_create,  ///< create the file and the schema if needed (default)
@@ -216,6 +224,21 @@ public:
     /// @brief Appends a message to a chat and returns it (with its id and seq).
     chat_message append_message(std::string_view chat_id, std::string_view role,
                                 std::string_view content);
+
+    /// @brief Stores the messages of one turn of a chat: all of them or none, and never twice.
+    ///
+    /// @p base is the number of messages the chat had when the turn began; @p messages holds
+    /// every message of the turn so far, in order. Message i of the turn is the chat's message
+    /// number base + i + 1: those positions the chat already fills are skipped (stored by an
+    /// earlier call), the others appended, in one transaction whose count is read under the
+    /// write lock. So a node that stores its turn, fails or is killed at any point, and runs
+    /// again from its start leaves each message stored exactly once, and never a user message
+    /// without the reply stored with it. (One run writes a thread's chat at a time, and
+    /// summarization folds only messages older than the turn, so the count since @p base
+    /// counts this turn's messages.)
+    /// @return the messages appended (empty when the turn was stored already).
+    std::vector<chat_message> append_turn_messages(std::string_view chat_id, std::size_t base,
+                                                   const std::vector<message_text>& messages);
 
     /// @brief The last @p limit messages of a chat, in chronological (seq) order.
     std::vector<chat_message> load_messages(

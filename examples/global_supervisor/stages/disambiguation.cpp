@@ -9,7 +9,7 @@
 // message and the question in the chat (the question is the assistant's message while the thread
 // waits), then pauses the run with an interrupt whose payload is {kind, question, options,
 // entity}. The run's checkpoint keeps everything; `resume` (from any process, by thread id)
-// re-runs the node from its start: the messages are already stored (sync_messages is idempotent),
+// re-runs the node from its start: the messages are already stored (append_turn_messages skips them),
 // the interrupt returns the answer, and the waiting facts are stored against the chosen contact.
 // An answer that names no candidate gets the question again (up to 3 times).
 //
@@ -41,7 +41,7 @@ boost::asio::awaitable<update> disambiguation_blocking(services& svc, const stat
     for (int asked = 0; asked < max_disambiguation_questions && !chosen; ++asked) {
         std::string question = asked == 0 ? s.hitl.question : "Sorry, I didn't get that. " + s.hitl.question;
         exchange.push_back({"assistant", question});
-        svc.with_store([&](memory_store& m) { sync_messages(m, conv.chat_id, conv.message_count, exchange); });
+        svc.with_store([&](memory_store& m) { m.append_turn_messages(conv.chat_id, conv.message_count, exchange); });
         boost::json::object payload;
         payload["kind"] = "disambiguation";
         payload["question"] = question;

@@ -153,7 +153,7 @@ boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& 
         } else {
             std::string question = permission_question(t);
             std::vector<turn_message> exchange{{"user", t.user_message}, {"assistant", question}};
-            svc.with_store([&](memory_store& m) { sync_messages(m, t.chat_id, t.base_message_count, exchange); });
+            svc.with_store([&](memory_store& m) { m.append_turn_messages(t.chat_id, t.base_message_count, exchange); });
             boost::json::object payload;
             payload["kind"] = "agent";
             payload["action"] = t.action;

@@ -11,7 +11,9 @@
 // complex_text synthesizes the agents' results (and says which agent could not be reached);
 // hitl_text reports what happened to the action the user approved or denied.
 // message_persist stores the turn in the chat: the user's message (or the exchange already
-// stored while the thread waited) and the reply, idempotently.
+// stored while the thread waited) and the reply, in one transaction and idempotently: a kill
+// between two inserts leaves neither, and the re-run after a kill (the engine runs the node
+// again when its checkpoint was not saved) stores nothing twice.
 
 #include "stages/response.hpp"
 #include "stages/disambiguation.hpp"
@@ -138,7 +140,7 @@ update message_persist(services& svc, const state& s) {
     std::vector<turn_message> desired = s.hitl.exchange;
     if (desired.empty()) desired.push_back({"user", conv.user_message});
     desired.push_back({"assistant", s.response.reply});
-    svc.with_store([&](memory_store& m) { sync_messages(m, conv.chat_id, conv.message_count, desired); });
+    svc.with_store([&](memory_store& m) { m.append_turn_messages(conv.chat_id, conv.message_count, desired); });
     auto resp = s.response;
     resp.persisted = true;
     return update{}.set<&state::response>(std::move(resp));

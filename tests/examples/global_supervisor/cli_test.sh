@@ -3,7 +3,7 @@
 #   chat / resume / state / history / dot, --json output parsed with python3,
 #   an interrupt in one process and its resume in another,
 #   error exits (missing thread, nothing pending, bad flag) that lose nothing,
-#   and the DOT output rendered by dot -Tsvg.
+#   the DOT output rendered by dot -Tsvg, and --json output that stays valid UTF-8.
 # usage: cli_test.sh path/to/global_supervisor
 set -euo pipefail
 
@@ -122,6 +122,36 @@ fi
 # 8. Text output.
 "$bin" chat --db "$db" --thread t3 "Hello" | grep -q "^assistant: Hello" || fail "text output"
 ok "text output"
+
+# 9. --json output is valid UTF-8 even when the input holds invalid bytes (issue 11): each invalid
+#    sequence is written as U+FFFD, so a strict parser (UTF-8 decoding without replacement) takes
+#    every output. The message has a truncated sequence (\xc3 before a space and at the end) and
+#    bytes that never start one (\xff\xfe); the thread id has one too.
+bad=$'Anna likes caf\xc3 and \xff\xfe cake \xc3'
+bad_thread=$'t4\xfe'
+# strict_json FILE [RAW]: prints whether FILE holds U+FFFD; fails unless FILE is valid UTF-8 and
+# valid JSON. With RAW, also whether the state's user message is RAW with U+FFFD replacing.
+strict_json() {
+  python3 -c '
+import json, os, sys
+text = open(sys.argv[1], "rb").read().decode("utf-8")
+j = json.loads(text)
+ok = "\ufffd" in text
+if len(sys.argv) > 2:
+    ok = ok and j["values"]["conversation"]["user_message"] == os.fsencode(sys.argv[2]).decode("utf-8", "replace")
+print(ok)' "$@"
+}
+"$bin" chat --db "$db" --thread "$bad_thread" --json "$bad" >"$work/bad_chat.json"
+[ "$(strict_json "$work/bad_chat.json")" = True ] || fail "chat --json with invalid UTF-8: $(head -c 300 "$work/bad_chat.json")"
+"$bin" state --db "$db" --thread "$bad_thread" --json >"$work/bad_state.json"
+[ "$(strict_json "$work/bad_state.json" "$bad")" = True ] || fail "state --json with invalid UTF-8"
+"$bin" history --db "$db" --thread "$bad_thread" --json >"$work/bad_history.json"
+python3 -c 'import json,sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))' "$work/bad_history.json" \
+  || fail "history --json with invalid UTF-8"
+"$bin" chat --db "$db" --thread "$bad_thread" --json "Send an email to Anna: $bad" >"$work/bad_ask.json"
+"$bin" resume --db "$db" --thread "$bad_thread" --json $'approve \xe2\x82' >"$work/bad_resume.json"
+[ "$(strict_json "$work/bad_resume.json")" = True ] || fail "resume --json with invalid UTF-8"
+ok "--json output is valid UTF-8"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2

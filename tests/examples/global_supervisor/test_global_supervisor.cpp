@@ -1,13 +1,15 @@
 // Tests of the Global Supervisor graph: every route through it (the node sequence of each),
 // the interrupt and its resume from a second "process" (new services, saver and graph on the same
 // files), a new message while a question is pending, retries that succeed and retries that run
-// out, the permission interrupt, summarization, and the DOT drawing rendered by `dot -Tsvg`.
+// out, the permission interrupt, summarization, a turn's messages persisted all or nothing and once,
+// and the DOT drawing rendered by `dot -Tsvg`.
 #define BOOST_TEST_MODULE global_supervisor
 #include <boost/test/unit_test.hpp>
 
 #include "graph.hpp"
 #include "services.hpp"
 #include "stages/memory.hpp"
+#include "stages/response.hpp"
 #include "state.hpp"
 
 #include "print_enums.hpp"
@@ -20,6 +22,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -429,6 +432,99 @@ BOOST_AUTO_TEST_CASE(email_without_recipient_asks_for_one) {
     BOOST_TEST(!t.interrupted);
     BOOST_TEST(t.values.response.kind == gs::response_kind::hitl);
     BOOST_TEST(contains(t.reply, "Who should I send the email to?"));
+}
+
+// -- persisting a turn: one transaction, idempotent (issue 11, break 8) -----------------------------
+
+namespace {
+
+/// Runs constant SQL on the memory database through a connection of its own: how the tests
+/// inject a fault (a trigger that makes an insert fail) into the store the services use.
+void exec_sql(const fs::path& db, const std::string& sql) {
+    sqlite3* conn = nullptr;
+    BOOST_REQUIRE_EQUAL(sqlite3_open(db.string().c_str(), &conn), SQLITE_OK);
+    char* err = nullptr;
+    const int rc = sqlite3_exec(conn, sql.c_str(), nullptr, nullptr, &err);
+    const std::string msg = err ? err : "";
+    sqlite3_free(err);
+    sqlite3_close(conn);
+    BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, msg);
+}
+
+/// The state message_persist sees at the end of a turn of chat "c" that began with `base`
+/// messages stored.
+gs::supervisor_state finished_turn(std::size_t base, std::string message, std::string reply) {
+    gs::supervisor_state s;
+    s.conversation.chat_id = "c";
+    s.conversation.user_id = "u1";
+    s.conversation.turn = 7;
+    s.conversation.message_count = base;
+    s.conversation.user_message = std::move(message);
+    s.response.reply = std::move(reply);
+    return s;
+}
+
+/// "role: content" of each stored message of chat "c", oldest first.
+nodes_t stored_lines(process& p) {
+    nodes_t out;
+    for (const auto& m : p.messages("c")) out.push_back(m.role + ": " + m.content);
+    return out;
+}
+
+/// Stores `before` in chat "c" of a fresh database, then runs message_persist twice on `s`, as
+/// the engine does when a kill right after the node lost its checkpoint; returns what the chat holds.
+nodes_t persisted_twice(const std::vector<gs::turn_message>& before, const gs::supervisor_state& s) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    p.svc.with_store([&](gs::memory_store& m) {
+        for (const auto& msg : before) m.append_message("c", msg.role, msg.content);
+    });
+    gs::message_persist(p.svc, s);
+    gs::message_persist(p.svc, s);
+    return stored_lines(p);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(message_persist_run_twice_stores_the_turn_once) {
+    auto s = finished_turn(2, "hello", "hi there");
+    BOOST_TEST(persisted_twice({{"user", "earlier"}, {"assistant", "earlier reply"}}, s) ==
+                   (nodes_t{"user: earlier", "assistant: earlier reply", "user: hello", "assistant: hi there"}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(message_persist_completes_an_exchange_stored_while_waiting_once) {
+    auto s = finished_turn(0, "Thomas is traveling", "Saved for Thomas Berger.");
+    s.hitl.exchange = {{"user", "Thomas is traveling"}, {"assistant", "Which Thomas?"}, {"user", "Berger"}};
+    // Before: what disambiguation_blocking stored before it paused, the message and the question.
+    BOOST_TEST(persisted_twice({{"user", "Thomas is traveling"}, {"assistant", "Which Thomas?"}}, s) ==
+                   (nodes_t{"user: Thomas is traveling", "assistant: Which Thomas?", "user: Berger",
+                            "assistant: Saved for Thomas Berger."}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_reply_insert_leaves_no_half_stored_turn) {
+    temp_dir dir;
+    const auto db = dir.path / "m.db";
+    process p(db);
+    // The fault: the reply's insert fails, as a kill between the two inserts would stop it.
+    exec_sql(db, "CREATE TRIGGER fail_reply BEFORE INSERT ON messages WHEN NEW.role = 'assistant' "
+                 "BEGIN SELECT RAISE(ABORT, 'injected: the reply is not stored'); END");
+    auto s = finished_turn(0, "hello", "hi there");
+    try {
+        gs::message_persist(p.svc, s);
+        BOOST_FAIL("the reply's insert was made to fail");
+    } catch (const gs::memory_error& e) {
+        BOOST_TEST(e.code() == gs::memory_errc::constraint_failed, e.what());
+    }
+    // All or nothing: the user's message is not left without its reply.
+    BOOST_TEST(stored_lines(p).empty(), "stored: " << stored_lines(p).size() << " message(s)");
+
+    // Once the fault is gone, the node's re-run stores the whole turn, once.
+    exec_sql(db, "DROP TRIGGER fail_reply");
+    gs::message_persist(p.svc, s);
+    gs::message_persist(p.svc, s);
+    BOOST_TEST(stored_lines(p) == (nodes_t{"user: hello", "assistant: hi there"}), boost::test_tools::per_element());
 }
 
 // -- summarization ------------------------------------------------------------------------------------

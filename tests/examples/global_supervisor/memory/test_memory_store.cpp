@@ -359,6 +359,51 @@ BOOST_AUTO_TEST_CASE(messages_and_summary)
                  gs::memory_errc::constraint_failed);
 }
 
+BOOST_AUTO_TEST_CASE(a_turn_is_stored_all_or_nothing_and_once)
+{
+    temp_db tmp;
+    gs::memory_store store(tmp.path);
+    auto lines = [&](std::string_view chat) {
+        std::vector<std::string> out;
+        for (const auto& m : store.load_messages(chat)) out.push_back(m.role + ": " + m.content);
+        return out;
+    };
+    using lines_t = std::vector<std::string>;
+    store.append_message("other", "user", "another chat's message does not count");
+
+    const std::vector<gs::message_text> first = {{"user", "hi"}, {"assistant", "hello"}};
+    const auto appended = store.append_turn_messages("c", 0, first);
+    BOOST_TEST_REQUIRE(appended.size() == 2u);
+    BOOST_TEST(appended[0].seq == 1);
+    BOOST_TEST(appended[1].content == "hello");
+    BOOST_TEST(store.append_turn_messages("c", 0, first).empty());  // the re-run stores nothing
+    BOOST_TEST(lines("c") == (lines_t{"user: hi", "assistant: hello"}), boost::test_tools::per_element());
+
+    // A turn stored in parts (the question while the thread waits, then the rest): the stored
+    // part is skipped, the rest appended.
+    BOOST_TEST(store.append_turn_messages("c", 2, {{"user", "Thomas?"}, {"assistant", "Which?"}}).size() == 2u);
+    const std::vector<gs::message_text> second = {
+        {"user", "Thomas?"}, {"assistant", "Which?"}, {"user", "Berger"}, {"assistant", "Saved."}};
+    BOOST_TEST(store.append_turn_messages("c", 2, second).size() == 2u);
+    BOOST_TEST(store.append_turn_messages("c", 2, second).empty());
+    BOOST_TEST(lines("c") == (lines_t{"user: hi", "assistant: hello", "user: Thomas?", "assistant: Which?",
+                                      "user: Berger", "assistant: Saved."}),
+               boost::test_tools::per_element());
+
+    // The reply's insert fails: the user's message of the turn is not kept either.
+    raw_query(tmp.path, "CREATE TRIGGER fail_reply BEFORE INSERT ON messages "
+                        "WHEN NEW.role = 'assistant' BEGIN SELECT RAISE(ABORT, 'injected'); END");
+    const std::vector<gs::message_text> third = {{"user", "bye"}, {"assistant", "see you"}};
+    const auto what = expect_error([&] { store.append_turn_messages("c", 6, third); },
+                                   gs::memory_errc::constraint_failed);
+    BOOST_TEST(contains(what, "injected"), what);
+    BOOST_TEST(store.count_messages("c") == 6u);
+    raw_query(tmp.path, "DROP TRIGGER fail_reply");
+    BOOST_TEST(store.append_turn_messages("c", 6, third).size() == 2u);
+    BOOST_TEST(store.count_messages("c") == 8u);
+    BOOST_TEST(store.count_messages("other") == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(corrupted_file_is_a_typed_error)
 {
     for (const std::size_t size : {std::size_t{100}, std::size_t{8192}}) {
