@@ -8,8 +8,16 @@
 //   durable_child ask-resume <db> <thread> <counters> <json value>        resume(value)
 //   durable_child ask-resume-id <db> <thread> <counters> <id> <json value> resume_map({{id, value}})
 //   durable_child disk-full <db> <thread> <limit bytes>     runs the big graph under RLIMIT_FSIZE
+//   durable_child probe-start <db> <thread> <notes>         the probe graph on new input (kill loop)
+//   durable_child probe-continue <db> <thread> <notes>      continues a probe thread
+//   durable_child race-chat|race-continue|race-resume <db> <thread> <dir> <scenario> <together>
+//       the race graph (notes in <dir>/notes, fails while <dir>/fail exists) on new input, by
+//       continuing, or resuming with 7; no waiting out another's lease: thread_busy is the
+//       answer. With together=1 it appends its pid to <dir>/ready once its saver is open and
+//       starts when <dir>/go exists (at most 30 s later), so that the racers start at once.
 //
-// Exit codes: 0 done as expected, 10 + errc value for a stategraph error, 2 other failures.
+// Exit codes: 0 done as expected, 10 + errc value for a stategraph error, 2 other failures,
+// 3 the start signal (race modes) never came.
 #include "durable_graphs.hpp"
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
@@ -21,6 +29,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -33,12 +42,12 @@ using stategraph::checkpoint::testing::run;
 
 namespace {
 
-std::shared_ptr<cp::saver> open_saver(const std::string& db) {
+std::shared_ptr<cp::saver> open_saver(const std::string& db, std::chrono::milliseconds lease_ttl = std::chrono::seconds(2)) {
     cp::sqlite_options o;
     o.path = db;
-    // A killed holder on another host would block the thread for 2 s at most (one on this host is
-    // noticed at once); STATEGRAPH_TEST_LEASE_MS overrides it.
-    o.lease_ttl = std::chrono::seconds(2);
+    // A killed holder on another host would block the thread for `lease_ttl` at most (one on this
+    // host is noticed at once); STATEGRAPH_TEST_LEASE_MS overrides it.
+    o.lease_ttl = lease_ttl;
     if (const char* ms = std::getenv("STATEGRAPH_TEST_LEASE_MS")) o.lease_ttl = std::chrono::milliseconds(std::atol(ms));
     return std::make_shared<cp::sqlite_saver>(o);
 }
@@ -108,6 +117,37 @@ int main_impl(int argc, char** argv) {
         auto app = big_graph(4u << 20).compile({.checkpointer = open_saver(db)});
         run(app.invoke(sg::update<big_state>{}, cfg));
         return 0; // the huge write did not fail: the test reports it
+    }
+    if (mode == "probe-start" || mode == "probe-continue") {
+        if (argc < 5) return 2;
+        auto app = probe_graph(argv[4]).compile({.checkpointer = open_saver(db)});
+        auto r = retry_busy([&] {
+            return mode == "probe-start" ? run(app.invoke(sg::update<probe_state>{}, cfg))
+                                         : run(app.invoke(sg::continue_run, cfg));
+        });
+        std::cout << "done: " << r.values.log.size() << " entries\n";
+        return r.interrupted() ? 2 : 0;
+    }
+    if (mode == "race-chat" || mode == "race-continue" || mode == "race-resume") {
+        if (argc < 7) return 2;
+        const std::filesystem::path dir = argv[4];
+        const auto timing = race_scenario(argv[5]);
+        auto app = race_graph((dir / "notes").string(), timing, mode == "race-resume", (dir / "fail").string())
+                       .compile({.checkpointer = open_saver(db, std::chrono::seconds(timing.lease_s))});
+        if (std::string(argv[6]) == "1") {
+            bump_file((dir / "ready").string(), std::to_string(::getpid()));
+            auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (!std::filesystem::exists(dir / "go")) {
+                if (std::chrono::steady_clock::now() > until) return 3;
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+        sg::run_result<race_state> r;
+        if (mode == "race-chat") r = run(app.invoke(sg::update<race_state>{}, cfg));
+        else if (mode == "race-continue") r = run(app.invoke(sg::continue_run, cfg));
+        else r = run(app.invoke(sg::resume(7), cfg));
+        std::cout << "done: " << r.values.log.size() << " entries\n";
+        return r.interrupted() ? 2 : 0;
     }
     std::cerr << "unknown mode " << mode << "\n";
     return 2;

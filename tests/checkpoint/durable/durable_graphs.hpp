@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,52 @@ inline std::map<std::string, int> read_counts(const std::string& file) {
     while (std::getline(in, line))
         if (!line.empty()) ++out[line];
     return out;
+}
+
+// -- task notes: which process ran which task, and when -------------------------------------
+/// One line of a notes file: a task's start or end in some process.
+struct task_note {
+    std::string event; ///< "start" or "end"
+    std::string node;
+    std::int64_t step = 0;
+    long pid = 0;
+    std::int64_t us = 0; ///< steady_clock (CLOCK_MONOTONIC, one clock for every process), in µs
+};
+
+/// Appends "<event> <node> <step> <pid> <µs>" to `notes` (one O_APPEND write, as bump_file).
+inline void note_task(const std::string& notes, const char* event, const std::string& node, std::int64_t step) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
+    bump_file(notes, std::string(event) + " " + node + " " + std::to_string(step) + " " +
+                         std::to_string(static_cast<long>(::getpid())) + " " + std::to_string(us));
+}
+
+/// The lines of a notes file from byte `from` on (a SIGKILL never leaves half a line: each is
+/// one write() shorter than a page).
+inline std::vector<task_note> read_notes(const std::string& notes, std::uintmax_t from = 0) {
+    std::vector<task_note> out;
+    std::ifstream in(notes);
+    in.seekg(static_cast<std::streamoff>(from));
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        task_note n;
+        if (fields >> n.event >> n.node >> n.step >> n.pid >> n.us) out.push_back(std::move(n));
+    }
+    return out;
+}
+
+/// The common body of the probe and race nodes: notes the task's start, waits `ms` on a timer
+/// (so that parallel tasks overlap), notes its end, and returns "<name>@<step>" for the log.
+inline boost::asio::awaitable<std::string> timed_task(std::string notes, std::string name, int ms, std::int64_t step) {
+    note_task(notes, "start", name, step);
+    if (ms > 0) {
+        boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, std::chrono::milliseconds(ms));
+        co_await t.async_wait(boost::asio::use_awaitable);
+    }
+    note_task(notes, "end", name, step);
+    co_return name + "@" + std::to_string(step);
 }
 
 // -- crash graph: two parallel nodes, one finishes, the other may block for an hour ----------
@@ -118,6 +167,99 @@ inline sg::state_graph<big_state> big_graph(std::size_t huge_bytes) {
     g.add_node("small", [](const st& s) { return sg::update<st>{}.set<&st::n>(s.n + 1); });
     g.add_node("huge", [huge_bytes](const st&) { return sg::update<st>{}.set<&st::big>(std::string(huge_bytes, 'x')); });
     g.add_edge(sg::START, "small").add_edge("small", "huge").add_edge("huge", sg::END);
+    return g;
+}
+
+// -- probe graph: the kill loop's threads -------------------------------------------------------
+struct probe_state {
+    std::vector<std::string> log; ///< "<node>@<step>", once per task whose writes were applied
+    std::string bulk;             ///< a large value: its commit spans many pages, so kills land inside commits
+};
+BOOST_DESCRIBE_STRUCT(probe_state, (), (log, bulk))
+inline auto reducers(sg::for_state<probe_state>) { return sg::reducers{sg::reduce<&probe_state::log>(sg::append)}; }
+
+/// The probe graph's nodes in the order they run (the three fan_ nodes share one step).
+inline const std::vector<std::string> probe_nodes{"prep", "fan_a", "fan_b", "fan_c", "join", "finish"};
+
+/// The value a node writes into `bulk` (distinct per node, so the final state shows whose it is).
+inline std::string probe_bulk(const std::string& node, std::size_t bytes) {
+    std::string out;
+    out.reserve(bytes + node.size());
+    while (out.size() < bytes) out += node + ";";
+    return out;
+}
+inline constexpr std::size_t probe_prep_bulk = 32u << 10, probe_join_bulk = 96u << 10;
+
+/// START -> prep -> fan_a, fan_b, fan_c -> join -> finish -> END. The fan-out's tasks take 2, 10
+/// and 20 ms, so that their writes are saved one by one well before the step's checkpoint; prep
+/// and join also write a large `bulk` value. Every task notes its start and end in `notes`.
+inline sg::state_graph<probe_state> probe_graph(std::string notes) {
+    using st = probe_state;
+    sg::state_graph<st> g("probe");
+    auto node = [&g, notes](const std::string& name, int ms, std::size_t bulk) {
+        g.add_node(name, [notes, name, ms, bulk](const st&, sg::context& ctx) -> boost::asio::awaitable<sg::update<st>> {
+            auto entry = co_await timed_task(notes, name, ms, ctx.step());
+            sg::update<st> u;
+            u.set<&st::log>({entry});
+            if (bulk) u.set<&st::bulk>(probe_bulk(name, bulk));
+            co_return u;
+        });
+    };
+    node("prep", 3, probe_prep_bulk);
+    node("fan_a", 2, 0);
+    node("fan_b", 10, 0);
+    node("fan_c", 20, 0);
+    node("join", 3, probe_join_bulk);
+    node("finish", 2, 0);
+    g.add_edge(sg::START, "prep");
+    for (const char* fan : {"fan_a", "fan_b", "fan_c"}) g.add_edge("prep", fan).add_edge(fan, "join");
+    g.add_edge("join", "finish").add_edge("finish", sg::END);
+    return g;
+}
+
+// -- race graph: several processes on one thread ------------------------------------------------
+struct race_state {
+    std::vector<std::string> log; ///< "<node>@<step>" per task whose writes were applied
+    int answer = 0;
+};
+BOOST_DESCRIBE_STRUCT(race_state, (), (log, answer))
+inline auto reducers(sg::for_state<race_state>) { return sg::reducers{sg::reduce<&race_state::log>(sg::append)}; }
+
+/// How long the race graph's nodes run, and the lease time to live of the racing processes.
+struct race_timing {
+    int lease_s = 2;
+    int first_ms = 0, middle_ms = 0, last_ms = 0;
+};
+/// "short": racers started together overlap for a few hundred ms, well within their lease.
+/// "long": middle runs 3.5 s under a 1 s lease (issue 11 break 2: a node longer than the lease).
+inline race_timing race_scenario(const std::string& name) {
+    if (name == "long") return {1, 50, 3500, 50};
+    return {2, 50, 200, 150};
+}
+
+/// START -> first -> middle -> last -> END; each node notes its start and end in `notes` and
+/// appends "<node>@<step>" to log. Before anything else, middle asks for a number when `ask`
+/// (the resume race), and fails while the file `fail_file` exists (which leaves a thread whose
+/// next step is middle, for the continue races); neither attempt is noted.
+inline sg::state_graph<race_state> race_graph(std::string notes, race_timing t, bool ask, std::string fail_file) {
+    using st = race_state;
+    sg::state_graph<st> g("race");
+    auto plain = [&g, notes](const std::string& name, int ms) {
+        g.add_node(name, [notes, name, ms](const st&, sg::context& ctx) -> boost::asio::awaitable<sg::update<st>> {
+            auto entry = co_await timed_task(notes, name, ms, ctx.step());
+            co_return sg::update<st>{}.set<&st::log>({entry});
+        });
+    };
+    plain("first", t.first_ms);
+    plain("last", t.last_ms);
+    g.add_node("middle", [notes, ms = t.middle_ms, ask, fail_file](const st&, sg::context& ctx)
+                             -> boost::asio::awaitable<sg::update<st>> {
+        const int answer = ask ? ctx.interrupt_now<int>(boost::json::object{{"q", "how many?"}}) : 0;
+        if (!fail_file.empty() && std::filesystem::exists(fail_file)) throw std::runtime_error("middle: told to fail");
+        auto entry = co_await timed_task(notes, "middle", ms, ctx.step());
+        co_return sg::update<st>{}.set<&st::log>({entry}).set<&st::answer>(answer);
+    });
+    g.add_edge(sg::START, "first").add_edge("first", "middle").add_edge("middle", "last").add_edge("last", sg::END);
     return g;
 }
 

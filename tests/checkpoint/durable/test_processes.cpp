@@ -4,9 +4,7 @@
 // last good checkpoint. The child is the helper program durable_child (fork + exec).
 #include "durable_common.hpp"
 #include "durable_graphs.hpp"
-
-#include <signal.h>
-#include <sys/wait.h>
+#include "durable_processes.hpp"
 
 #include <chrono>
 #include <cstdlib>
@@ -15,47 +13,6 @@
 
 using namespace durable;
 using namespace std::chrono_literals;
-
-namespace {
-
-/// Starts durable_child with `args`.
-pid_t spawn(const std::vector<std::string>& args) {
-    std::vector<std::string> all{STATEGRAPH_DURABLE_CHILD};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = ::fork();
-    BOOST_REQUIRE(pid >= 0);
-    if (pid == 0) {
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-    }
-    return pid;
-}
-
-/// Waits for the child (at most `limit`); returns its exit code, or -signal when killed.
-int wait_child(pid_t pid, std::chrono::seconds limit = 60s) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        int status = 0;
-        pid_t r = ::waitpid(pid, &status, WNOHANG);
-        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
-        if (r < 0) return -1001;
-        if (std::chrono::steady_clock::now() > until) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-            return -1002;
-        }
-        std::this_thread::sleep_for(10ms);
-    }
-}
-
-int run_child(const std::vector<std::string>& args) { return wait_child(spawn(args)); }
-
-int exit_code(sg::errc e) { return 10 + static_cast<int>(e); }
-
-} // namespace
 
 BOOST_AUTO_TEST_SUITE(processes)
 
