@@ -6,12 +6,15 @@
 //   global_supervisor history --db FILE --thread ID [--json]
 //   global_supervisor dot     [--db FILE --thread ID]
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
+//   global_supervisor break-lease --db FILE --thread ID
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
 // FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
 // The thread id is the chat id. Every call is one process: a thread interrupted by one call is
 // resumed by another. Exit status: 0 success, 1 failure (one line on stderr), 2 bad usage.
 // --json output is always valid UTF-8: text stored with invalid bytes is written with U+FFFD.
+// break-lease removes the lease a process holds on the chat (see the README's "Leases"): for a
+// holder on a crashed host; a dead process on this host is taken over by the next call anyway.
 
 #include "graph.hpp"
 #include "services.hpp"
@@ -52,7 +55,8 @@ constexpr const char* usage_text =
     "  global_supervisor state   --db FILE --thread ID [--json]\n"
     "  global_supervisor history --db FILE --thread ID [--json]\n"
     "  global_supervisor dot     [--db FILE --thread ID]\n"
-    "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n";
+    "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
+    "  global_supervisor break-lease --db FILE --thread ID\n";
 
 struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -87,6 +91,7 @@ args parse(int argc, char** argv) {
         {"history", {"db", "thread"}},
         {"dot", {"db", "thread"}},
         {"demo", {"db", "model-url", "model"}},
+        {"break-lease", {"db", "thread"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -245,6 +250,20 @@ int cmd_history(const args& a) {
     return 0;
 }
 
+int cmd_break_lease(const args& a) {
+    std::string db = a.need("db"), thread = a.need("thread");
+    if (!fs::exists(gs::checkpoint_path(db)))
+        throw std::runtime_error("database '" + db + "' has no checkpoints (" + gs::checkpoint_path(db) + ")");
+    boost::asio::io_context io;
+    sg::checkpoint::sqlite_options so;
+    so.path = gs::checkpoint_path(db);
+    sg::checkpoint::sqlite_saver saver(so);
+    auto holder = run(io, saver.break_lease(thread));
+    if (holder) std::cout << "thread " << thread << ": removed the lease held by " << *holder << "\n";
+    else std::cout << "thread " << thread << ": no lease was held\n";
+    return 0;
+}
+
 int cmd_dot(const args& a) {
     auto db = a.get("db"), thread = a.get("thread");
     if (thread && !db) throw usage_error("dot: --thread needs --db");
@@ -332,6 +351,7 @@ int main(int argc, char** argv) {
         if (a.command == "history") return cmd_history(a);
         if (a.command == "dot") return cmd_dot(a);
         if (a.command == "demo") return cmd_demo(a);
+        if (a.command == "break-lease") return cmd_break_lease(a);
     } catch (const usage_error& e) {
         std::cerr << "error: " << one_line(e.what()) << " (see global_supervisor --help)\n";
         return 2;

@@ -302,6 +302,11 @@ struct run_state {
     bool track_delta = false;
     update_box delta;
     std::map<std::string, boost::json::value> resume_answers; // pending interrupt id -> answer
+    /// The input of an input checkpoint: written into its metadata, and read back when that
+    /// checkpoint is the newest (the process died before the first step's checkpoint), so that
+    /// continuing the thread applies it. Empty (no fields) when there is none.
+    boost::json::object start_input;
+    bool has_start_input = false;
 
     const std::string& thread_id() const noexcept { return session.thread_id(); }
 
@@ -561,6 +566,18 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
             r.last_writers.clear();
             for (const auto& n : w->as_array()) r.last_writers.push_back(std::string(n.as_string()));
         }
+        r.has_start_input = false;
+        r.start_input.clear();
+        if (cp.source == "input")
+            if (const auto* w = cp.metadata.if_contains(names::writes)) {
+                const auto* in = w->is_object() ? w->get_object().if_contains(names::start_task) : nullptr;
+                if (!in || !in->is_object()) throw_stored(r.thread_id(), cp.id, "metadata", "an input that is not an object");
+                // validated now: a malformed input is reported when the checkpoint is read
+                (void)update_from_json(st, in->get_object(), errc::corrupt_checkpoint,
+                                       "thread '" + r.thread_id() + "', checkpoint " + cp.id + ", input");
+                r.start_input = in->get_object();
+                r.has_start_input = true;
+            }
         field = "pending writes";
         check_pending(g, t, drifted);
     } catch (const graph_error&) {
@@ -660,6 +677,11 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
     cp.metadata[names::step] = step;
     if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
     cp.metadata[names::source] = source;
+    if (r.has_start_input && std::string_view(source) == "input") {
+        boost::json::object w(sp);
+        w[names::start_task] = boost::json::value(r.start_input, sp);
+        cp.metadata[names::writes] = std::move(w);
+    }
     r.have_checkpoint = true;
     co_await r.session.put(cp);
 }
@@ -1213,6 +1235,29 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
     co_return make_result(g, r, run_status::done, {});
 }
 
+/// The `__start__` task: applies an input to the state, finds what it triggers, and saves the
+/// first step's checkpoint (step `step`).
+boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, update_box& input, std::int64_t step) {
+    const auto& g = env.g;
+    const auto& st = *g.st;
+    r.has_start_input = false;
+    r.start_input.clear();
+    const field_mask changed = input.fields();
+    if (input) st.apply(r.state.get(), input.get());
+    frontier next;
+    next.barriers = r.fr.barriers;
+    next.seen = r.fr.seen;
+    successors(g, -1, r.state.get(), next);
+    r.fr = std::move(next);
+    r.last_writers = {START};
+    if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), step, "loop", changed);
+    else r.step = step;
+    if (env.wants(stream_mode::values)) {
+        stream_event e{stream_mode::values, r.ns_path, r.step, "", state_json(st, r.state.get())};
+        env.on_event(e);
+    }
+}
+
 boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r, run_input& in) {
     const auto& g = env.g;
     const auto& st = *g.st;
@@ -1250,22 +1295,21 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
         r.fr = input_fr;
         r.last_writers.clear();
         const field_mask none;
-        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), base + 1, "input", none);
-        else r.step = base + 1, r.have_checkpoint = true;
-        const field_mask changed = in.values.fields();
-        if (in.values) st.apply(r.state.get(), in.values.get());
-        frontier next;
-        next.barriers = r.fr.barriers;
-        next.seen = r.fr.seen;
-        successors(g, -1, r.state.get(), next);
-        r.fr = std::move(next);
-        r.last_writers = {START};
-        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), base + 2, "loop", changed);
-        else r.step = base + 2;
-        if (env.wants(stream_mode::values)) {
-            stream_event e{stream_mode::values, r.ns_path, r.step, "", state_json(st, r.state.get())};
-            env.on_event(e);
+        if (r.session) {
+            // The input goes into the input checkpoint's record: should the process die before
+            // the first step's checkpoint, continuing the thread applies it (`__start__` is next).
+            r.start_input = update_json(st, in.values);
+            r.has_start_input = true;
+            co_await save(g, r, checkpoint::new_checkpoint_id(), base + 1, "input", none);
+        } else {
+            r.step = base + 1, r.have_checkpoint = true;
         }
+        co_await apply_input(env, r, in.values, base + 2);
+    } else if (r.has_start_input && in.what != run_input::kind::resume) {
+        // The newest checkpoint is an input whose first step was never saved: apply it now.
+        auto input = update_from_json(st, r.start_input, errc::corrupt_checkpoint,
+                                      "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", input");
+        co_await apply_input(env, r, input, r.step + 1);
     } else if (in.what == run_input::kind::resume) {
         if (!r.have_checkpoint)
             throw thread_error(errc::thread_not_found, "cannot resume thread '" + r.thread_id() + "': it has no checkpoint",
@@ -1341,6 +1385,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         s.tasks.push_back(std::move(ts));
     }
     auto next = next_names(g, r.fr);
+    if (r.has_start_input) next.insert(next.begin(), std::string(names::start_task)); // its input is still to apply
     if (apply_pending && !finished.empty()) {
         check_conflicts(g, finished);
         // A finished task leaves `next` only while others of its step still wait (an interrupt,

@@ -198,6 +198,39 @@ BOOST_DATA_TEST_CASE(a_step_without_its_checkpoint_is_still_next, savers(), kind
     BOOST_TEST(run(app.get_state("t")).next.empty());
 }
 
+// Found by the kill loop (issue 11): a process that dies between the input checkpoint and the
+// first step's checkpoint lost the input, and the thread looked finished (next == [], and
+// continuing ran nothing). The input is kept in the input checkpoint's record, as LangGraph keeps
+// it in the `__start__` task's writes: `__start__` is next, and continuing applies it and runs.
+BOOST_DATA_TEST_CASE(an_input_without_its_first_step_is_still_to_run, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("a", logger(side, "a")).add_node("b", logger(side, "b"));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", sg::END);
+    auto dying = std::make_shared<counting_saver>(env.saver);
+    dying->fail_puts_from(1); // the input checkpoint is written; the first step's is not
+    auto first = g.compile({.checkpointer = dying});
+    BOOST_TEST(error_of([&] { run(first.invoke(upd{}.set<&st::value>("in"), thread("t"))); }) ==
+               sg::errc::storage_failure);
+    auto app = g.compile({.checkpointer = env.saver});
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.next == (std::vector<std::string>{"__start__"}));
+    BOOST_TEST(s.values.value.empty()); // not applied yet
+    BOOST_TEST(side["a"] == 0);
+    auto r = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(r.values.value == "in");
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"a", "b"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(run(app.get_state("t")).next.empty());
+    // The history reads as LangGraph's: input (next __start__), then one checkpoint per step.
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 4u);
+    BOOST_TEST(h.back().next == (std::vector<std::string>{"__start__"}));
+    BOOST_TEST(h.back().step == -1);
+}
+
 // A node may call interrupt several times; each resume re-runs it from its start and every
 // earlier call gets its answer by position; answers are converted to the requested types.
 BOOST_DATA_TEST_CASE(several_interrupts_in_one_node, savers(), kind) {

@@ -3,7 +3,7 @@
 #   chat / resume / state / history / dot, --json output parsed with python3,
 #   an interrupt in one process and its resume in another,
 #   error exits (missing thread, nothing pending, bad flag) that lose nothing,
-#   the DOT output rendered by dot -Tsvg, and --json output that stays valid UTF-8.
+#   the DOT output rendered by dot -Tsvg, --json output that stays valid UTF-8, and break-lease.
 # usage: cli_test.sh path/to/global_supervisor
 set -euo pipefail
 
@@ -152,6 +152,23 @@ python3 -c 'import json,sys; json.loads(open(sys.argv[1], "rb").read().decode("u
 "$bin" resume --db "$db" --thread "$bad_thread" --json $'approve \xe2\x82' >"$work/bad_resume.json"
 [ "$(strict_json "$work/bad_resume.json")" = True ] || fail "resume --json with invalid UTF-8"
 ok "--json output is valid UTF-8"
+
+# 10. A lease held by a process on another host (written into the checkpoint file as that host
+#     would) keeps the chat busy; break-lease removes it, names its holder, and the chat goes on.
+#     (A dead process on this host needs no break-lease: the next call takes its lease over.)
+python3 - "$db.checkpoints" <<'PY'
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1])
+c.execute("INSERT OR REPLACE INTO leases(thread_id, owner, expires_at) VALUES('t5', 'crashed-host:4242:0123456789abcdef:1', ?)",
+          (int(time.time() * 1000) + 3600 * 1000,))
+c.commit()
+PY
+expect_error 1 "chat on a chat held by another host" -- "$bin" chat --db "$db" --thread t5 "Hello"
+grep -q "busy: held by crashed-host:4242" "$work/err" || fail "the busy error names the holder: $(cat "$work/err")"
+"$bin" break-lease --db "$db" --thread t5 | grep -q "removed the lease held by crashed-host:4242" || fail "break-lease names the holder"
+"$bin" break-lease --db "$db" --thread t5 | grep -q "no lease was held" || fail "break-lease twice"
+"$bin" chat --db "$db" --thread t5 "Hello" | grep -q "^assistant: Hello" || fail "chat after break-lease"
+ok "break-lease frees a chat held by a crashed host"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2

@@ -32,6 +32,10 @@ inline constexpr std::string_view writers = "writers"; ///< nodes whose writes m
 inline constexpr std::string_view step = "step";
 inline constexpr std::string_view source = "source";
 inline constexpr std::string_view delta = "delta";     ///< a subgraph's writes so far
+/// On an input checkpoint: {"__start__": the input}, so that a crash before the first step's
+/// checkpoint loses no input (the input then stays to run, as LangGraph's `__start__` task).
+inline constexpr std::string_view writes = "writes";
+inline constexpr std::string_view start_task = "__start__"; ///< the task that applies an input
 
 // -- keys inside the values above ----------------------------------------------------------------
 inline constexpr std::string_view node = "node";
