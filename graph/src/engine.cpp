@@ -568,7 +568,7 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
         }
         r.has_start_input = false;
         r.start_input.clear();
-        if (cp.source == "input")
+        if (cp.source == "input" || cp.source == "fork")
             if (const auto* w = cp.metadata.if_contains(names::writes)) {
                 const auto* in = w->is_object() ? w->get_object().if_contains(names::start_task) : nullptr;
                 if (!in || !in->is_object()) throw_stored(r.thread_id(), cp.id, "metadata", "an input that is not an object");
@@ -677,7 +677,7 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
     cp.metadata[names::step] = step;
     if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
     cp.metadata[names::source] = source;
-    if (r.has_start_input && std::string_view(source) == "input") {
+    if (r.has_start_input && (std::string_view(source) == "input" || std::string_view(source) == "fork")) {
         boost::json::object w(sp);
         w[names::start_task] = boost::json::value(r.start_input, sp);
         cp.metadata[names::writes] = std::move(w);
@@ -1280,6 +1280,18 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
                 throw_drift(g, r);
             }
             r.signature_differs = true;
+        }
+        // Replaying (continuing) from a checkpoint that is not the thread's newest forks the
+        // thread, as LangGraph: a copy of it (source "fork", one step later, its parent that
+        // checkpoint) is written first, and the steps run from the copy; the writes its tasks
+        // saved on the old branch are dropped (save() clears them), so they run again. A resume
+        // from an earlier checkpoint answers the interrupts saved there, in place.
+        if (from_id && in.what == run_input::kind::proceed) {
+            auto latest = co_await r.session.load(std::nullopt);
+            if (latest && latest->cp.id != head->cp.id) {
+                const field_mask none;
+                co_await save(g, r, checkpoint::new_checkpoint_id(), r.step + 1, "fork", none);
+            }
         }
     }
 

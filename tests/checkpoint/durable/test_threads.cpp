@@ -231,6 +231,32 @@ BOOST_DATA_TEST_CASE(an_input_without_its_first_step_is_still_to_run, savers(), 
     BOOST_TEST(h.back().step == -1);
 }
 
+// Issue 12, fix 2: replaying from a checkpoint whose next step has several tasks runs them
+// again; the writes they saved on the old branch are not reused (before, they came back as
+// cached events and the nodes did not run).
+BOOST_DATA_TEST_CASE(replay_reruns_a_parallel_step, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("a", logger(side, "a")).add_node("b", logger(side, "b")).add_node("c", logger(side, "c"));
+    g.add_edge(sg::START, "a").add_edge(sg::START, "b").add_edge("a", "c").add_edge("b", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    run(app.invoke(upd{}, thread("t")));
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 4u); // input, START, a+b, c
+    BOOST_REQUIRE(h[2].next == (std::vector<std::string>{"a", "b"}));
+    auto cfg = thread("t");
+    cfg.checkpoint_id = h[2].checkpoint_id;
+    std::vector<sg::stream_event> events;
+    auto r = run(app.stream(sg::continue_run, cfg, sg::stream_mode::updates,
+                            [&](const sg::stream_event& e) { events.push_back(e); }));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"a", "b", "c"}));
+    BOOST_TEST(side["a"] == 2);
+    BOOST_TEST(side["b"] == 2);
+    BOOST_TEST(side["c"] == 2);
+    for (const auto& e : events) BOOST_TEST(!e.cached, "replayed " << e.node << " as cached");
+}
+
 // A node may call interrupt several times; each resume re-runs it from its start and every
 // earlier call gets its answer by position; answers are converted to the requested types.
 BOOST_DATA_TEST_CASE(several_interrupts_in_one_node, savers(), kind) {
@@ -510,10 +536,20 @@ BOOST_DATA_TEST_CASE(update_state_and_time_travel, savers(), kind) {
     BOOST_TEST(side["a"] == 1);
     BOOST_TEST(side["b"] == 2);
     BOOST_TEST(side["c"] == 2);
+    // The replay forked the thread (issue 12, fix 1): a copy of the checkpoint after a, one step
+    // later and its child, then b and c from the copy.
     auto h2 = run(app.get_state_history("t"));
-    BOOST_REQUIRE_EQUAL(h2.size(), 7u);
-    BOOST_TEST(h2[1].parent_checkpoint_id == after_a); // the replayed b hangs off the old checkpoint
-    BOOST_TEST(h2[1].step == 2);
+    BOOST_REQUIRE_EQUAL(h2.size(), 8u);
+    BOOST_TEST(h2[2].source == "fork");
+    BOOST_TEST(h2[2].parent_checkpoint_id == after_a);
+    BOOST_TEST(h2[2].step == 2);
+    BOOST_TEST(h2[2].values.value == "xa");
+    BOOST_TEST(h2[1].parent_checkpoint_id == h2[2].checkpoint_id); // the replayed b hangs off the fork
+    BOOST_TEST(h2[1].step == 3);
+    // Continuing from the newest checkpoint forks nothing.
+    cfg.checkpoint_id = h2[0].checkpoint_id;
+    run(app.invoke(sg::continue_run, cfg));
+    BOOST_TEST(run(app.get_state_history("t")).size() == 8u);
 
     // Fork: write into the checkpoint after a as if a had returned it; continue from there.
     auto fork_id = run(app.update_state("t", upd{}.set<&st::value>("fork"), std::string("a"), after_a));
