@@ -54,6 +54,10 @@ struct task_frame {
     stream_mode modes = stream_mode::none;
     checkpoint::saver* saver = nullptr;
     int recursion_limit = 25;
+    // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
+    const std::string* checkpoint_id = nullptr;
+    boost::json::object effects;
+    std::map<std::string, int, std::less<>> effect_calls; // calls per name in this attempt
 };
 
 struct context_access {
@@ -87,6 +91,27 @@ void throw_resume_mismatch(task_frame& f, const std::string& type, const boost::
                        "node '" + *f.node + "' expected a resume value of type " + type + " but got " +
                            boost::json::serialize(answer),
                        {*f.node});
+}
+
+std::pair<std::string, const boost::json::value*> begin_effect(task_frame& f, std::string_view name) {
+    const int n = ++f.effect_calls[std::string(name)];
+    std::string key(name);
+    if (n > 1) key += "#" + std::to_string(n);
+    return {key, f.effects.if_contains(key)};
+}
+
+boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::json::value result) {
+    f.effects[key] = std::move(result);
+    if (!f.saver || !f.checkpoint_id) co_return; // no checkpointer: kept for retries of this call only
+    std::vector<checkpoint::pending_write> w{{f.task_id, *f.node, std::string(checkpoint::reserved::effects), f.effects}};
+    co_await f.saver->put_writes(*f.thread_id, *f.ns, *f.checkpoint_id, std::move(w));
+}
+
+void throw_effect_mismatch(task_frame& f, const std::string& key, const std::string& type) {
+    throw thread_error(errc::resume_type_mismatch,
+                       "node '" + *f.node + "': the saved result of ctx.task('" + key + "') does not convert to " + type +
+                           " (the node's code changed since it ran?)",
+                       {*f.node, key});
 }
 
 bool wants_custom(const task_frame& f) noexcept { return f.sink && *f.sink && has_mode(f.modes, stream_mode::custom); }
@@ -506,6 +531,8 @@ void check_pending(const graph_core& g, const checkpoint::checkpoint_tuple& t, b
             (void)array();
         } else if (w.channel == names::error) {
             if (!w.value.is_string()) bad("an error that is not a message");
+        } else if (w.channel == names::effects) {
+            if (!w.value.is_object()) bad("side-effect results that are not an object");
         } else if (w.channel == names::goto_) {
             for (const auto& n : array()) known_node(n);
         } else if (w.channel == names::send) {
@@ -790,6 +817,8 @@ bool reload_task(const graph_core& g, run_state& r, task& t) {
                 t.interrupts.push_back({std::string(i.at("id").as_string()), std::string(i.at("node").as_string()), i.at("value")});
         } else if (w.channel == names::resume) {
             t.frame.resume.assign(w.value.as_array().begin(), w.value.as_array().end());
+        } else if (w.channel == names::effects) {
+            t.frame.effects = w.value.as_object(); // its side effects ran: their results
         } else if (w.channel == names::error) {
             // a failed task runs again
         } else if (w.channel == names::goto_) {
@@ -916,9 +945,11 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.sink = &env.on_event;
     f.modes = env.modes;
     f.saver = r.session.saver();
+    f.checkpoint_id = &r.cp_id;
     f.recursion_limit = env.cfg.recursion_limit;
     for (int attempt = 1;; ++attempt) {
         f.counter = 0;
+        f.effect_calls.clear();
         f.attempt = attempt;
         if (env.wants(stream_mode::debug))
             emit(env, r, stream_mode::debug, rt.name, boost::json::object{{"type", "task"}, {"id", t.id}, {"attempt", attempt}});

@@ -14,6 +14,9 @@
 #include <boost/json/value_to.hpp>
 
 #include <map>
+#include <optional>
+#include <string_view>
+#include <utility>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -47,6 +50,64 @@ const boost::json::value* next_resume(task_frame& f);
 bool wants_custom(const task_frame& f) noexcept;
 void emit_custom(task_frame& f, boost::json::value event);
 struct context_access;
+
+/// The key of the task's next `ctx.task(name, ...)` call ("name", then "name#2", ... for calls
+/// of one name in one attempt) and its saved result (null when it has not run yet).
+std::pair<std::string, const boost::json::value*> begin_effect(task_frame& f, std::string_view name);
+/// Records the result of a side effect and saves it at once as the task's pending write.
+boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::json::value result);
+[[noreturn]] void throw_effect_mismatch(task_frame& f, const std::string& key, const std::string& type);
+
+/// What `fn()` of `ctx.task` gives: a value, or an awaitable of one.
+template <class T>
+struct awaited {
+    using type = T;
+    static constexpr bool awaits = false;
+};
+template <class T, class E>
+struct awaited<boost::asio::awaitable<T, E>> {
+    using type = T;
+    static constexpr bool awaits = true;
+};
+template <class F>
+struct effect_call : awaited<std::invoke_result_t<F&>> {};
+
+/// Runs `fn` unless `saved` holds its result from an earlier run of the task; saves what it returns.
+template <class R, class F>
+boost::asio::awaitable<R> run_effect(task_frame& f, std::string key, std::optional<boost::json::value> saved, F fn) {
+    if (saved) {
+        if constexpr (std::is_void_v<R>) {
+            co_return;
+        } else {
+            auto r = boost::json::try_value_to<R>(*saved);
+            if (!r) throw_effect_mismatch(f, key, boost::core::demangle(typeid(R).name()));
+            co_return std::move(*r);
+        }
+    }
+    if constexpr (std::is_void_v<R>) {
+        if constexpr (effect_call<F>::awaits) co_await fn();
+        else fn();
+        boost::json::value none;
+        co_await save_effect(f, std::move(key), std::move(none));
+    } else {
+        std::optional<R> result;
+        if constexpr (effect_call<F>::awaits) result.emplace(co_await fn());
+        else result.emplace(fn());
+        auto json = boost::json::value_from(*result);
+        co_await save_effect(f, std::move(key), std::move(json));
+        co_return std::move(*result);
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+/// g++ 12 destroys the captures of a lambda built in a `co_await` expression twice.
+template <class F>
+inline constexpr bool gcc12_unsafe_callable =
+    !std::is_lvalue_reference_v<F> && !std::is_trivially_destructible_v<std::remove_cvref_t<F>>;
+#else
+template <class F>
+inline constexpr bool gcc12_unsafe_callable = false;
+#endif
 
 template <class T>
 boost::asio::awaitable<T> ready(T v) {
@@ -112,6 +173,31 @@ public:
             if (!r) detail::throw_resume_mismatch(*f_, boost::core::demangle(typeid(T).name()), *answer);
             return std::move(*r);
         }
+    }
+
+    /// @brief Runs a side effect at most once per task: `co_await ctx.task("send-email", fn)`.
+    /// `fn()` returns a value (or an `awaitable` of one) convertible to JSON, or nothing. Its result
+    /// is saved as the task's pending write the moment it returns; when the node runs again for
+    /// the same task (resumed after an interrupt, retried, or continued after the process died),
+    /// the call returns the saved result instead of running `fn` again. Calls are told apart by
+    /// `name` and, for one name called several times in a node, by their order.
+    /// `fn` is moved (or copied) into the call. Under g++ 12, pass a named function object or a
+    /// lambda that captures only references (`[&]`): a temporary with captures by value stands in
+    /// the `co_await` expression and g++ 12 destroys it twice.
+    /// @throws thread_error(resume_type_mismatch) when a saved result does not convert to the
+    /// type `fn` returns now.
+    template <class F>
+    auto task(std::string_view name, F&& fn) {
+        static_assert(!detail::gcc12_unsafe_callable<F>,
+                      "co_await ctx.task(name, [captures by value]{...}): g++ 12 destroys the captures of a lambda "
+                      "built in a co_await expression twice (a compiler bug; it crashes). Name the function first: "
+                      "`auto send = [..]{...}; co_await ctx.task(\"send\", send);`, or capture by reference ([&])");
+        using fn_type = std::remove_cvref_t<F>;
+        using result = typename detail::effect_call<fn_type>::type;
+        auto [key, saved] = detail::begin_effect(*f_, name);
+        std::optional<boost::json::value> stored;
+        if (saved) stored.emplace(*saved);
+        return detail::run_effect<result>(*f_, std::move(key), std::move(stored), fn_type(std::forward<F>(fn)));
     }
 
     /// @brief Streams a custom event (stream mode `custom`).

@@ -8,6 +8,9 @@
 //   durable_child ask-resume <db> <thread> <counters> <json value>        resume(value)
 //   durable_child ask-resume-id <db> <thread> <counters> <id> <json value> resume_map({{id, value}})
 //   durable_child disk-full <db> <thread> <limit bytes>     runs the big graph under RLIMIT_FSIZE
+//   durable_child email-start <db> <thread> <counters>      sends the email (ctx.task), then hangs
+//   durable_child email-continue <db> <thread> <counters>   continues: runs send again, up to its question
+//   durable_child email-resume <db> <thread> <counters> <n> answers the question
 //   durable_child probe-start <db> <thread> <notes>         the probe graph on new input (kill loop)
 //   durable_child probe-continue <db> <thread> <notes>      continues a probe thread
 //   durable_child race-chat|race-continue|race-resume <db> <thread> <dir> <scenario> <together>
@@ -105,6 +108,18 @@ int main_impl(int argc, char** argv) {
         }
         std::cout << "count " << r.values.count << "\n";
         return r.interrupted() ? 2 : 0;
+    }
+    if (mode == "email-start" || mode == "email-continue" || mode == "email-resume") {
+        if (argc < 5) return 2;
+        static bool block = mode == "email-start";
+        auto app = email_graph(argv[4], &block).compile({.checkpointer = open_saver(db)});
+        sg::run_result<ask_state> r;
+        if (mode == "email-start") r = run(app.invoke(sg::update<ask_state>{}, cfg));
+        else if (mode == "email-continue") r = run(app.invoke(sg::continue_run, cfg));
+        else if (argc < 6) return 2;
+        else r = run(app.invoke(sg::resume(std::atoi(argv[5])), cfg));
+        std::cout << (r.interrupted() ? "waiting" : "done") << " count " << r.values.count << "\n";
+        return 0;
     }
     if (mode == "disk-full") {
         if (argc < 5) return 2;

@@ -153,6 +153,34 @@ inline sg::state_graph<ask_state> ask_graph(std::string counters) {
     return g;
 }
 
+// -- email graph: a side effect (ctx.task) before an interrupt --------------------------------
+// "send" appends to the counters file through ctx.task (the email), then, when `block` is set,
+// hangs (the test kills the process there), else asks for approval.
+inline sg::state_graph<ask_state> email_graph(std::string counters, const bool* block) {
+    using st = ask_state;
+    sg::state_graph<st> g("email");
+    g.add_node("send", [counters, block](const st&, sg::context& ctx) -> boost::asio::awaitable<sg::update<st>> {
+        bump_file(counters, "send.start");
+        auto email = [&counters] {
+            bump_file(counters, "email");
+            return std::string("sent");
+        };
+        std::string receipt = co_await ctx.task("send-email", email);
+        if (block && *block) {
+            auto ex = co_await boost::asio::this_coro::executor;
+            boost::asio::steady_timer t(ex, std::chrono::hours(1));
+            co_await t.async_wait(boost::asio::use_awaitable);
+        }
+        boost::json::object payload;
+        payload["q"] = "approve " + receipt + "?";
+        auto pending = ctx.interrupt<int>(payload);
+        int n = co_await std::move(pending);
+        co_return sg::update<st>{}.set<&st::count>(n).set<&st::trail>({receipt});
+    });
+    g.add_edge(sg::START, "send").add_edge("send", sg::END);
+    return g;
+}
+
 // -- big graph: a node writes a large field (disk-full test) ----------------------------------
 struct big_state {
     std::string big;

@@ -140,4 +140,40 @@ BOOST_AUTO_TEST_CASE(disk_full_keeps_the_last_good_checkpoint) {
     BOOST_TEST(r.values.n == 1);
 }
 
+// Issue 12, feature 3, under SIGKILL: the email is sent (ctx.task) and the process is killed
+// before the node's question is saved. A second process runs the node again from its start: the
+// send returns its saved result; a third answers the question. The email went out once.
+BOOST_AUTO_TEST_CASE(a_side_effect_runs_once_across_a_kill) {
+    temp_dir dir;
+    const std::string db = dir.file("email.db"), counts = dir.file("counters");
+    pid_t child = spawn({"email-start", db, "t", counts});
+    // Wait until the email's result is saved (a pending write of the node's task), then kill.
+    bool saved = false;
+    std::shared_ptr<cp::sqlite_saver> saver;
+    for (auto until = std::chrono::steady_clock::now() + 30s; !saved && std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(20ms);
+        if (!std::filesystem::exists(db)) continue;
+        try {
+            if (!saver) saver = std::make_shared<cp::sqlite_saver>(cp::sqlite_options{.path = db});
+            if (auto head = run(saver->get("t", "", std::nullopt)))
+                for (const auto& w : head->writes) saved = saved || w.channel == "__task__";
+        } catch (const sg::checkpoint_error&) {
+            // the child may still be creating the schema
+        }
+    }
+    BOOST_REQUIRE_MESSAGE(saved, "the child never saved the email's result");
+    BOOST_TEST(graphs::read_counts(counts)["email"] == 1);
+    ::kill(child, SIGKILL);
+    BOOST_REQUIRE_EQUAL(wait_child(child), -SIGKILL);
+
+    BOOST_REQUIRE_EQUAL(run_child({"email-continue", db, "t", counts}), 0);
+    auto c = graphs::read_counts(counts);
+    BOOST_TEST(c["send.start"] == 2); // the node ran again...
+    BOOST_TEST(c["email"] == 1);      // ...and the email was not sent again
+    BOOST_REQUIRE_EQUAL(run_child({"email-resume", db, "t", counts, "3"}), 0);
+    c = graphs::read_counts(counts);
+    BOOST_TEST(c["send.start"] == 3);
+    BOOST_TEST(c["email"] == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -257,6 +257,58 @@ BOOST_DATA_TEST_CASE(replay_reruns_a_parallel_step, savers(), kind) {
     for (const auto& e : events) BOOST_TEST(!e.cached, "replayed " << e.node << " as cached");
 }
 
+// Issue 12, feature 3: ctx.task runs a side effect at most once per task. The node sends an
+// "email", then asks for approval: the resume runs the node again from its start, and the send
+// returns its saved result instead of sending again. Two calls of one name are two effects; a
+// retried attempt gets the results of the failed one.
+BOOST_DATA_TEST_CASE(side_effects_run_once_per_task, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("mail", [&side](const st& s, sg::context& ctx) -> awaitable_update {
+        auto send = [&side, &s]() -> std::string {
+            side.bump("sent");
+            return "msg-" + std::to_string(side["sent"]) + " to " + s.value;
+        };
+        std::string id = co_await ctx.task("send-email", send);
+        // the natural spelling: a temporary lambda capturing by reference, and an awaitable result
+        std::string id2 = co_await ctx.task("send-email", [&]() -> boost::asio::awaitable<std::string> {
+            side.bump("sent");
+            co_return "second-" + std::to_string(side["sent"]);
+        });
+        co_await ctx.task("log", [&] { side.bump("logged"); }); // no result
+        const bool ok = co_await ctx.interrupt<bool>(std::string("sent " + id + ", " + id2 + "; ok?"));
+        co_return upd{}.set<&st::log>({id, id2, ok ? "approved" : "rejected"});
+    });
+    g.add_node("flaky", [&side](const st&, sg::context& ctx) -> awaitable_update {
+        auto charge = [&side] {
+            side.bump("charged");
+            return 42;
+        };
+        const int receipt = co_await ctx.task("charge", charge);
+        if (ctx.attempt() == 1) throw std::runtime_error("network down after charging");
+        co_return upd{}.set<&st::n>(receipt);
+    }, {.retry = sg::retry_policy{.max_attempts = 2, .initial_interval = std::chrono::milliseconds(1)}});
+    g.add_edge(sg::START, "mail").add_edge("mail", "flaky").add_edge("flaky", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+
+    auto r1 = run(app.invoke(upd{}.set<&st::value>("anna"), thread("t")));
+    BOOST_REQUIRE(r1.interrupted());
+    BOOST_TEST(side["sent"] == 2);
+    BOOST_TEST(side["logged"] == 1);
+    auto r2 = run(app.invoke(sg::resume(true), thread("t")));
+    BOOST_TEST(!r2.interrupted());
+    BOOST_TEST(side["sent"] == 2); // the node ran again; the emails were not sent again
+    BOOST_TEST(side["logged"] == 1);
+    BOOST_TEST(r2.values.log == (std::vector<std::string>{"msg-1 to anna", "second-2", "approved"}));
+    BOOST_TEST(side["charged"] == 1); // the retry got the first attempt's receipt
+    BOOST_TEST(r2.values.n == 42);
+
+    // A later run of the node is a new task: its effects run again.
+    run(app.invoke(upd{}.set<&st::value>("bob"), thread("t")));
+    BOOST_TEST(side["sent"] == 4);
+}
+
 // A node may call interrupt several times; each resume re-runs it from its start and every
 // earlier call gets its answer by position; answers are converted to the requested types.
 BOOST_DATA_TEST_CASE(several_interrupts_in_one_node, savers(), kind) {

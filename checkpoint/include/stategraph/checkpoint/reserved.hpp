@@ -15,6 +15,7 @@ inline constexpr std::string_view interrupt = "__interrupt__";  ///< a task's pe
 inline constexpr std::string_view resume = "__resume__";        ///< answers a task already received
 inline constexpr std::string_view error = "__error__";          ///< why a task failed
 inline constexpr std::string_view breakpoint = "__breakpoint__"; ///< a static breakpoint was hit here
+inline constexpr std::string_view effects = "__task__";          ///< results of a task's ctx.task calls: {key: result}
 
 // -- checkpoint channels ------------------------------------------------------------------------
 /// The graph's shape lines, versioned by the graph's signature (a saver may keep one copy per graph).
