@@ -123,6 +123,30 @@ std::string agent_context(services& svc, const agent_task& t) {
     });
 }
 
+/// Runs the task's agent; on the last attempt within the retry policy's time limit by itself, so
+/// that an agent that does not answer is reported as failed instead of failing the turn.
+boost::asio::awaitable<std::string> run_agent_in_time(services& svc, stategraph::context& ctx, const agent_task& t,
+                                                      bool last) {
+    std::string context = agent_context(svc, t);
+    auto limit = svc.agents().retry.timeout;
+    if (!last || limit.count() <= 0) co_return co_await svc.model().run_agent(t, std::move(context));
+    // (A parallel group waiting for the first to finish, not `work || timer`, which waits for the
+    // first to succeed and would hide the agent's own error.)
+    auto ex = ctx.executor();
+    boost::asio::steady_timer deadline(ex, limit * 9 / 10);
+    auto work = svc.model().run_agent(t, std::move(context));
+    auto expire = deadline.async_wait(boost::asio::use_awaitable);
+    auto [order, work_error, summary, expire_error] =
+        co_await boost::asio::experimental::make_parallel_group(
+            boost::asio::co_spawn(ex, std::move(work), boost::asio::deferred),
+            boost::asio::co_spawn(ex, std::move(expire), boost::asio::deferred))
+            .async_wait(boost::asio::experimental::wait_for_one(), boost::asio::use_awaitable);
+    (void)expire_error;
+    if (order[0] == 1) throw agent_unavailable("no answer within the time limit of " + std::to_string(limit.count()) + " ms");
+    if (work_error) std::rethrow_exception(work_error);
+    co_return std::move(summary);
+}
+
 } // namespace
 
 boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& t, stategraph::context& ctx) {
@@ -193,38 +217,21 @@ boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& 
             boost::asio::steady_timer timer(ctx.executor(), limit.count() > 0 ? 2 * limit : std::chrono::milliseconds(100));
             co_await timer.async_wait(boost::asio::use_awaitable);
         }
-        std::string context = agent_context(svc, t);
-        auto limit = svc.agents().retry.timeout;
-        if (last && limit.count() > 0) {
-            // The last attempt keeps inside the time limit by itself, so that an agent that does
-            // not answer is reported as failed instead of failing the turn.
-            // (A parallel group waiting for the first to finish, not `work || timer`, which
-            // waits for the first to succeed and would hide the agent's own error.)
-            auto ex = ctx.executor();
-            boost::asio::steady_timer deadline(ex, limit * 9 / 10);
-            auto work = svc.model().run_agent(t, std::move(context));
-            auto expire = deadline.async_wait(boost::asio::use_awaitable);
-            auto [order, work_error, summary, expire_error] =
-                co_await boost::asio::experimental::make_parallel_group(
-                    boost::asio::co_spawn(ex, std::move(work), boost::asio::deferred),
-                    boost::asio::co_spawn(ex, std::move(expire), boost::asio::deferred))
-                    .async_wait(boost::asio::experimental::wait_for_one(), boost::asio::use_awaitable);
-            (void)expire_error;
-            if (order[0] == 1)
-                throw agent_unavailable("no answer within the time limit of " + std::to_string(limit.count()) + " ms");
-            if (work_error) std::rethrow_exception(work_error);
-            r.summary = std::move(summary);
-        } else {
-            r.summary = co_await svc.model().run_agent(t, std::move(context));
-        }
+        // The agent's work (an email sent, a booking made) is a side effect: ctx.task runs it at
+        // most once for this task, so a retry after a later failure, or the node run again after
+        // a crash, reuses its saved summary instead of acting twice.
+        auto act = [&]() -> boost::asio::awaitable<std::string> {
+            co_return co_await run_agent_in_time(svc, ctx, t, last);
+        };
+        r.summary = co_await ctx.task("agent", act);
         if (t.needs_permission && t.action == "send_email" && t.recipient) {
-            std::string record = "Email sent to " + t.recipient->full_name + ": " + t.task;
-            svc.with_store([&](memory_store& m) {
-                // Stored once even when the node re-runs.
-                auto facts = m.facts_for_contact(t.recipient->contact_id);
-                if (std::none_of(facts.begin(), facts.end(), [&](const fact& f) { return f.text == record; }))
-                    m.add_fact(t.user_id, t.recipient->contact_id, record, svc.today());
-            });
+            auto record_email = [&] {
+                svc.with_store([&](memory_store& m) {
+                    m.add_fact(t.user_id, t.recipient->contact_id,
+                               "Email sent to " + t.recipient->full_name + ": " + t.task, svc.today());
+                });
+            };
+            co_await ctx.task("record-email", record_email); // stored once even when the node re-runs
         }
     } catch (const std::exception& e) {
         if (!last) throw; // the retry policy waits (exponential backoff) and runs the next attempt
