@@ -54,6 +54,8 @@ struct task_frame {
     stream_mode modes = stream_mode::none;
     checkpoint::saver* saver = nullptr;
     int recursion_limit = 25;
+    const runtime_context* runtime = nullptr;
+    const std::string* run_id = nullptr;
     // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
     const std::string* checkpoint_id = nullptr;
     boost::json::object effects;
@@ -107,6 +109,20 @@ boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::
     co_await f.saver->put_writes(*f.thread_id, *f.ns, *f.checkpoint_id, std::move(w));
 }
 
+const runtime_context& runtime_of_call(const task_frame& f) noexcept {
+    static const runtime_context none;
+    return f.runtime ? *f.runtime : none;
+}
+
+void throw_runtime_mismatch(const task_frame& f, const std::string& wanted) {
+    const auto& r = runtime_of_call(f);
+    throw graph_error(errc::invalid_input,
+                      "node '" + *f.node + "' reads the runtime context as " + wanted + ", but the call " +
+                          (r ? "passed a " + boost::core::demangle(r.type->name())
+                             : std::string("passed none (run_config::runtime = stategraph::runtime_of(deps))")),
+                      {*f.node});
+}
+
 void throw_effect_mismatch(task_frame& f, const std::string& key, const std::string& type) {
     throw thread_error(errc::resume_type_mismatch,
                        "node '" + *f.node + "': the saved result of ctx.task('" + key + "') does not convert to " + type +
@@ -134,6 +150,14 @@ const std::string& context::thread_id() const noexcept { return *f_->thread_id; 
 const std::string& context::ns() const noexcept { return *f_->ns; }
 int context::attempt() const noexcept { return f_->attempt; }
 const boost::asio::any_io_executor& context::executor() const noexcept { return f_->executor; }
+const std::string& context::run_id() const noexcept {
+    static const std::string none;
+    return f_->run_id ? *f_->run_id : none;
+}
+const std::string& context::checkpoint_id() const noexcept {
+    static const std::string none;
+    return f_->checkpoint_id ? *f_->checkpoint_id : none;
+}
 
 namespace detail {
 namespace {
@@ -332,6 +356,7 @@ struct run_state {
     /// continuing the thread applies it. Empty (no fields) when there is none.
     boost::json::object start_input;
     bool has_start_input = false;
+    std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
 
     const std::string& thread_id() const noexcept { return session.thread_id(); }
 
@@ -946,6 +971,8 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.modes = env.modes;
     f.saver = r.session.saver();
     f.checkpoint_id = &r.cp_id;
+    f.runtime = &env.cfg.runtime;
+    f.run_id = &r.run_id;
     f.recursion_limit = env.cfg.recursion_limit;
     for (int attempt = 1;; ++attempt) {
         f.counter = 0;
@@ -1454,6 +1481,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
 boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req) {
     const graph_core& g = *req->graph;
     run_state r(g);
+    r.run_id = checkpoint::new_checkpoint_id();
     r.session = checkpoint_session(g.saver.get(), req->cfg.thread_id.str(), "");
     const call_env env{g, req->cfg, req->modes, req->on_event};
     co_return co_await run(env, r, req->input);
@@ -1568,9 +1596,11 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     r.ns_path = *f.ns_path;
     r.ns_path.push_back(seg);
     r.track_delta = true;
+    if (f.run_id) r.run_id = *f.run_id;
     run_config cfg;
     cfg.thread_id = *f.thread_id;
     cfg.recursion_limit = f.recursion_limit;
+    if (f.runtime) cfg.runtime = *f.runtime; // the subgraph's nodes see the caller's dependencies
     cfg.allow_drift = true;
     // The namespace belongs to this task: a checkpoint there that still has work (next nodes,
     // pending writes or a breakpoint) is an earlier attempt of this task (interrupted, stopped at

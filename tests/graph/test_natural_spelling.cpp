@@ -137,3 +137,59 @@ BOOST_AUTO_TEST_CASE(ids_longer_than_255_bytes_are_refused_by_name) {
     sg::run_config ok{.thread_id = std::string(255, 'y')};
     BOOST_TEST(ok.thread_id.size() == 255u);
 }
+
+// Issue 12, feature 2: the caller's dependencies reach the nodes (and a subgraph's nodes) through
+// run_config::runtime, written braced inside co_await; with execution information: the call's run
+// id, shared with its subgraph, and the checkpoint the step started from. A node reading a type
+// the call did not pass gets a typed error naming it.
+namespace {
+struct deps {
+    std::string user_id;
+    int model_budget = 0;
+};
+struct info_state {
+    std::vector<std::string> seen;
+};
+BOOST_DESCRIBE_STRUCT(info_state, (), (seen))
+auto reducers(sg::for_state<info_state>) { return sg::reducers{sg::reduce<&info_state::seen>(sg::append)}; }
+
+sg::update<info_state> note_runtime(const info_state&, sg::context& ctx) {
+    const auto& d = ctx.runtime<deps>();
+    return sg::update<info_state>{}.set<&info_state::seen>(
+        {ctx.node() + ":" + d.user_id + ":" + std::to_string(d.model_budget), "run:" + ctx.run_id(),
+         "cp:" + std::string(ctx.checkpoint_id().empty() ? "none" : "some")});
+}
+
+boost::asio::awaitable<void> call_with_runtime(sg::compiled_graph<info_state>& app) {
+    deps d{"anna", 7};
+    auto r = co_await app.invoke(sg::update<info_state>{}, {.thread_id = "rt", .runtime = sg::runtime_of(d)});
+    const auto& seen = r.values.seen;
+    BOOST_REQUIRE_EQUAL(seen.size(), 6u);
+    BOOST_TEST(seen[0] == "outer:anna:7");
+    BOOST_TEST(seen[3] == "inner:anna:7");
+    BOOST_TEST(seen[1] == seen[4]); // one run id for the call and its subgraph
+    BOOST_TEST(seen[1].size() > 4u);
+    BOOST_TEST(seen[2] == "cp:some");
+    auto again = co_await app.invoke(sg::update<info_state>{}, {.thread_id = "rt2", .runtime = sg::runtime_of(d)});
+    BOOST_TEST(again.values.seen[1] != seen[1]); // a new call, a new run id
+    try {
+        const int wrong = 3;
+        co_await app.invoke(sg::update<info_state>{}, {.thread_id = "rt3", .runtime = sg::runtime_of(wrong)});
+        BOOST_FAIL("expected graph_error");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST(e.kind() == sg::errc::invalid_input);
+        BOOST_TEST(std::string(e.what()).find("'outer'") != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("deps") != std::string::npos, e.what());
+    }
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(runtime_context_and_execution_info_reach_every_node) {
+    sg::state_graph<info_state> inner;
+    inner.add_node("inner", note_runtime).add_edge(sg::START, "inner").add_edge("inner", sg::END);
+    sg::state_graph<info_state> outer;
+    outer.add_node("outer", note_runtime).add_node("sub", inner.compile());
+    outer.add_edge(sg::START, "outer").add_edge("outer", "sub").add_edge("sub", sg::END);
+    auto app = outer.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    sg::run_sync(call_with_runtime(app));
+}

@@ -4,6 +4,7 @@
 /// stream custom events, and see where it runs (node, step, thread, attempt).
 
 #include <stategraph/error.hpp>
+#include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -57,6 +58,8 @@ std::pair<std::string, const boost::json::value*> begin_effect(task_frame& f, st
 /// Records the result of a side effect and saves it at once as the task's pending write.
 boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::json::value result);
 [[noreturn]] void throw_effect_mismatch(task_frame& f, const std::string& key, const std::string& type);
+const runtime_context& runtime_of_call(const task_frame& f) noexcept;
+[[noreturn]] void throw_runtime_mismatch(const task_frame& f, const std::string& wanted);
 
 /// What `fn()` of `ctx.task` gives: a value, or an awaitable of one.
 template <class T>
@@ -143,6 +146,22 @@ public:
     int attempt() const noexcept;
     /// @brief The executor the run uses.
     const boost::asio::any_io_executor& executor() const noexcept;
+    /// @brief The id of this call (one per invoke or stream, shared by its subgraphs), for logs
+    /// and traces.
+    const std::string& run_id() const noexcept;
+    /// @brief The checkpoint this step started from ("" without a checkpointer).
+    const std::string& checkpoint_id() const noexcept;
+
+    /// @brief The caller's dependencies passed with the call (`run_config::runtime`), as type `T`.
+    /// @throws graph_error(invalid_input) naming the node when the call passed none, or another type.
+    template <class T>
+    const T& runtime() const {
+        const auto& r = detail::runtime_of_call(*f_);
+        if (!r || *r.type != typeid(T)) detail::throw_runtime_mismatch(*f_, boost::core::demangle(typeid(T).name()));
+        return *static_cast<const T*>(r.object);
+    }
+    /// @brief Whether the call passed a runtime context.
+    bool has_runtime() const noexcept { return bool(detail::runtime_of_call(*f_)); }
 
     /// @brief Pauses the run for a human: `co_await ctx.interrupt<T>(payload)`. Returns the
     /// answer given on resume, converted to `T`; without an answer the node stops here, and it

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <typeinfo>
 
 namespace stategraph {
 
@@ -54,6 +55,24 @@ private:
     unsigned char size_ = 0;
 };
 
+/// @brief The caller's own per-run dependencies (user id, model, database handles), as
+/// LangGraph's runtime context: passed with a call, read by nodes with `ctx.runtime<T>()`, never
+/// checkpointed. It refers to an object of the caller's, which must outlive the call:
+/// `my_deps deps{...}; co_await app.invoke(x, {.thread_id = "t", .runtime = stategraph::runtime_of(deps)});`
+struct runtime_context {
+    const void* object = nullptr;
+    const std::type_info* type = nullptr;
+    explicit operator bool() const noexcept { return object != nullptr; }
+};
+/// @brief The runtime context referring to `deps` (an lvalue: a temporary would be gone before
+/// the nodes read it).
+template <class T>
+runtime_context runtime_of(const T& deps) noexcept {
+    return {&deps, &typeid(T)};
+}
+template <class T>
+runtime_context runtime_of(const T&& deps) = delete;
+
 /// @brief How one call runs. Every member is optional; write it where you call:
 /// `co_await app.invoke(input, {.thread_id = "chat-42"})`.
 struct run_config {
@@ -62,6 +81,7 @@ struct run_config {
     int recursion_limit = 25;             ///< at most this many supersteps per call
     bool allow_drift = false;             ///< resume a thread written by a different graph shape
     std::size_t keep_last = 0;            ///< retention: after the call, keep only the newest N checkpoints (0 = all)
+    runtime_context runtime;              ///< the caller's dependencies for the nodes (`ctx.runtime<T>()`)
 };
 static_assert(std::is_trivially_destructible_v<run_config>,
               "run_config must stay trivially destructible (g++ 12 destroys braced temporaries in co_await twice)");
