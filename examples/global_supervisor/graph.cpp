@@ -133,6 +133,7 @@ turn_outcome outcome_of(const std::string& thread_id, sg::run_result<supervisor_
     turn_outcome out;
     out.thread_id = thread_id;
     out.interrupted = res.interrupted();
+    out.drained = res.drained();
     // Nodes of one superstep run in parallel: order them by name for a stable list.
     std::stable_sort(ran.begin(), ran.end());
     for (auto& [step, node] : ran) out.nodes.push_back(std::move(node));
@@ -210,7 +211,7 @@ boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::stri
 json::object to_json(const turn_outcome& t) {
     json::object o;
     o["thread_id"] = t.thread_id;
-    o["status"] = t.interrupted ? "interrupted" : "done";
+    o["status"] = t.interrupted ? "interrupted" : t.drained ? "drained" : "done";
     o["reply"] = t.reply;
     json::array interrupts;
     for (const auto& i : t.interrupts) interrupts.push_back(json::object{{"id", i.id}, {"value", i.value}});

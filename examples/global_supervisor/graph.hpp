@@ -39,6 +39,7 @@ std::string checkpoint_path(const std::string& db_path);
 struct turn_outcome {
     std::string thread_id;
     bool interrupted = false;
+    bool drained = false; ///< stopped by SIGTERM (stategraph::request_drain) between two steps, all saved
     std::string reply;  ///< the answer, or the question the run waits on
     std::vector<stategraph::interrupt_info> interrupts;
     std::vector<std::string> nodes;  ///< nodes run by this call, in order (superstep, then name)

@@ -21,6 +21,9 @@
 #include "utf8.hpp"
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/drain.hpp>
+
+#include <csignal>
 #include <stategraph/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
 
@@ -182,6 +185,9 @@ void print_turn(const gs::turn_outcome& t, bool as_json, double ms, const std::s
     if (t.interrupted)
         std::cout << "  waiting for your answer: global_supervisor resume --db " << db << " --thread " << t.thread_id
                   << " ANSWER\n";
+    if (t.drained)
+        std::cout << "  stopped by SIGTERM between two steps, everything saved: the next chat or resume on "
+                  << t.thread_id << " goes on from there\n";
 }
 
 std::string message_of(const args& a, const char* what) {
@@ -191,6 +197,9 @@ std::string message_of(const args& a, const char* what) {
 
 int cmd_chat_or_resume(const args& a) {
     std::string db = a.need("db"), thread = a.need("thread");
+    // SIGTERM (a deployment stopping the process) drains: the turn stops at its next step
+    // boundary with everything saved, and the process exits normally.
+    std::signal(SIGTERM, [](int) { sg::request_drain(); });
     std::string text = message_of(a, a.command == "chat" ? "MESSAGE" : "ANSWER");
     boost::asio::io_context io;
     app ap(io, a, db, a.command == "chat");

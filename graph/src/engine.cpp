@@ -10,6 +10,7 @@
 #include <stategraph/compiled_graph.hpp>
 #include <stategraph/detail/engine.hpp>
 #include <stategraph/detail/graph_core.hpp>
+#include <stategraph/drain.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -1157,9 +1158,12 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
     const auto& g = env.g;
     const auto& st = *g.st;
     int supersteps = 0;
+    const bool top = !r.track_delta; // subgraphs finish as part of their parent's step
     for (;;) {
         auto tasks = make_tasks(g, r);
         if (tasks.empty()) break;
+        // Every call runs its first step (a resume's answer is used, never dropped unsaved).
+        if (top && supersteps > 0 && drain_requested()) co_return make_result(g, r, run_status::drained, {});
         // Saved outcomes of this step (a resume, or a restart after a crash).
         const bool any_pending = !r.pending.empty();
         for (auto& t : tasks) {

@@ -48,6 +48,9 @@ struct run_result {
     std::int64_t step = 0;
     std::vector<std::string> next;          ///< nodes that run when the thread continues
     bool interrupted() const { return status == run_status::interrupted; }
+    /// @brief Stopped by `request_drain()` at a superstep boundary: `next` runs when the thread
+    /// is invoked again (`continue_run`).
+    bool drained() const { return status == run_status::drained; }
 };
 
 /// @brief What `get_state` and `get_state_history` return.

@@ -6,6 +6,7 @@
 #include <stategraph/command.hpp>
 #include <stategraph/compiled_graph.hpp>
 #include <stategraph/context.hpp>
+#include <stategraph/drain.hpp>
 #include <stategraph/error.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/reducer.hpp>

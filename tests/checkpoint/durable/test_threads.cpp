@@ -4,6 +4,8 @@
 #include "durable_common.hpp"
 #include "durable_graphs.hpp"
 
+#include <stategraph/drain.hpp>
+
 #include <boost/asio/detached.hpp>
 
 #include <set>
@@ -307,6 +309,50 @@ BOOST_DATA_TEST_CASE(side_effects_run_once_per_task, savers(), kind) {
     // A later run of the node is a new task: its effects run again.
     run(app.invoke(upd{}.set<&st::value>("bob"), thread("t")));
     BOOST_TEST(side["sent"] == 4);
+}
+
+// Issue 12, feature 6: request_drain() (a SIGTERM handler's call) stops a run at its next
+// superstep boundary with the step saved: here the drain is asked for while b runs (b and its
+// parallel sibling finish, their step is saved), the call returns drained with c next, and
+// invoking the thread again (as a restarted process would) continues it.
+BOOST_DATA_TEST_CASE(drain_stops_at_the_next_step_boundary, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g;
+    g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c")).add_node("d", logger(side, "d"));
+    g.add_node("b", [&side](const st&) {
+        side.bump("b");
+        sg::request_drain(); // as SIGTERM would, while the step runs
+        return upd{}.set<&st::log>({"b"});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("a", "d").add_edge("b", "c").add_edge("d", "c");
+    g.add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    struct cancel_on_exit {
+        ~cancel_on_exit() { sg::cancel_drain(); }
+    } cancel;
+    auto r = run(app.invoke(upd{}, thread("t")));
+    sg::cancel_drain();
+    BOOST_TEST(r.drained());
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(r.next == (std::vector<std::string>{"c"}));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"a", "b", "d"}));
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.next == (std::vector<std::string>{"c"})); // saved
+    BOOST_TEST(side["c"] == 0);
+    auto done = run(app.invoke(sg::continue_run, thread("t")));
+    BOOST_TEST(!done.drained());
+    BOOST_TEST(done.values.log == (std::vector<std::string>{"a", "b", "d", "c"}));
+    BOOST_TEST(side["b"] == 1);
+    BOOST_TEST(side["d"] == 1);
+
+    // A call made while a drain is requested runs its first step, then stops.
+    sg::request_drain();
+    auto first = run(app.invoke(upd{}, thread("u")));
+    sg::cancel_drain();
+    BOOST_TEST(first.drained());
+    BOOST_TEST(first.values.log == (std::vector<std::string>{"a"}));
+    BOOST_TEST(run(app.invoke(sg::continue_run, thread("u"))).values.log.size() == 4u);
 }
 
 // A node may call interrupt several times; each resume re-runs it from its start and every

@@ -24,7 +24,9 @@
 namespace stategraph {
 
 /// @brief How a call ended.
-enum class run_status { done, interrupted };
+/// How a call ended: at END (or with nothing left to run), stopped for a human, or stopped at a
+/// superstep boundary by `request_drain()` (the thread continues when invoked again).
+enum class run_status { done, interrupted, drained };
 
 /// @brief A task of the step a checkpoint is waiting on (see `state_snapshot`).
 struct task_snapshot {
