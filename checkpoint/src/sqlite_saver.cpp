@@ -6,7 +6,10 @@
 #include "codec.hpp"
 #include "lease_owner.hpp"
 
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +36,7 @@
 #include <set>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -1383,17 +1388,51 @@ const std::string& sqlite_saver::path() const noexcept { return impl_->opt.path;
 namespace {
 /// Runs `f` (SQLite work) on the saver's own thread and completes on the caller's executor, so a
 /// slow commit never blocks the caller's other coroutines; or in place, without `own_thread`.
+///
+/// The hand-back: the saver's thread posts the completion to the caller's executor and, once
+/// that post has returned, touches nothing of the caller's again (the work guard and the
+/// executor travel inside the completion and die on the caller's side); the completion waits
+/// for that moment before it resumes the caller, at most the few instructions left in `post`.
+/// Asio wakes a waiting thread only after unlocking its queue, so without the wait a caller that
+/// resumes and at once destroys its io_context (run_sync, a context per request, with a saver
+/// that outlives them) could do so while the saver's thread is still signalling it: the data race
+/// ThreadSanitizer reported (pthread_cond_signal against ~io_context; scripts/test --tsan).
 template <class R, class Impl, class F>
 boost::asio::awaitable<R> on_saver_thread(Impl& i, F f) {
     if (!i.pool) {
         std::lock_guard lock(i.mutex);
         co_return f();
     }
-    auto work = [&i, f = std::move(f)]() mutable -> boost::asio::awaitable<R> {
-        std::lock_guard lock(i.mutex);
-        co_return f();
+    struct handback {
+        std::conditional_t<std::is_void_v<R>, bool, std::optional<R>> value{};
+        std::exception_ptr error;
+        std::atomic<bool> posted{false};
     };
-    co_return co_await boost::asio::co_spawn(i.pool->get_executor(), std::move(work), boost::asio::use_awaitable);
+    auto h = std::make_shared<handback>();
+    auto initiate = [&i, &f, h](auto handler) {
+        auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+        boost::asio::post(*i.pool, [&i, f = std::move(f), h, handler = std::move(handler), work = std::move(work)]() mutable {
+            try {
+                std::lock_guard lock(i.mutex);
+                if constexpr (std::is_void_v<R>) f();
+                else h->value.emplace(f());
+            } catch (...) {
+                h->error = std::current_exception();
+            }
+            {
+                auto ex = work.get_executor();
+                boost::asio::post(ex, [h, handler = std::move(handler), work = std::move(work)]() mutable {
+                    h->posted.wait(false);
+                    std::move(handler)();
+                });
+            }
+            h->posted.store(true);
+            h->posted.notify_one();
+        });
+    };
+    co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void()>(initiate, boost::asio::use_awaitable);
+    if (h->error) std::rethrow_exception(h->error);
+    if constexpr (!std::is_void_v<R>) co_return std::move(*h->value);
 }
 } // namespace
 

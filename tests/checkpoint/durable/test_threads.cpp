@@ -7,7 +7,9 @@
 #include <stategraph/drain.hpp>
 
 #include <boost/asio/detached.hpp>
+#include <boost/asio/thread_pool.hpp>
 
+#include <algorithm>
 #include <set>
 
 using namespace durable;
@@ -1041,6 +1043,63 @@ BOOST_DATA_TEST_CASE(stored_names_are_checked_against_the_graph, savers(), kind)
             BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread(c.thread))); }) == sg::errc::corrupt_checkpoint);
         }
     }
+}
+
+namespace {
+/// A coroutine node that waits `ms` on a timer (so that its siblings interleave with it) and
+/// logs its name.
+auto waiter(counters& side, std::string name, int ms) {
+    return [&side, name, ms](const st&, sg::context& ctx) -> awaitable_update {
+        side.bump(name);
+        boost::asio::steady_timer t(ctx.executor(), std::chrono::milliseconds(ms));
+        co_await t.async_wait(boost::asio::use_awaitable);
+        co_return upd{}.set<&st::log>({name});
+    };
+}
+// A free coroutine with by-value parameters (g++ 12: a capturing lambda would lose its captures).
+boost::asio::awaitable<void> run_fan_out(sg::compiled_graph<st> app, std::string id, std::atomic<int>* ok) {
+    auto cfg = thread(id);
+    auto input = upd{};
+    auto r = co_await app.invoke(input, cfg);
+    auto log = r.values.log;
+    if (log.size() != 5 || log.back() != "join") co_return;
+    std::sort(log.begin(), log.end() - 1);
+    if (log == std::vector<std::string>{"a", "b", "c", "d", "join"}) ++*ok;
+}
+} // namespace
+
+// Parallel branches of many threads at once on a multi-threaded executor, one saver for all (for
+// the ThreadSanitizer run, scripts/test --tsan): each step's tasks on a strand of the pool, the
+// SQLite work on the saver's own thread, the leases renewed by its keeper thread meanwhile
+// (lease_ttl 300 ms: every 100 ms), a time limit racing node d.
+BOOST_DATA_TEST_CASE(parallel_branches_of_many_threads_on_a_thread_pool, savers(), kind) {
+    saver_env env(kind);
+    cp::sqlite_options o;
+    o.lease_ttl = 300ms;
+    auto saver = kind == saver_kind::sqlite ? env.open(o) : env.saver;
+    counters side;
+    sg::retry_policy limit;
+    limit.timeout = std::chrono::seconds(5);
+    sg::state_graph<st> g;
+    g.add_node("a", waiter(side, "a", 3)).add_node("b", waiter(side, "b", 1)).add_node("c", logger(side, "c"));
+    g.add_node("d", waiter(side, "d", 2), {.retry = limit}).add_node("join", logger(side, "join"));
+    for (const char* n : {"a", "b", "c", "d"}) g.add_edge(sg::START, n).add_edge(n, "join");
+    g.add_edge("join", sg::END);
+    auto app = g.compile({.checkpointer = saver});
+
+    constexpr int threads = 40;
+    std::atomic<int> ok{0};
+    {
+        boost::asio::thread_pool pool(2);
+        for (int t = 0; t < threads; ++t)
+            boost::asio::co_spawn(pool, run_fan_out(app, "fan-" + std::to_string(t), &ok), boost::asio::detached);
+        pool.join();
+    }
+    BOOST_TEST(ok.load() == threads);
+    for (const char* n : {"a", "b", "c", "d", "join"}) BOOST_TEST(side[n] == threads, n);
+    auto s = run(app.get_state("fan-7"));
+    BOOST_TEST(s.next.empty());
+    BOOST_TEST(s.values.log.size() == 5u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
