@@ -354,6 +354,10 @@ BOOST_DATA_TEST_CASE(drain_stops_at_the_next_step_boundary, savers(), kind) {
     sg::cancel_drain();
     BOOST_TEST(first.drained());
     BOOST_TEST(first.values.log == (std::vector<std::string>{"a"}));
+    auto second = run(app.invoke(sg::continue_run, thread("u"))); // b asks for a drain again
+    sg::cancel_drain();
+    BOOST_TEST(second.drained());
+    BOOST_TEST(second.values.log.size() == 3u);
     BOOST_TEST(run(app.invoke(sg::continue_run, thread("u"))).values.log.size() == 4u);
 }
 
