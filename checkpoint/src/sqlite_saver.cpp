@@ -595,9 +595,9 @@ struct sqlite_saver::impl {
         if (ec || size == 0) return;
         static constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                            'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
-        char head[16] = {};
+        char head[18] = {};
         std::ifstream in(opt.path, std::ios::binary);
-        in.read(head, sizeof head);
+        in.read(head, 16);
         if (!in || std::memcmp(head, magic, sizeof magic) != 0)
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path +
@@ -607,6 +607,21 @@ struct sqlite_saver::impl {
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
                                        " bytes, shorter than one database page); the file was left untouched");
+        // SQLite writes whole pages only: a file that ends inside a page was cut short, and SQLite
+        // would read the rest of that page as zeros, its rows silently gone. (Unless a WAL holds
+        // frames: a process killed while a checkpoint extended the file leaves part of a page that
+        // the WAL still has, and SQLite reads that page from the WAL.)
+        in.read(head + 16, 2);
+        const auto raw_page = static_cast<std::uintmax_t>(static_cast<unsigned char>(head[16]) << 8 |
+                                                          static_cast<unsigned char>(head[17]));
+        const std::uintmax_t page = raw_page == 1 ? 65536 : raw_page;
+        const auto wal = std::filesystem::file_size(opt.path + "-wal", ec);
+        const bool wal_has_frames = !ec && wal > 32; // more than a WAL header
+        if (in && !wal_has_frames && page >= 512 && page <= 65536 && (page & (page - 1)) == 0 && size % page != 0)
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
+                                       " bytes, not a whole number of its " + std::to_string(page) +
+                                       "-byte pages); the file was left untouched");
     }
 
     void check_version(std::int64_t version) const {
