@@ -584,21 +584,23 @@ std::vector<std::size_t> positions_of(std::size_t size) {
     return out;
 }
 
+/// The address a record is sealed to, as the SQLite saver seals it: its row's thread, namespace
+/// and id, and the columns beside it.
+std::string sealed_record(const cp::checkpoint& c, const std::string& thread) {
+    return cp::codec::seal(cp::codec::encode_record(c), {thread, "", c.id, c.parent_id, std::to_string(c.step), c.source});
+}
 /// The checkpoint stored in row (`thread`, `id`) of `f`, decoded with the savers' codec.
 cp::checkpoint stored_checkpoint(sql_file& f, const std::string& thread, const std::string& id) {
-    auto rows = f.query("SELECT step, source, record FROM checkpoints WHERE thread_id = ?1 AND ns = '' AND id = ?2",
+    auto rows = f.query("SELECT parent_id, step, source, record FROM checkpoints WHERE thread_id = ?1 AND ns = '' AND id = ?2",
                         {{thread}, {id}});
     if (rows.size() != 1) throw std::runtime_error("no checkpoint " + id + " in thread " + thread);
     cp::checkpoint c;
     c.id = id;
-    c.step = std::stoll(*rows[0][0]);
-    c.source = *rows[0][1];
-    cp::codec::decode_record(cp::codec::unseal(*rows[0][2], {thread, "", id}), c);
+    c.parent_id = *rows[0][0];
+    c.step = std::stoll(*rows[0][1]);
+    c.source = *rows[0][2];
+    cp::codec::decode_record(cp::codec::unseal(*rows[0][3], {thread, "", id, c.parent_id, *rows[0][1], c.source}), c);
     return c;
-}
-/// The record of `c` as the saver stores it in thread `thread`: well-formed, its checksum right.
-std::string sealed_record(const cp::checkpoint& c, const std::string& thread) {
-    return cp::codec::seal(cp::codec::encode_record(c), {thread, "", c.id});
 }
 
 /// Replaces, in the arrays of a frontier, the first node name `from` (a pulled node, or the node
