@@ -576,12 +576,20 @@ boost::json::value resolve_value(const std::string& version,
     std::vector<boost::json::value> tails; // newest first
     std::string at = version;
     for (std::size_t links = 0;; ++links) {
-        auto stored = fetch(at);
+        std::optional<std::string> stored;
+        value_parts parts;
+        try {
+            stored = fetch(at);
+            if (stored) parts = split_value(*stored, at);
+        } catch (const corrupt& e) {
+            // A damaged link is named: the version whose stored bytes are bad, not only the first.
+            if (links == 0) throw;
+            throw corrupt("the value at version " + version + " extends version " + at + ", which cannot be read: " + e.what());
+        }
         if (!stored) {
             if (links == 0) throw corrupt("no value stored at version " + at);
             throw corrupt("the value at version " + version + " extends version " + at + ", which is not stored");
         }
-        auto parts = split_value(*stored, at);
         boost::system::error_code ec;
         boost::json::parse_options options;
         options.max_depth = max_depth;      // as deep as anything serialize() wrote

@@ -153,6 +153,11 @@ ALTER TABLE writes_v2 RENAME TO writes;
 // where the bytes are stored). Rows of earlier versions stay as they are and are read unchecked;
 // the version only keeps older stategraph builds, which cannot read sealed bytes, out.
 constexpr const char* migration_v3 = "-- records, values and pending writes may be sealed from now on";
+// Version 4 seals a record with the columns beside it too (parent, step, source): a changed
+// column is caught like a changed record byte. Records sealed by version 3 still read (bound to
+// thread, namespace and id only); the version keeps version-3 builds, which would find every new
+// record's checksum wrong, out.
+constexpr const char* migration_v4 = "-- records sealed with their parent, step and source from now on";
 
 constexpr const char* sql_v1_checkpoints =
     "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
@@ -201,6 +206,8 @@ constexpr std::string_view sql_list = "SELECT " STATEGRAPH_CP_COLUMNS
 constexpr std::string_view sql_kept_records = "SELECT " STATEGRAPH_CP_COLUMNS
                                               " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
                                               "ORDER BY id DESC LIMIT ?3";
+constexpr std::string_view sql_oldest_record = "SELECT " STATEGRAPH_CP_COLUMNS
+                                               " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 ORDER BY id LIMIT 1";
 #undef STATEGRAPH_CP_COLUMNS
 constexpr std::string_view sql_get_blob =
     "SELECT value FROM blobs WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND version = ?4";
@@ -223,9 +230,8 @@ constexpr std::string_view sql_prune_checkpoints =
 constexpr std::string_view sql_blob_keys = "SELECT channel, version FROM blobs WHERE thread_id = ?1 AND ns = ?2";
 constexpr std::string_view sql_delete_blob =
     "DELETE FROM blobs WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND version = ?4";
-constexpr std::string_view sql_clear_oldest_parent =
-    "UPDATE checkpoints SET parent_id = '' WHERE thread_id = ?1 AND ns = ?2 AND id = "
-    "(SELECT min(id) FROM checkpoints WHERE thread_id = ?1 AND ns = ?2)";
+constexpr std::string_view sql_clear_parent =
+    "UPDATE checkpoints SET parent_id = '', record = ?4 WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
 constexpr std::string_view sql_stats_checkpoints =
     "SELECT count(*), coalesce(sum(length(record)), 0) FROM checkpoints WHERE thread_id = ?1";
 constexpr std::string_view sql_stats_blobs =
@@ -600,9 +606,9 @@ struct sqlite_saver::impl {
         if (ec || size == 0) return;
         static constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                            'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
-        char head[16] = {};
+        char head[18] = {};
         std::ifstream in(opt.path, std::ios::binary);
-        in.read(head, sizeof head);
+        in.read(head, 16);
         if (!in || std::memcmp(head, magic, sizeof magic) != 0)
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path +
@@ -612,6 +618,21 @@ struct sqlite_saver::impl {
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
                                        " bytes, shorter than one database page); the file was left untouched");
+        // SQLite writes whole pages only: a file that ends inside a page was cut short, and SQLite
+        // would read the rest of that page as zeros, its rows silently gone. (Unless a WAL holds
+        // frames: a process killed while a checkpoint extended the file leaves part of a page that
+        // the WAL still has, and SQLite reads that page from the WAL.)
+        in.read(head + 16, 2);
+        const auto raw_page = static_cast<std::uintmax_t>(static_cast<unsigned char>(head[16]) << 8 |
+                                                          static_cast<unsigned char>(head[17]));
+        const std::uintmax_t page = raw_page == 1 ? 65536 : raw_page;
+        const auto wal = std::filesystem::file_size(opt.path + "-wal", ec);
+        const bool wal_has_frames = !ec && wal > 32; // more than a WAL header
+        if (in && !wal_has_frames && page >= 512 && page <= 65536 && (page & (page - 1)) == 0 && size % page != 0)
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
+                                       " bytes, not a whole number of its " + std::to_string(page) +
+                                       "-byte pages); the file was left untouched");
     }
 
     void check_version(std::int64_t version) const {
@@ -641,6 +662,7 @@ struct sqlite_saver::impl {
             {migration_v1},                                                             // -> v1
             {migration_v2_create, &impl::convert_v1_checkpoints, migration_v2_swap},    // -> v2
             {migration_v3},                                                             // -> v3
+            {migration_v4},                                                             // -> v4
         };
         static_assert(std::size(migrations) == sqlite_saver::schema_version,
                       "one migration per schema version: bump schema_version with the list");
@@ -735,6 +757,24 @@ struct sqlite_saver::impl {
         return cp;
     }
 
+    /// A record as stored in its row: sealed to the row's thread, namespace and id and to the
+    /// columns beside it (parent, step, source).
+    static std::string seal_record(std::string_view record, const std::string& thread, const std::string& ns,
+                                   const checkpoint& cp) {
+        return codec::seal(record, {thread, ns, cp.id, cp.parent_id, std::to_string(cp.step), cp.source});
+    }
+    /// The record of a row, verified against its columns (`cp`: id, parent, step, source), or a
+    /// record sealed by schema version 3 (bound to thread, namespace and id only). Throws
+    /// codec::corrupt when it matches neither.
+    static std::string_view unseal_record(std::string_view stored, const std::string& thread, const std::string& ns,
+                                          const checkpoint& cp) {
+        try {
+            return codec::unseal(stored, {thread, ns, cp.id, cp.parent_id, std::to_string(cp.step), cp.source});
+        } catch (const codec::corrupt&) {
+            return codec::unseal(stored, {thread, ns, cp.id});
+        }
+    }
+
     /// Reads a checkpoint row (columns: STATEGRAPH_CP_COLUMNS) without its values.
     checkpoint read_row(const stmt& s, const std::string& thread, const std::string& ns) const {
         checkpoint cp;
@@ -743,7 +783,7 @@ struct sqlite_saver::impl {
         cp.step = s.integer(2);
         cp.source = s.text(3);
         try {
-            codec::decode_record(codec::unseal(s.bytes(4), {thread, ns, cp.id}), cp);
+            codec::decode_record(unseal_record(s.bytes(4), thread, ns, cp), cp);
         } catch (const std::exception& e) { // codec::corrupt, or allocation failure on garbage
             corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
         }
@@ -926,7 +966,7 @@ struct sqlite_saver::impl {
     // -- the operations (called with `mutex` held) ------------------------------------------
     void put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
         // Everything is encoded before the write lock is taken: the transaction only binds and steps.
-        const std::string record = codec::seal(codec::encode_record(cp), {thread, ns, cp.id});
+        const std::string record = seal_record(codec::encode_record(cp), thread, ns, cp);
         struct encoded {
             std::string_view channel;
             const std::string* version;
@@ -1169,9 +1209,20 @@ struct sqlite_saver::impl {
                 s.bind(1, thread).bind(2, ns).bind(3, channel).bind(4, version);
                 s.run();
             }
-            stmt s(*this, sql_clear_oldest_parent, thread, "pruning the thread");
-            s.bind(1, thread).bind(2, ns);
-            s.run();
+            // The oldest checkpoint kept loses its parent: its record is sealed again without it.
+            std::optional<checkpoint> oldest;
+            {
+                stmt s(*this, sql_oldest_record, thread, "pruning the thread");
+                s.bind_static(1, thread).bind_static(2, ns);
+                if (s.step()) oldest = read_row(s, thread, ns);
+            }
+            if (oldest && !oldest->parent_id.empty()) {
+                oldest->parent_id.clear();
+                const auto record = seal_record(codec::encode_record(*oldest), thread, ns, *oldest);
+                stmt s(*this, sql_clear_parent, thread, "pruning the thread");
+                s.bind_static(1, thread).bind_static(2, ns).bind_static(3, oldest->id).bind_blob_static(4, record);
+                s.run();
+            }
         }
         t.commit();
     }

@@ -7,6 +7,8 @@
 #include <stategraph/checkpoint/conformance.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 
+#include "codec.hpp" // checkpoint/src: to write records as schema version 3 sealed them
+
 #include <sqlite3.h>
 
 #include <atomic>
@@ -618,6 +620,79 @@ BOOST_AUTO_TEST_CASE(v1_file_migrates_to_v2) {
     sqlite_saver r(ro);
     BOOST_TEST(get(r, "t", "", v1.checkpoints[3].cp.id).has_value() == false); // "sub" is its own namespace
     BOOST_TEST(get(r, "t", "sub").has_value());
+}
+
+// Schema version 4 seals a record with the columns beside it (parent, step, source): a byte of
+// one of them changed the history silently before (corruption_probe/row_edits). Records sealed by
+// version 3 (thread, namespace and id only) still read after the upgrade; prune, which clears
+// the oldest kept checkpoint's parent, seals that record again.
+BOOST_AUTO_TEST_CASE(v3_records_still_read_and_v4_seals_their_columns) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    history h;
+    {
+        sqlite_saver s(options_for(path));
+        h.store(s);
+    }
+    {
+        // The file as version 3 wrote it.
+        raw_db raw(path);
+        struct row {
+            std::string thread, ns, id, record;
+        };
+        std::vector<row> rows;
+        sqlite3_stmt* q = nullptr;
+        BOOST_REQUIRE(sqlite3_prepare_v2(raw.db, "SELECT thread_id, ns, id, parent_id, step, source, record FROM checkpoints", -1,
+                                         &q, nullptr) == SQLITE_OK);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            auto col = [&](int c) {
+                const auto* p = static_cast<const char*>(sqlite3_column_blob(q, c));
+                return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(q, c)));
+            };
+            const auto payload = std::string(codec::unseal(col(6), {col(0), col(1), col(2), col(3), col(4), col(5)}));
+            rows.push_back({col(0), col(1), col(2), codec::seal(payload, {col(0), col(1), col(2)})});
+        }
+        sqlite3_finalize(q);
+        BOOST_REQUIRE_EQUAL(rows.size(), 4u);
+        for (const auto& r : rows) {
+            BOOST_REQUIRE(sqlite3_prepare_v2(raw.db, "UPDATE checkpoints SET record = ?1 WHERE thread_id = ?2 AND ns = ?3 AND id = ?4",
+                                             -1, &q, nullptr) == SQLITE_OK);
+            sqlite3_bind_blob(q, 1, r.record.data(), static_cast<int>(r.record.size()), SQLITE_TRANSIENT);
+            sqlite3_bind_text(q, 2, r.thread.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(q, 3, r.ns.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(q, 4, r.id.c_str(), -1, SQLITE_TRANSIENT);
+            BOOST_REQUIRE(sqlite3_step(q) == SQLITE_DONE);
+            sqlite3_finalize(q);
+        }
+        raw.exec("PRAGMA user_version = 3");
+    }
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
+    h.check(s);
+
+    // A record written now: a changed step, source or parent is corrupt_checkpoint, not another history.
+    auto cp4 = next_cp(&h.cp3, 2, "loop", json::object{{"a", 4}});
+    put(s, "t", "", cp4);
+    const std::string row = " WHERE thread_id = 't' AND ns = '' AND id = " + sql_text(cp4.id);
+    for (const auto& edit : std::vector<std::string>{"step = step + 1", "source = 'fork'", "parent_id = " + sql_text(h.cp1.id)}) {
+        BOOST_TEST_CONTEXT(edit) {
+            raw.exec("UPDATE checkpoints SET " + edit + row);
+            auto e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+            if (e) BOOST_TEST(contains(e->what(), cp4.id));
+            expect_error(errc::corrupt_checkpoint, [&] { (void)list(s, "t", "", list_options{}); });
+            raw.exec("UPDATE checkpoints SET step = 2, source = 'loop', parent_id = " + sql_text(cp4.parent_id) + row);
+            BOOST_TEST(get(s, "t", "")->cp.values.at("a") == 4);
+        }
+    }
+
+    // Prune clears the parent of the oldest checkpoint it keeps (a version-3 record): sealed again, it reads.
+    run(s.prune("t", 2));
+    auto oldest = get(s, "t", "", h.cp3.id);
+    BOOST_TEST_REQUIRE(oldest.has_value());
+    BOOST_TEST(oldest->cp.parent_id.empty());
+    BOOST_TEST(oldest->cp.values.at("a") == 3);
+    BOOST_TEST(list(s, "t", "", list_options{}).size() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_v1_row_fails_the_migration_and_leaves_the_file_at_v1) {

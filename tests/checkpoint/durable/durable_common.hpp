@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -168,6 +170,17 @@ sg::errc error_of(F&& f, std::string* message = nullptr, std::vector<std::string
         return e.kind();
     }
     return sg::errc::ok;
+}
+
+/// A count or seed from the environment (CI and local runs pick their own size), or `fallback`.
+inline std::uint64_t env_number(const char* name, std::uint64_t fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    try {
+        return std::stoull(v);
+    } catch (const std::exception&) {
+        return fallback;
+    }
 }
 
 inline sg::run_config thread(const std::string& id) {

@@ -39,17 +39,6 @@ namespace {
 using graphs::race_state;
 using steady = std::chrono::steady_clock;
 
-/// A count from the environment (CI and local runs pick their own size), or `fallback`.
-std::uint64_t env_number(const char* name, std::uint64_t fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    try {
-        return std::stoull(v);
-    } catch (const std::exception&) {
-        return fallback;
-    }
-}
-
 /// The end of a file (the children's output), for failure messages.
 std::string tail_of(const std::string& file, std::size_t bytes = 1500) {
     std::ifstream in(file, std::ios::binary);

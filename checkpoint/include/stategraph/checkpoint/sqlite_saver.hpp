@@ -2,12 +2,13 @@
 /// @file sqlite_saver.hpp
 /// @brief The embedded default checkpointer: one SQLite file in WAL mode.
 ///
-/// Layout (schema version 3, kept in `PRAGMA user_version`; every table is WITHOUT ROWID, so a
+/// Layout (schema version 4, kept in `PRAGMA user_version`; every table is WITHOUT ROWID, so a
 /// row lives in one b-tree, its primary key's). Every record, value and pending write is stored
 /// *sealed*: behind a CRC-32C over its bytes and its address (thread, checkpoint, channel,
-/// version, task), verified on every read, so a changed byte or a row moved elsewhere reads as
-/// `corrupt_checkpoint` naming what it was, never as different valid data. (Version 3 differs
-/// from version 2 only in that; rows written by version 2 are read unchecked.)
+/// version, task; for a record also its parent, step and source columns), verified on every
+/// read, so a changed byte or a row moved elsewhere reads as `corrupt_checkpoint` naming what it
+/// was, never as different valid data. (Version 3 sealed records without their parent, step and
+/// source, version 2 nothing: their rows are read as they were sealed, or unchecked.)
 /// - `checkpoints(thread_id, ns, id, parent_id, step, source, record, vals)`: one row per
 ///   checkpoint; `record` holds the channel versions, frontier, metadata and graph signature in a
 ///   compact binary form (versions relative to the checkpoint's id); `vals` the values this
@@ -93,7 +94,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 3;
+    static constexpr int schema_version = 4;
 
     /// @brief Opens (creating and migrating if needed) the file. Throws `checkpoint_error`.
     explicit sqlite_saver(sqlite_options options);
