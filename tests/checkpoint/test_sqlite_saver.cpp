@@ -450,6 +450,13 @@ boost::test_tools::assertion_result encryption_built(boost::unit_test::test_unit
     return r;
 }
 
+/// Runs a test only in a build without libsodium.
+boost::test_tools::assertion_result encryption_not_built(boost::unit_test::test_unit_id) {
+    boost::test_tools::assertion_result r(!sqlite_saver::encryption_available());
+    if (!r) r.message() << "built with libsodium: encryption is tested in sqlite_saver_encryption";
+    return r;
+}
+
 /// The saver conformance suite again, on encrypted files (only in a build that can encrypt).
 [[maybe_unused]] const bool encrypted_conformance_registered = [] {
     if (!sqlite_saver::encryption_available()) return false;
@@ -1389,6 +1396,13 @@ BOOST_AUTO_TEST_CASE(concurrent_first_opens_of_a_fresh_file_all_succeed) {
         for (auto& t : threads) t.join();
     }
     BOOST_TEST(failures == 0, failures << " of " << rounds * openers << " opens failed; first: " << first_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_key_is_refused_in_a_build_without_libsodium, *boost::unit_test::precondition(encryption_not_built)) {
+    temp_dir dir;
+    auto e = expect_error(errc::storage_failure, [&] { sqlite_saver s(keyed(options_for(dir.file("db")))); });
+    if (e) BOOST_TEST(contains(e->what(), "libsodium"), e->what());
+    BOOST_TEST(!fs::exists(dir.file("db")));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
