@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace stategraph::checkpoint {
@@ -323,54 +324,69 @@ boost::asio::awaitable<void> memory_saver::copy_thread(std::string from, std::st
 }
 
 boost::asio::awaitable<std::vector<thread_info>> memory_saver::list_threads(thread_query query) {
-    struct thread_summary {
-        std::string newest_id;             // of any namespace
-        const thread_data* root = nullptr; // the root namespace's, if any
-        std::size_t checkpoints = 0;
+    // Heads are copied under their shard's lock and decoded after it: all of them with a metadata
+    // filter, only the page returned without one.
+    struct head_copy { // of the root head: its record, not its values
+        std::string id, source, record;
+        std::int64_t step = -1;
     };
-    std::vector<thread_info> out;
+    struct found {
+        thread_info info;
+        const stored_checkpoint* root = nullptr; // valid only under the shard's lock
+        std::optional<head_copy> head;
+    };
+    auto decode = [](found& f) {
+        if (!f.head) return;
+        checkpoint cp;
+        cp.id = f.head->id;
+        cp.step = f.head->step;
+        cp.source = f.head->source;
+        try {
+            codec::decode_record(f.head->record, cp);
+        } catch (const codec::corrupt& e) {
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "thread '" + f.info.thread_id + "': checkpoint " + cp.id + ": " + e.what(), {f.info.thread_id});
+        }
+        f.info.checkpoint_id = cp.id;
+        f.info.created_at = checkpoint_time(cp.id);
+        f.info.metadata = std::move(cp.metadata);
+        f.head.reset();
+    };
+    const bool filtered = !query.metadata.empty();
+    std::vector<found> all;
     for (auto& sh : shards_) {
+        std::map<std::string_view, found> threads;
         std::lock_guard lock(sh.mutex);
-        std::map<std::string_view, thread_summary> threads;
         for (const auto& [k, d] : sh.threads) {
             if (d.checkpoints.empty()) continue;
-            auto& t = threads[k.first];
-            t.checkpoints += d.checkpoints.size();
-            if (d.checkpoints.back().id > t.newest_id) t.newest_id = d.checkpoints.back().id;
-            if (k.second.empty()) t.root = &d;
+            auto& f = threads[k.first];
+            f.info.checkpoints += d.checkpoints.size();
+            if (d.checkpoints.back().id > f.info.newest_id) f.info.newest_id = d.checkpoints.back().id;
+            if (k.second.empty()) f.root = &d.checkpoints.back();
         }
-        for (auto& [id, t] : threads) {
-            thread_info info;
-            info.thread_id = std::string(id);
-            info.newest_id = std::move(t.newest_id);
-            info.checkpoints = t.checkpoints;
-            if (t.root) {
-                const auto& head = t.root->checkpoints.back();
-                checkpoint cp;
-                cp.id = head.id;
-                cp.step = head.step;
-                cp.source = head.source;
-                try {
-                    codec::decode_record(head.record, cp);
-                } catch (const codec::corrupt& e) {
-                    throw checkpoint_error(errc::corrupt_checkpoint,
-                                           "thread '" + info.thread_id + "': checkpoint " + head.id + ": " + e.what(),
-                                           {info.thread_id});
-                }
-                info.checkpoint_id = head.id;
-                info.created_at = checkpoint_time(head.id);
-                info.metadata = std::move(cp.metadata);
+        for (auto& [id, f] : threads) {
+            f.info.thread_id = std::string(id);
+            if (f.root) f.head.emplace(head_copy{f.root->id, f.root->source, f.root->record, f.root->step});
+            f.root = nullptr;
+            if (filtered) {
+                decode(f);
+                if (f.info.checkpoint_id.empty() || !query.metadata.matches(f.info.metadata)) continue;
             }
-            if (!query.metadata.empty() && (!t.root || !query.metadata.matches(info.metadata))) continue;
-            out.push_back(std::move(info));
+            all.push_back(std::move(f));
         }
     }
-    std::sort(out.begin(), out.end(), [](const thread_info& a, const thread_info& b) {
-        return a.newest_id != b.newest_id ? a.newest_id > b.newest_id : a.thread_id < b.thread_id;
+    const std::size_t from = std::min(query.offset, all.size());
+    const std::size_t to = query.limit ? from + std::min(query.limit, all.size() - from) : all.size();
+    // Only the threads up to the page's end need their place.
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(to), all.end(), [](const found& a, const found& b) {
+        return a.info.newest_id != b.info.newest_id ? a.info.newest_id > b.info.newest_id : a.info.thread_id < b.info.thread_id;
     });
-    const std::size_t skip = std::min(query.offset, out.size());
-    out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(skip));
-    if (query.limit && out.size() > query.limit) out.resize(query.limit);
+    std::vector<thread_info> out;
+    out.reserve(to - from);
+    for (std::size_t i = from; i < to; ++i) {
+        decode(all[i]);
+        out.push_back(std::move(all[i].info));
+    }
     co_return out;
 }
 

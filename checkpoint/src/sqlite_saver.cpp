@@ -1411,50 +1411,49 @@ struct sqlite_saver::impl {
         return s.step() ? static_cast<std::size_t>(s.integer(0)) : 0;
     }
 
-    sweep_result sweep(const ttl_policy& policy) {
+    /// The threads whose newest checkpoint's id sorts before `cutoff` (a `sweep`'s first step).
+    std::vector<std::string> expired_threads(const std::string& cutoff) {
         static const std::string none;
         const char* what = "sweeping threads";
-        const std::string cutoff =
-            checkpoint_id_at(std::chrono::system_clock::now() - std::max(policy.older_than, std::chrono::milliseconds(0)));
         std::vector<std::string> expired;
+        transaction t(*this, false, none, what);
+        stmt s(*this, sql_expired_threads, none, what);
+        s.bind_static(1, cutoff);
+        while (s.step()) expired.push_back(s.text(0));
+        return expired;
+    }
+
+    /// Sweeps one thread in a transaction of its own, adding what it did to `result`: its age and
+    /// lease are checked again with the write lock held, so a thread written or taken since the
+    /// scan is left alone.
+    void sweep_thread(const std::string& thread, const std::string& cutoff, ttl_action action, sweep_result& result) {
+        const char* what = "sweeping threads";
+        transaction t(*this, true, thread, what);
+        std::size_t before = 0;
         {
-            transaction t(*this, false, none, what);
-            stmt s(*this, sql_expired_threads, none, what);
-            s.bind_static(1, cutoff);
-            while (s.step()) expired.push_back(s.text(0));
+            stmt s(*this, sql_thread_newest, thread, what);
+            s.bind(1, thread);
+            if (!s.step() || s.is_null(0) || !(s.text(0) < cutoff)) return;
+            before = static_cast<std::size_t>(s.integer(1));
         }
-        sweep_result result;
-        for (const auto& thread : expired) {
-            // One transaction per thread: the age and the lease are checked again with the write
-            // lock held, so a thread written or taken since the scan is left alone.
-            transaction t(*this, true, thread, what);
-            std::size_t before = 0;
-            {
-                stmt s(*this, sql_thread_newest, thread, what);
-                s.bind(1, thread);
-                if (!s.step() || s.is_null(0) || !(s.text(0) < cutoff)) continue;
-                before = static_cast<std::size_t>(s.integer(1));
-            }
-            ++result.expired;
-            const auto now = now_ms();
-            if (leased(thread, now)) {
-                ++result.skipped_busy;
-                continue;
-            }
-            if (policy.action == ttl_action::delete_thread) {
-                delete_rows(thread, now);
-                ++result.deleted;
-                result.checkpoints_removed += before;
-            } else {
-                prune_thread(thread, 1);
-                const auto removed = before - std::min(before, count_checkpoints(thread));
-                result.checkpoints_removed += removed;
-                if (removed) ++result.pruned;
-            }
-            t.commit();
+        ++result.expired;
+        const auto now = now_ms();
+        if (leased(thread, now)) {
+            ++result.skipped_busy;
+            return;
         }
+        if (action == ttl_action::delete_thread) {
+            delete_rows(thread, now);
+            ++result.deleted;
+            result.checkpoints_removed += before;
+        } else {
+            prune_thread(thread, 1);
+            const auto removed = before - std::min(before, count_checkpoints(thread));
+            result.checkpoints_removed += removed;
+            if (removed) ++result.pruned;
+        }
+        t.commit();
         inline_rows.clear();
-        return result;
     }
 
     void prune(const std::string& thread, std::size_t keep_last) {
@@ -1835,7 +1834,21 @@ boost::asio::awaitable<std::vector<thread_info>> sqlite_saver::list_threads(thre
 }
 
 boost::asio::awaitable<sweep_result> sqlite_saver::sweep(ttl_policy policy) {
-    return on_saver_thread<sweep_result>(*impl_, [i = impl_.get(), policy] { return i->sweep(policy); });
+    // One hop to the saver's thread per swept thread, each in a transaction of its own: the saver's
+    // other calls (the runs of this process) go on between them. (Each lambda is named before the
+    // `co_await`: g++ 12 destroys the captures of one built in that expression twice.)
+    const std::string cutoff =
+        checkpoint_id_at(std::chrono::system_clock::now() - std::max(policy.older_than, std::chrono::milliseconds(0)));
+    auto scan = [i = impl_.get(), &cutoff] { return i->expired_threads(cutoff); };
+    const auto expired = co_await on_saver_thread<std::vector<std::string>>(*impl_, std::move(scan));
+    sweep_result result;
+    for (const auto& thread : expired) {
+        auto one = [i = impl_.get(), &thread, &cutoff, action = policy.action, &result] {
+            i->sweep_thread(thread, cutoff, action, result);
+        };
+        co_await on_saver_thread<void>(*impl_, std::move(one));
+    }
+    co_return result;
 }
 
 bool sqlite_saver::encryption_available() noexcept { return codec::cipher::available(); }
