@@ -89,8 +89,9 @@ struct thread_stats {
     std::size_t record_bytes = 0; ///< bytes of the stored checkpoint records (versions, frontier, metadata)
 };
 
-/// @brief A metadata filter for `list_threads`: the threads whose newest checkpoint's metadata
-/// holds every key of the object with an equal JSON value. A view, not a copy: the object must
+/// @brief A metadata filter for `list_threads`: the threads whose newest checkpoint in the root
+/// namespace (`thread_info::checkpoint_id`) has metadata holding every key of the object with an
+/// equal JSON value. A view, not a copy: the object must
 /// outlive the `co_await` of the call (name it first; passing a temporary does not compile), which
 /// keeps `thread_query` trivially destructible (see `thread_query`).
 class metadata_filter {
@@ -119,7 +120,7 @@ private:
 /// Trivially destructible on purpose: g++ 12 destroys an aggregate temporary standing in a
 /// `co_await` expression twice, so the spelling above must own no memory.
 struct thread_query {
-    metadata_filter metadata; ///< only threads whose newest checkpoint's metadata matches (default: all)
+    metadata_filter metadata; ///< only threads whose newest root checkpoint's metadata matches (default: all)
     std::size_t limit = 0;    ///< at most this many (0: no limit)
     std::size_t offset = 0;   ///< skip this many matching threads first (paging)
 };
@@ -205,7 +206,7 @@ public:
     /// `from` has no checkpoint, `thread_exists` when `to` has any checkpoint or write (delete it
     /// first), and, as every write, `thread_busy` / `lease_lost` for a lease on `to`.
     virtual boost::asio::awaitable<void> copy_thread(std::string from, std::string to) = 0;
-    /// @brief The threads whose newest checkpoint's metadata matches `query.metadata`, newest
+    /// @brief The threads whose newest root checkpoint's metadata matches `query.metadata`, newest
     /// first (by `thread_info::newest_id`, then by thread id), `query.offset` skipped and at most
     /// `query.limit` returned.
     virtual boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) = 0;
