@@ -516,7 +516,7 @@ inline_size measure_inline(std::string_view bytes) {
     inline_size out;
     for (const auto& [channel, value] : decode_inline(bytes)) {
         ++out.values;
-        out.value_bytes += value.size() - (is_sealed(value) && value.size() >= seal_size ? seal_size : 0);
+        out.value_bytes += value.size() - framing_of(value);
     }
     return out;
 }
@@ -637,6 +637,12 @@ std::string seal(std::string_view payload, std::initializer_list<std::string_vie
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((sum >> (8 * i)) & 0xff));
     out.append(payload);
     return out;
+}
+
+std::size_t framing_of(std::string_view stored) noexcept {
+    if (is_sealed(stored) && stored.size() >= seal_size) return seal_size;
+    if (is_encrypted(stored) && stored.size() >= encrypted_overhead) return encrypted_overhead;
+    return 0;
 }
 
 bool is_sealed(std::string_view stored) noexcept {

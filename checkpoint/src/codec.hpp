@@ -110,6 +110,19 @@ bool is_sealed(std::string_view stored) noexcept;
 /// @brief The bytes `seal` adds in front of a payload.
 inline constexpr std::size_t seal_overhead = 5;
 
+/// @brief First byte of an encrypted item (the SQLite saver's encryption at rest): the marker,
+/// a 24-byte nonce, then the ciphertext and its 16-byte tag. Never the first byte of any other
+/// stored form (sealed bytes, a record, an appended value, JSON text).
+inline constexpr unsigned char encrypted_marker = 0xE5;
+/// @brief The bytes encryption adds to a payload (marker, nonce, tag).
+inline constexpr std::size_t encrypted_overhead = 1 + 24 + 16;
+/// @brief True when `stored` is encrypted (starts with `encrypted_marker`).
+inline bool is_encrypted(std::string_view stored) noexcept {
+    return !stored.empty() && static_cast<unsigned char>(stored[0]) == encrypted_marker;
+}
+/// @brief The bytes that frame a stored item's payload: a checksum, an encryption, or none.
+std::size_t framing_of(std::string_view stored) noexcept;
+
 /// @brief An id in the 11-character time-ordered form (`new_checkpoint_id`) as a number, or nullopt.
 std::optional<std::uint64_t> id_number(std::string_view id);
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace stategraph::checkpoint {
@@ -220,46 +221,50 @@ boost::asio::awaitable<void> memory_saver::delete_thread(std::string thread_id) 
     co_return;
 }
 
+std::size_t memory_saver::prune_locked(thread_data& d, std::size_t keep_last) const {
+    if (keep_last == 0) keep_last = 1;
+    auto& cps = d.checkpoints;
+    const std::size_t drop = cps.size() > keep_last ? cps.size() - keep_last : 0;
+    // Every value a kept checkpoint reads, with the versions its appended items extend.
+    std::set<std::pair<std::string, std::string>> needed; // (channel, version)
+    for (std::size_t i = drop; i < cps.size(); ++i) {
+        checkpoint cp;
+        cp.id = cps[i].id;
+        cp.step = cps[i].step;
+        cp.source = cps[i].source;
+        codec::decode_record(cps[i].record, cp);
+        for (const auto& [channel, version] : cp.versions)
+            // init-capture: clang 14 cannot capture a structured binding (channel) directly
+            codec::mark_needed(
+                channel, version, [&, &ch = channel](const std::string& v) { return stored_value(d, ch, v); }, needed);
+    }
+    // Values inside the entries about to go that are still read move apart.
+    for (std::size_t i = 0; i < drop; ++i) {
+        if (!cps[i].vals.empty())
+            for (const auto& [channel, bytes] : codec::decode_inline(cps[i].vals))
+                if (needed.count({std::string(channel), cps[i].id}))
+                    d.blobs.insert_or_assign({cps[i].id, std::string(channel)}, std::string(bytes));
+        d.writes.erase(cps[i].id);
+    }
+    cps.erase(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(drop));
+    for (auto b = d.blobs.begin(); b != d.blobs.end();) {
+        if (!needed.count({b->first.second, b->first.first})) b = d.blobs.erase(b);
+        else ++b;
+    }
+    if (!cps.empty()) cps.front().parent_id.clear();
+    return drop;
+}
+
 boost::asio::awaitable<void> memory_saver::prune(std::string thread_id, std::size_t keep_last) {
     auto& sh = shard_of(thread_id);
     std::lock_guard lock(sh.mutex);
-    if (keep_last == 0) keep_last = 1;
     for (auto& [k, d] : sh.threads) {
         if (k.first != thread_id) continue;
-        auto& cps = d.checkpoints;
-        const std::size_t drop = cps.size() > keep_last ? cps.size() - keep_last : 0;
         try {
-            // Every value a kept checkpoint reads, with the versions its appended items extend.
-            std::set<std::pair<std::string, std::string>> needed; // (channel, version)
-            for (std::size_t i = drop; i < cps.size(); ++i) {
-                checkpoint cp;
-                cp.id = cps[i].id;
-                cp.step = cps[i].step;
-                cp.source = cps[i].source;
-                codec::decode_record(cps[i].record, cp);
-                for (const auto& [channel, version] : cp.versions)
-                    // init-captures: clang 14 cannot capture structured bindings (d, channel) directly
-                    codec::mark_needed(
-                        channel, version,
-                        [&, &data = d, &ch = channel](const std::string& v) { return stored_value(data, ch, v); }, needed);
-            }
-            // Values inside the entries about to go that are still read move apart.
-            for (std::size_t i = 0; i < drop; ++i) {
-                if (!cps[i].vals.empty())
-                    for (const auto& [channel, bytes] : codec::decode_inline(cps[i].vals))
-                        if (needed.count({std::string(channel), cps[i].id}))
-                            d.blobs.insert_or_assign({cps[i].id, std::string(channel)}, std::string(bytes));
-                d.writes.erase(cps[i].id);
-            }
-            cps.erase(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(drop));
-            for (auto b = d.blobs.begin(); b != d.blobs.end();) {
-                if (!needed.count({b->first.second, b->first.first})) b = d.blobs.erase(b);
-                else ++b;
-            }
+            prune_locked(d, keep_last);
         } catch (const codec::corrupt& e) {
             throw checkpoint_error(errc::corrupt_checkpoint, "thread '" + k.first + "': " + e.what(), {k.first});
         }
-        if (!cps.empty()) cps.front().parent_id.clear();
     }
     co_return;
 }
@@ -287,6 +292,145 @@ boost::asio::awaitable<thread_stats> memory_saver::stats(std::string thread_id) 
         }
     }
     co_return s;
+}
+
+namespace {
+bool holds_anything(const auto& d) { return !d.checkpoints.empty() || !d.blobs.empty() || !d.writes.empty(); }
+} // namespace
+
+boost::asio::awaitable<void> memory_saver::copy_thread(std::string from, std::string to) {
+    // A snapshot of the source under its shard's lock, then the target's check and insertion under
+    // the target's: each step is atomic, and no two shard locks are ever held at once.
+    std::vector<std::pair<std::string, thread_data>> copies; // ns, data
+    {
+        auto& sh = shard_of(from);
+        std::lock_guard lock(sh.mutex);
+        for (const auto& [k, d] : sh.threads)
+            if (k.first == from && holds_anything(d)) copies.emplace_back(k.second, d);
+    }
+    if (std::none_of(copies.begin(), copies.end(), [](const auto& c) { return !c.second.checkpoints.empty(); }))
+        throw checkpoint_error(errc::thread_not_found,
+                               "copy_thread: thread '" + from + "' has no checkpoint to copy (to '" + to + "')", {from, to});
+    auto& sh = shard_of(to);
+    std::lock_guard lock(sh.mutex);
+    for (const auto& [k, d] : sh.threads)
+        if (k.first == to && holds_anything(d))
+            throw checkpoint_error(errc::thread_exists,
+                                   "copy_thread: thread '" + to + "' exists already (copying '" + from +
+                                       "' there would mix two threads); delete it first or choose another id",
+                                   {to, from});
+    for (auto& [ns, d] : copies) sh.threads.insert_or_assign(key{to, std::move(ns)}, std::move(d));
+    co_return;
+}
+
+boost::asio::awaitable<std::vector<thread_info>> memory_saver::list_threads(thread_query query) {
+    // Heads are copied under their shard's lock and decoded after it: all of them with a metadata
+    // filter, only the page returned without one.
+    struct head_copy { // of the root head: its record, not its values
+        std::string id, source, record;
+        std::int64_t step = -1;
+    };
+    struct found {
+        thread_info info;
+        const stored_checkpoint* root = nullptr; // valid only under the shard's lock
+        std::optional<head_copy> head;
+    };
+    auto decode = [](found& f) {
+        if (!f.head) return;
+        checkpoint cp;
+        cp.id = f.head->id;
+        cp.step = f.head->step;
+        cp.source = f.head->source;
+        try {
+            codec::decode_record(f.head->record, cp);
+        } catch (const codec::corrupt& e) {
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "thread '" + f.info.thread_id + "': checkpoint " + cp.id + ": " + e.what(), {f.info.thread_id});
+        }
+        f.info.checkpoint_id = cp.id;
+        f.info.created_at = checkpoint_time(cp.id);
+        f.info.metadata = std::move(cp.metadata);
+        f.head.reset();
+    };
+    const bool filtered = !query.metadata.empty();
+    std::vector<found> all;
+    for (auto& sh : shards_) {
+        std::map<std::string_view, found> threads;
+        std::lock_guard lock(sh.mutex);
+        for (const auto& [k, d] : sh.threads) {
+            if (d.checkpoints.empty()) continue;
+            auto& f = threads[k.first];
+            f.info.checkpoints += d.checkpoints.size();
+            if (d.checkpoints.back().id > f.info.newest_id) f.info.newest_id = d.checkpoints.back().id;
+            if (k.second.empty()) f.root = &d.checkpoints.back();
+        }
+        for (auto& [id, f] : threads) {
+            f.info.thread_id = std::string(id);
+            if (f.root) f.head.emplace(head_copy{f.root->id, f.root->source, f.root->record, f.root->step});
+            f.root = nullptr;
+            if (filtered) {
+                decode(f);
+                if (f.info.checkpoint_id.empty() || !query.metadata.matches(f.info.metadata)) continue;
+            }
+            all.push_back(std::move(f));
+        }
+    }
+    const std::size_t from = std::min(query.offset, all.size());
+    const std::size_t to = query.limit ? from + std::min(query.limit, all.size() - from) : all.size();
+    // Only the threads up to the page's end need their place.
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(to), all.end(), [](const found& a, const found& b) {
+        return a.info.newest_id != b.info.newest_id ? a.info.newest_id > b.info.newest_id : a.info.thread_id < b.info.thread_id;
+    });
+    std::vector<thread_info> out;
+    out.reserve(to - from);
+    for (std::size_t i = from; i < to; ++i) {
+        decode(all[i]);
+        out.push_back(std::move(all[i].info));
+    }
+    co_return out;
+}
+
+boost::asio::awaitable<sweep_result> memory_saver::sweep(ttl_policy policy) {
+    // Ids are time-ordered text: a thread is past its time to live when its newest id sorts before
+    // the id of the cut-off time. The in-memory saver has no leases: nothing is ever busy.
+    const auto cutoff = checkpoint_id_at(std::chrono::system_clock::now() -
+                                         std::max(policy.older_than, std::chrono::milliseconds(0)));
+    sweep_result result;
+    for (auto& sh : shards_) {
+        std::lock_guard lock(sh.mutex);
+        std::map<std::string, std::string> newest; // thread -> newest id of any namespace
+        for (const auto& [k, d] : sh.threads)
+            if (!d.checkpoints.empty()) {
+                auto& n = newest[k.first];
+                if (d.checkpoints.back().id > n) n = d.checkpoints.back().id;
+            }
+        for (const auto& [thread, id] : newest) {
+            if (!(id < cutoff)) continue;
+            ++result.expired;
+            std::size_t removed = 0;
+            for (auto it = sh.threads.begin(); it != sh.threads.end();) {
+                if (it->first.first != thread) {
+                    ++it;
+                    continue;
+                }
+                if (policy.action == ttl_action::delete_thread) {
+                    removed += it->second.checkpoints.size();
+                    it = sh.threads.erase(it);
+                    continue;
+                }
+                try {
+                    removed += prune_locked(it->second, 1);
+                } catch (const codec::corrupt& e) {
+                    throw checkpoint_error(errc::corrupt_checkpoint, "thread '" + thread + "': " + e.what(), {thread});
+                }
+                ++it;
+            }
+            result.checkpoints_removed += removed;
+            if (policy.action == ttl_action::delete_thread) ++result.deleted;
+            else if (removed) ++result.pruned;
+        }
+    }
+    co_return result;
 }
 
 } // namespace stategraph::checkpoint

@@ -3,6 +3,7 @@
 
 #include <stategraph/error.hpp>
 
+#include "cipher.hpp"
 #include "codec.hpp"
 #include "lease_owner.hpp"
 
@@ -158,6 +159,14 @@ constexpr const char* migration_v3 = "-- records, values and pending writes may 
 // thread, namespace and id only); the version keeps version-3 builds, which would find every new
 // record's checksum wrong, out.
 constexpr const char* migration_v4 = "-- records sealed with their parent, step and source from now on";
+// Version 5: facts about the whole file. `encryption` marks an encrypted file (a known text
+// encrypted with its key: impl::check_encryption); files without it are not encrypted.
+constexpr const char* migration_v5 = R"sql(
+CREATE TABLE settings (
+    name  TEXT PRIMARY KEY NOT NULL,
+    value BLOB NOT NULL
+) WITHOUT ROWID;
+)sql";
 
 constexpr const char* sql_v1_checkpoints =
     "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
@@ -234,12 +243,13 @@ constexpr std::string_view sql_clear_parent =
     "UPDATE checkpoints SET parent_id = '', record = ?4 WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
 constexpr std::string_view sql_stats_checkpoints =
     "SELECT count(*), coalesce(sum(length(record)), 0) FROM checkpoints WHERE thread_id = ?1";
+// Column 2 counts the sealed values (codec::seal), column 3 the encrypted ones (codec::cipher).
 constexpr std::string_view sql_stats_blobs =
-    "SELECT count(*), coalesce(sum(length(value)), 0), coalesce(sum(substr(value, 1, 1) = x'C5'), 0) FROM blobs "
-    "WHERE thread_id = ?1";
+    "SELECT count(*), coalesce(sum(length(value)), 0), coalesce(sum(substr(value, 1, 1) = x'C5'), 0), "
+    "coalesce(sum(substr(value, 1, 1) = x'E5'), 0) FROM blobs WHERE thread_id = ?1";
 constexpr std::string_view sql_stats_writes =
-    "SELECT count(*), coalesce(sum(length(value)), 0), coalesce(sum(substr(value, 1, 1) = x'C5'), 0) FROM writes "
-    "WHERE thread_id = ?1";
+    "SELECT count(*), coalesce(sum(length(value)), 0), coalesce(sum(substr(value, 1, 1) = x'C5'), 0), "
+    "coalesce(sum(substr(value, 1, 1) = x'E5'), 0) FROM writes WHERE thread_id = ?1";
 constexpr std::string_view sql_get_lease = "SELECT owner, expires_at FROM leases WHERE thread_id = ?1";
 constexpr std::string_view sql_put_lease =
     "INSERT OR REPLACE INTO leases(thread_id, owner, expires_at) VALUES(?1, ?2, ?3)";
@@ -247,6 +257,43 @@ constexpr std::string_view sql_renew_lease = "UPDATE leases SET expires_at = ?3 
 constexpr std::string_view sql_release_lease = "DELETE FROM leases WHERE thread_id = ?1 AND owner = ?2";
 constexpr std::string_view sql_release_all_leases = "DELETE FROM leases WHERE owner = ?1";
 constexpr std::string_view sql_break_lease = "DELETE FROM leases WHERE thread_id = ?1 RETURNING owner";
+// Thread maintenance.
+constexpr std::string_view sql_thread_exists =
+    "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1) OR EXISTS(SELECT 1 FROM writes WHERE thread_id = ?1) "
+    "OR EXISTS(SELECT 1 FROM blobs WHERE thread_id = ?1)";
+constexpr std::string_view sql_copy_source_checkpoints =
+    "SELECT ns, id, parent_id, step, source, record, vals FROM checkpoints WHERE thread_id = ?1";
+constexpr std::string_view sql_copy_checkpoint =
+    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+// Values are sealed to (channel, version), not to their thread: their rows are copied as they are.
+constexpr std::string_view sql_copy_blobs =
+    "INSERT INTO blobs(thread_id, ns, channel, version, value) "
+    "SELECT ?2, ns, channel, version, value FROM blobs WHERE thread_id = ?1";
+constexpr std::string_view sql_copy_source_writes =
+    "SELECT ns, checkpoint_id, task_id, task_name, channel, value, seq FROM writes WHERE thread_id = ?1";
+constexpr std::string_view sql_copy_write =
+    "INSERT INTO writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+// Threads by their newest checkpoint (any namespace), with their count and the head of the root
+// namespace; ids are time-ordered text, so max(id) is the newest.
+constexpr std::string_view sql_list_threads =
+    "SELECT thread_id, max(id), count(*), "
+    "(SELECT max(h.id) FROM checkpoints h WHERE h.thread_id = c.thread_id AND h.ns = '') "
+    "FROM checkpoints c GROUP BY thread_id ORDER BY 2 DESC, 1 LIMIT ?1 OFFSET ?2";
+constexpr std::string_view sql_expired_threads =
+    "SELECT thread_id FROM checkpoints GROUP BY thread_id HAVING max(id) < ?1";
+constexpr std::string_view sql_thread_newest = "SELECT max(id), count(*) FROM checkpoints WHERE thread_id = ?1";
+constexpr std::string_view sql_count_checkpoints = "SELECT count(*) FROM checkpoints WHERE thread_id = ?1";
+// Encryption.
+constexpr std::string_view sql_get_setting = "SELECT value FROM settings WHERE name = ?1";
+constexpr std::string_view sql_put_setting = "INSERT INTO settings(name, value) VALUES(?1, ?2)";
+constexpr std::string_view sql_holds_data =
+    "SELECT EXISTS(SELECT 1 FROM checkpoints) OR EXISTS(SELECT 1 FROM blobs) OR EXISTS(SELECT 1 FROM writes) "
+    "OR EXISTS(SELECT 1 FROM graphs)";
+/// The settings row of an encrypted file, and the text its value decrypts to with the right key.
+constexpr std::string_view encryption_setting = "encryption";
+constexpr std::string_view encryption_check = "stategraph encrypted file: xchacha20poly1305-ietf";
 
 std::int64_t now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -313,6 +360,9 @@ struct sqlite_saver::impl {
         bool stopping = false;
         std::thread thread;
     } keeper;
+
+    /// The key of an encrypted file (none: not encrypted).
+    std::unique_ptr<codec::cipher> box;
 
     /// Graph versions known to be in `graphs` (rows there are never deleted).
     std::set<std::string> stored_graphs;
@@ -535,6 +585,7 @@ struct sqlite_saver::impl {
         if (opt.own_thread) pool.emplace(1);
         if (opt.path.empty())
             throw checkpoint_error(errc::storage_failure, "sqlite_saver: sqlite_options::path is empty");
+        make_cipher();
         check_header();
 
         int flags = opt.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -595,6 +646,115 @@ struct sqlite_saver::impl {
                                            ", which a read-only saver cannot do");
             migrate();
         }
+        check_encryption();
+    }
+
+    // -- encryption -----------------------------------------------------------------------
+    /// Makes `box` from the key in the options (and forgets the options' copy of it).
+    void make_cipher() {
+        if (opt.encryption_key.empty() && opt.encryption_key_file.empty()) return;
+        const std::string at = "sqlite_saver: " + opt.path + ": ";
+        if (!opt.encryption_key.empty() && !opt.encryption_key_file.empty())
+            throw checkpoint_error(errc::storage_failure,
+                                   at + "set one of sqlite_options::encryption_key and encryption_key_file, not both");
+        if (!codec::cipher::available())
+            throw checkpoint_error(errc::storage_failure,
+                                   at + "a key was given, but this stategraph was built without libsodium "
+                                        "(STATEGRAPH_WITH_SODIUM=OFF) and cannot encrypt");
+        std::string text;
+        std::string source = "sqlite_options::encryption_key";
+        if (!opt.encryption_key_file.empty()) {
+            source = "the key file " + opt.encryption_key_file;
+            std::ifstream in(opt.encryption_key_file, std::ios::binary);
+            if (!in)
+                throw checkpoint_error(errc::storage_failure, at + "cannot read the key file " + opt.encryption_key_file);
+            text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        } else {
+            text.swap(opt.encryption_key);
+        }
+        auto wipe = [](std::string& s) {
+            std::fill(s.begin(), s.end(), '\0');
+            s.clear();
+        };
+        try {
+            auto key = codec::parse_key(text, !opt.encryption_key_file.empty());
+            wipe(text);
+            box = std::make_unique<codec::cipher>(key);
+            std::fill(key.begin(), key.end(), 0);
+        } catch (const std::invalid_argument& e) {
+            wipe(text);
+            throw checkpoint_error(errc::storage_failure, at + source + " is not a key: " + e.what());
+        } catch (const std::runtime_error& e) {
+            wipe(text);
+            throw checkpoint_error(errc::storage_failure, at + e.what());
+        }
+    }
+
+    [[noreturn]] void key_mismatch(const std::string& why) const {
+        throw checkpoint_error(errc::key_mismatch, "sqlite_saver: " + opt.path + " " + why + "; no checkpoint was read or written");
+    }
+
+    std::optional<std::string> read_setting(std::string_view name) {
+        static const std::string none;
+        stmt s(*this, sql_get_setting, none, "reading the file's settings");
+        s.bind_static(1, name);
+        if (!s.step()) return std::nullopt;
+        return s.text(0);
+    }
+
+    /// An encrypted file opens only with its key, an unencrypted one that holds data only without
+    /// one; the first saver that opens an empty file with a key marks it encrypted.
+    void check_encryption() {
+        static const std::string none;
+        auto verify = [&](const std::string& token) {
+            if (!box)
+                key_mismatch("is encrypted: open it with its key (sqlite_options::encryption_key or encryption_key_file)");
+            bool ok = false;
+            try {
+                ok = box->open(token, {encryption_setting}) == encryption_check;
+            } catch (const codec::corrupt&) {
+            }
+            if (!ok) key_mismatch("is encrypted with another key: the key given does not open it");
+        };
+        if (auto token = read_setting(encryption_setting)) return verify(*token);
+        if (!box) return;
+        auto holds_data = [&] {
+            stmt s(*this, sql_holds_data, none, "reading the file's settings");
+            return s.step() && s.integer(0) != 0;
+        };
+        const char* plain = "is not encrypted and holds checkpoints: open it without a key (a file is encrypted from its "
+                            "first write on; copy its threads into a new encrypted file to encrypt them)";
+        if (opt.read_only) {
+            if (holds_data()) key_mismatch(plain);
+            return;
+        }
+        transaction t(*this, true, none, "marking the file encrypted");
+        if (auto token = read_setting(encryption_setting)) return verify(*token); // another process was first
+        if (holds_data()) key_mismatch(plain);
+        const std::string token = box->seal(encryption_check, {encryption_setting});
+        {
+            stmt s(*this, sql_put_setting, none, "marking the file encrypted");
+            s.bind_static(1, encryption_setting).bind_blob_static(2, token);
+            s.run();
+        }
+        t.commit();
+    }
+
+    /// Stored form of a payload at `parts`: encrypted with the file's key, or sealed (codec::seal).
+    std::string protect(std::string_view payload, std::initializer_list<std::string_view> parts) const {
+        return box ? box->seal(payload, parts) : codec::seal(payload, parts);
+    }
+    /// The payload of stored bytes at `parts` (decrypted into `buffer` in an encrypted file).
+    /// Throws codec::corrupt: damaged, moved, encrypted with another key, or encrypted where the
+    /// saver has no key and the other way round.
+    std::string_view reveal(std::string_view stored, std::initializer_list<std::string_view> parts,
+                            std::string& buffer) const {
+        if (box) {
+            buffer = box->open(stored, parts);
+            return buffer;
+        }
+        if (codec::is_encrypted(stored)) throw codec::corrupt("it is encrypted, and this saver was opened without a key");
+        return codec::unseal(stored, parts);
     }
 
     /// A non-empty file must start with the SQLite magic: anything else is reported, not touched.
@@ -663,6 +823,7 @@ struct sqlite_saver::impl {
             {migration_v2_create, &impl::convert_v1_checkpoints, migration_v2_swap},    // -> v2
             {migration_v3},                                                             // -> v3
             {migration_v4},                                                             // -> v4
+            {migration_v5},                                                             // -> v5
         };
         static_assert(std::size(migrations) == sqlite_saver::schema_version,
                       "one migration per schema version: bump schema_version with the list");
@@ -757,21 +918,23 @@ struct sqlite_saver::impl {
         return cp;
     }
 
-    /// A record as stored in its row: sealed to the row's thread, namespace and id and to the
-    /// columns beside it (parent, step, source).
-    static std::string seal_record(std::string_view record, const std::string& thread, const std::string& ns,
-                                   const checkpoint& cp) {
-        return codec::seal(record, {thread, ns, cp.id, cp.parent_id, std::to_string(cp.step), cp.source});
+    /// A record as stored in its row (sealed or encrypted: `protect`), bound to the row's thread,
+    /// namespace and id and to the columns beside it (parent, step, source).
+    std::string seal_record(std::string_view record, const std::string& thread, const std::string& ns,
+                            const checkpoint& cp) const {
+        const std::string step = std::to_string(cp.step);
+        return protect(record, {thread, ns, cp.id, cp.parent_id, step, cp.source});
     }
     /// The record of a row, verified against its columns (`cp`: id, parent, step, source), or a
-    /// record sealed by schema version 3 (bound to thread, namespace and id only). Throws
-    /// codec::corrupt when it matches neither.
-    static std::string_view unseal_record(std::string_view stored, const std::string& thread, const std::string& ns,
-                                          const checkpoint& cp) {
+    /// record sealed by schema version 3 (bound to thread, namespace and id only); decrypted into
+    /// `buffer` in an encrypted file. Throws codec::corrupt when it matches neither.
+    std::string_view unseal_record(std::string_view stored, const std::string& thread, const std::string& ns,
+                                   const checkpoint& cp, std::string& buffer) const {
+        const std::string step = std::to_string(cp.step);
         try {
-            return codec::unseal(stored, {thread, ns, cp.id, cp.parent_id, std::to_string(cp.step), cp.source});
+            return reveal(stored, {thread, ns, cp.id, cp.parent_id, step, cp.source}, buffer);
         } catch (const codec::corrupt&) {
-            return codec::unseal(stored, {thread, ns, cp.id});
+            return reveal(stored, {thread, ns, cp.id}, buffer);
         }
     }
 
@@ -783,7 +946,8 @@ struct sqlite_saver::impl {
         cp.step = s.integer(2);
         cp.source = s.text(3);
         try {
-            codec::decode_record(unseal_record(s.bytes(4), thread, ns, cp), cp);
+            std::string plain;
+            codec::decode_record(unseal_record(s.bytes(4), thread, ns, cp, plain), cp);
         } catch (const std::exception& e) { // codec::corrupt, or allocation failure on garbage
             corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
         }
@@ -795,25 +959,26 @@ struct sqlite_saver::impl {
     template <class F>
     bool with_stored(const std::string& thread, const std::string& ns, const std::string& channel,
                      const std::string& version, F&& use) {
-        // Stored bytes carry a checksum bound to (channel, version): verified before use.
+        // Stored bytes carry a checksum (or an encryption) bound to (channel, version): verified before use.
+        std::string plain;
         if (channel == graph_channel) {
             stmt g(*this, sql_get_graph, thread, "reading a channel value");
             g.bind_static(1, version);
             if (g.step()) {
-                use(codec::unseal(g.bytes(0), {channel, version}));
+                use(reveal(g.bytes(0), {channel, version}, plain));
                 return true;
             }
         }
         if (const auto& row = inline_row(thread, ns, version))
             for (const auto& [c, bytes] : decode_inline_of(thread, ns, version, *row))
                 if (c == channel) {
-                    use(codec::unseal(bytes, {channel, version}));
+                    use(reveal(bytes, {channel, version}, plain));
                     return true;
                 }
         stmt s(*this, sql_get_blob, thread, "reading a channel value");
         s.bind_static(1, thread).bind_static(2, ns).bind_static(3, channel).bind_static(4, version);
         if (!s.step()) return false;
-        use(codec::unseal(s.bytes(0), {channel, version}));
+        use(reveal(s.bytes(0), {channel, version}, plain));
         return true;
     }
 
@@ -903,8 +1068,9 @@ struct sqlite_saver::impl {
             const std::string what = "checkpoint " + id + ": pending write of task " + quote(pw.task_id) + " (" +
                                      pw.task_name + ") to channel " + quote(pw.channel);
             std::string_view text;
+            std::string plain;
             try {
-                text = codec::unseal(w.bytes(3), {thread, ns, id, pw.task_id, pw.task_name, pw.channel});
+                text = reveal(w.bytes(3), {thread, ns, id, pw.task_id, pw.task_name, pw.channel}, plain);
             } catch (const codec::corrupt& e) {
                 corrupt(thread, ns, what + " cannot be read: " + e.what(), {thread, pw.channel, pw.task_name});
             }
@@ -985,7 +1151,7 @@ struct sqlite_saver::impl {
             // thread) or holding appended items stays with the thread's blobs.
             const bool shared = name == graph_channel && !extends && version != cp.id;
             if (shared && stored_graphs.count(version)) continue; // stored once per graph, already there
-            values.push_back({channel, &version, codec::seal(codec::encode_value(value, extends, version), {channel, version}),
+            values.push_back({channel, &version, protect(codec::encode_value(value, extends, version), {channel, version}),
                               shared});
         }
         // This checkpoint's own small values go into its row, the rest into `blobs`.
@@ -1059,8 +1225,8 @@ struct sqlite_saver::impl {
         transaction t(*this, true, thread, "saving pending writes");
         check_lease(thread, now_ms());
         for (const auto& w : writes) {
-            const std::string text = codec::seal(boost::json::serialize(w.value),
-                                                 {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel});
+            const std::string text = protect(boost::json::serialize(w.value),
+                                             {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel});
             stmt s(*this, sql_put_write, thread, "saving a pending write"); // declared after `text`: unbinds first
             s.bind_static(1, thread).bind_static(2, ns).bind_static(3, checkpoint_id).bind_static(4, w.task_id);
             s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
@@ -1118,6 +1284,12 @@ struct sqlite_saver::impl {
         transaction t(*this, true, thread, "deleting the thread");
         auto now = now_ms();
         check_lease(thread, now);
+        delete_rows(thread, now);
+        t.commit();
+    }
+
+    /// Deletes the thread's rows and an expired lease of another owner (in the caller's transaction).
+    void delete_rows(const std::string& thread, std::int64_t now) {
         for (auto sql : {sql_delete_writes, sql_delete_blobs, sql_delete_checkpoints}) {
             stmt s(*this, sql, thread, "deleting the thread");
             s.bind(1, thread);
@@ -1126,14 +1298,227 @@ struct sqlite_saver::impl {
         stmt l(*this, sql_delete_expired_lease, thread, "deleting the thread");
         l.bind(1, thread).bind(2, owner).bind(3, now);
         l.run();
+    }
+
+    // -- thread maintenance -----------------------------------------------------------------
+    void copy_thread(const std::string& from, const std::string& to) {
+        const char* what = "copying the thread";
+        transaction t(*this, true, to, what);
+        check_lease(to, now_ms());
+        {
+            stmt s(*this, sql_thread_exists, to, what);
+            s.bind_static(1, to);
+            if (s.step() && s.integer(0) != 0)
+                throw checkpoint_error(errc::thread_exists,
+                                       "copy_thread: thread " + quote(to) + " exists already (copying " + quote(from) +
+                                           " there would mix two threads); delete it first or choose another id" + where(),
+                                       {to, from});
+        }
+        // Records and pending writes are sealed (or encrypted) to their thread: each is opened and
+        // stored again under the new id. Values are bound to (channel, version) only and copy as
+        // they are, inside the checkpoint rows and in `blobs`.
+        struct row {
+            std::string ns, id, parent_id, source, record;
+            std::int64_t step;
+            std::optional<std::string> vals;
+        };
+        std::vector<row> rows;
+        {
+            stmt s(*this, sql_copy_source_checkpoints, from, what);
+            s.bind_static(1, from);
+            while (s.step()) {
+                row r{s.text(0), s.text(1), s.text(2), s.text(4), {}, s.integer(3), std::nullopt};
+                std::string plain;
+                try {
+                    checkpoint cols; // the columns a record is sealed with
+                    cols.id = r.id;
+                    cols.parent_id = r.parent_id;
+                    cols.step = r.step;
+                    cols.source = r.source;
+                    r.record = seal_record(unseal_record(s.bytes(5), from, r.ns, cols, plain), to, r.ns, cols);
+                } catch (const codec::corrupt& e) {
+                    corrupt(from, r.ns, "checkpoint " + r.id + ": its record cannot be read: " + e.what(), {from});
+                }
+                if (!s.is_null(6)) r.vals.emplace(s.bytes(6));
+                rows.push_back(std::move(r));
+            }
+        }
+        if (rows.empty())
+            throw checkpoint_error(errc::thread_not_found,
+                                   "copy_thread: thread " + quote(from) + " has no checkpoint to copy (to " + quote(to) + ")" +
+                                       where(),
+                                   {from, to});
+        for (const auto& r : rows) {
+            stmt s(*this, sql_copy_checkpoint, to, what);
+            s.bind_static(1, to).bind_static(2, r.ns).bind_static(3, r.id).bind_static(4, r.parent_id);
+            s.bind(5, r.step).bind_static(6, r.source).bind_blob_static(7, r.record);
+            if (r.vals) s.bind_blob_static(8, *r.vals);
+            else s.bind_null(8);
+            s.run();
+        }
+        {
+            stmt s(*this, sql_copy_blobs, to, what);
+            s.bind_static(1, from).bind_static(2, to);
+            s.run();
+        }
+        struct write_row {
+            std::string ns, checkpoint_id, task_id, task_name, channel, value;
+            std::int64_t seq;
+        };
+        std::vector<write_row> writes;
+        {
+            stmt s(*this, sql_copy_source_writes, from, what);
+            s.bind_static(1, from);
+            while (s.step()) {
+                write_row w{s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), {}, s.integer(6)};
+                std::string plain;
+                try {
+                    w.value = protect(reveal(s.bytes(5), {from, w.ns, w.checkpoint_id, w.task_id, w.task_name, w.channel}, plain),
+                                      {to, w.ns, w.checkpoint_id, w.task_id, w.task_name, w.channel});
+                } catch (const codec::corrupt& e) {
+                    corrupt(from, w.ns,
+                            "checkpoint " + w.checkpoint_id + ": pending write of task " + quote(w.task_id) + " (" +
+                                w.task_name + ") to channel " + quote(w.channel) + " cannot be read: " + e.what(),
+                            {from, w.channel, w.task_name});
+                }
+                writes.push_back(std::move(w));
+            }
+        }
+        for (const auto& w : writes) {
+            stmt s(*this, sql_copy_write, to, what);
+            s.bind_static(1, to).bind_static(2, w.ns).bind_static(3, w.checkpoint_id).bind_static(4, w.task_id);
+            s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, w.value).bind(8, w.seq);
+            s.run();
+        }
         t.commit();
     }
 
+    std::vector<thread_info> list_threads(const thread_query& q, const boost::json::object* match) {
+        static const std::string none;
+        const char* what = "listing threads";
+        transaction t(*this, false, none, what);
+        struct found {
+            std::string thread, newest, head;
+            std::size_t count;
+        };
+        std::vector<found> threads;
+        const bool filtered = match && !match->empty();
+        {
+            // Without a filter, SQLite pages; with one, every thread's head is read and matched here.
+            stmt s(*this, sql_list_threads, none, what);
+            const auto clamp = [](std::size_t n) { return static_cast<std::int64_t>(std::min<std::size_t>(n, INT64_MAX)); };
+            s.bind(1, !filtered && q.limit ? clamp(q.limit) : std::int64_t{-1});
+            s.bind(2, filtered ? std::int64_t{0} : clamp(q.offset));
+            while (s.step())
+                threads.push_back({s.text(0), s.text(1), s.is_null(3) ? std::string() : s.text(3),
+                                   static_cast<std::size_t>(s.integer(2))});
+        }
+        std::vector<thread_info> out;
+        std::size_t skipped = 0;
+        for (auto& f : threads) {
+            if (filtered && q.limit && out.size() >= q.limit) break;
+            thread_info info;
+            info.thread_id = std::move(f.thread);
+            info.newest_id = std::move(f.newest);
+            info.checkpoints = f.count;
+            if (!f.head.empty()) {
+                static const std::string root;
+                stmt s(*this, sql_get_by_id, info.thread_id, what);
+                s.bind_static(1, info.thread_id).bind_static(2, root).bind_static(3, f.head);
+                if (s.step()) {
+                    auto cp = read_row(s, info.thread_id, root);
+                    info.checkpoint_id = std::move(cp.id);
+                    info.created_at = checkpoint_time(info.checkpoint_id);
+                    info.metadata = std::move(cp.metadata);
+                }
+            }
+            if (filtered) {
+                if (info.checkpoint_id.empty() || !metadata_filter(*match).matches(info.metadata)) continue;
+                if (skipped < q.offset) {
+                    ++skipped;
+                    continue;
+                }
+            }
+            out.push_back(std::move(info));
+        }
+        t.commit();
+        return out;
+    }
+
+    /// Whether a run holds the thread's lease: this saver (it acquired the thread and did not lose
+    /// it), or another owner whose lease is live and who is not provably gone.
+    bool leased(const std::string& thread, std::int64_t now) {
+        if (held.count(thread) && !lost.count(thread)) return true;
+        stmt s(*this, sql_get_lease, thread, "reading the thread's lease");
+        s.bind(1, thread);
+        if (!s.step()) return false;
+        const auto holder = s.text(0);
+        const auto expires = s.integer(1);
+        return expires > now && (holder == owner || !lease_owner::is_gone(holder));
+    }
+
+    std::size_t count_checkpoints(const std::string& thread) {
+        stmt s(*this, sql_count_checkpoints, thread, "sweeping threads");
+        s.bind(1, thread);
+        return s.step() ? static_cast<std::size_t>(s.integer(0)) : 0;
+    }
+
+    /// The threads whose newest checkpoint's id sorts before `cutoff` (a `sweep`'s first step).
+    std::vector<std::string> expired_threads(const std::string& cutoff) {
+        static const std::string none;
+        const char* what = "sweeping threads";
+        std::vector<std::string> expired;
+        transaction t(*this, false, none, what);
+        stmt s(*this, sql_expired_threads, none, what);
+        s.bind_static(1, cutoff);
+        while (s.step()) expired.push_back(s.text(0));
+        return expired;
+    }
+
+    /// Sweeps one thread in a transaction of its own, adding what it did to `result`: its age and
+    /// lease are checked again with the write lock held, so a thread written or taken since the
+    /// scan is left alone.
+    void sweep_thread(const std::string& thread, const std::string& cutoff, ttl_action action, sweep_result& result) {
+        const char* what = "sweeping threads";
+        transaction t(*this, true, thread, what);
+        std::size_t before = 0;
+        {
+            stmt s(*this, sql_thread_newest, thread, what);
+            s.bind(1, thread);
+            if (!s.step() || s.is_null(0) || !(s.text(0) < cutoff)) return;
+            before = static_cast<std::size_t>(s.integer(1));
+        }
+        ++result.expired;
+        const auto now = now_ms();
+        if (leased(thread, now)) {
+            ++result.skipped_busy;
+            return;
+        }
+        if (action == ttl_action::delete_thread) {
+            delete_rows(thread, now);
+            ++result.deleted;
+            result.checkpoints_removed += before;
+        } else {
+            prune_thread(thread, 1);
+            const auto removed = before - std::min(before, count_checkpoints(thread));
+            result.checkpoints_removed += removed;
+            if (removed) ++result.pruned;
+        }
+        t.commit();
+        inline_rows.clear();
+    }
+
     void prune(const std::string& thread, std::size_t keep_last) {
-        if (keep_last == 0) keep_last = 1;
-        const auto keep = static_cast<std::int64_t>(std::min<std::size_t>(keep_last, INT64_MAX));
         transaction t(*this, true, thread, "pruning the thread");
         check_lease(thread, now_ms());
+        prune_thread(thread, keep_last);
+        t.commit();
+    }
+
+    /// `prune` inside the caller's write transaction, its lease checked.
+    void prune_thread(const std::string& thread, std::size_t keep_last) {
+        if (keep_last == 0) keep_last = 1;
+        const auto keep = static_cast<std::int64_t>(std::min<std::size_t>(keep_last, INT64_MAX));
         std::vector<std::string> namespaces;
         {
             stmt s(*this, sql_thread_namespaces, thread, "pruning the thread");
@@ -1224,7 +1609,6 @@ struct sqlite_saver::impl {
                 s.run();
             }
         }
-        t.commit();
     }
 
     thread_stats stats(const std::string& thread) {
@@ -1242,8 +1626,9 @@ struct sqlite_saver::impl {
             stmt s(*this, sql_stats_blobs, thread, "reading storage statistics");
             s.bind(1, thread);
             if (s.step()) {
-                // A value's checksum (codec::seal) frames it: it counts with the records.
-                const auto seals = static_cast<std::size_t>(s.integer(2)) * codec::seal_overhead;
+                // A value's checksum (codec::seal) or encryption frames it: it counts with the records.
+                const auto seals = static_cast<std::size_t>(s.integer(2)) * codec::seal_overhead +
+                                   static_cast<std::size_t>(s.integer(3)) * codec::encrypted_overhead;
                 st.blobs = static_cast<std::size_t>(s.integer(0));
                 st.bytes += static_cast<std::size_t>(s.integer(1)) - seals;
                 st.record_bytes += seals;
@@ -1253,7 +1638,8 @@ struct sqlite_saver::impl {
             stmt s(*this, sql_stats_writes, thread, "reading storage statistics");
             s.bind(1, thread);
             if (s.step()) {
-                const auto seals = static_cast<std::size_t>(s.integer(2)) * codec::seal_overhead;
+                const auto seals = static_cast<std::size_t>(s.integer(2)) * codec::seal_overhead +
+                                   static_cast<std::size_t>(s.integer(3)) * codec::encrypted_overhead;
                 st.writes = static_cast<std::size_t>(s.integer(0));
                 st.bytes += static_cast<std::size_t>(s.integer(1)) - seals;
                 st.record_bytes += seals;
@@ -1365,8 +1751,8 @@ struct sqlite_saver::impl {
     void put_graph(const std::string& signature, const std::vector<std::string>& shape) {
         if (stored_graphs.count(signature)) return;
         static const std::string none;
-        const auto bytes = codec::seal(codec::encode_value(codec::shape_json(shape), nullptr, signature),
-                                       {graph_channel, signature});
+        const auto bytes = protect(codec::encode_value(codec::shape_json(shape), nullptr, signature),
+                                   {graph_channel, signature});
         transaction t(*this, true, none, "saving the graph's shape");
         {
             stmt s(*this, sql_put_graph, none, "saving the graph's shape");
@@ -1383,7 +1769,8 @@ struct sqlite_saver::impl {
         g.bind_static(1, signature);
         if (!g.step()) return std::nullopt;
         try {
-            return codec::shape_from(codec::unseal(g.bytes(0), {graph_channel, signature}), signature);
+            std::string plain;
+            return codec::shape_from(reveal(g.bytes(0), {graph_channel, signature}, plain), signature);
         } catch (const codec::corrupt& e) {
             throw checkpoint_error(errc::corrupt_checkpoint, "graph " + signature + ": " + e.what() + where(), {signature});
         }
@@ -1527,6 +1914,43 @@ boost::asio::awaitable<void> sqlite_saver::prune(std::string thread_id, std::siz
 boost::asio::awaitable<thread_stats> sqlite_saver::stats(std::string thread_id) {
     return on_saver_thread<thread_stats>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id)] { return i->stats(thread_id); });
 }
+
+boost::asio::awaitable<void> sqlite_saver::copy_thread(std::string from, std::string to) {
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), from = std::move(from), to = std::move(to)] {
+        i->copy_thread(from, to);
+    });
+}
+
+boost::asio::awaitable<std::vector<thread_info>> sqlite_saver::list_threads(thread_query query) {
+    // The filter is a view: copied now, before the caller's object can go.
+    std::optional<boost::json::object> match;
+    if (query.metadata.get()) match.emplace(*query.metadata.get());
+    return on_saver_thread<std::vector<thread_info>>(*impl_, [i = impl_.get(), query, match = std::move(match)] {
+        return i->list_threads(query, match ? &*match : nullptr);
+    });
+}
+
+boost::asio::awaitable<sweep_result> sqlite_saver::sweep(ttl_policy policy) {
+    // One hop to the saver's thread per swept thread, each in a transaction of its own: the saver's
+    // other calls (the runs of this process) go on between them. (Each lambda is named before the
+    // `co_await`: g++ 12 destroys the captures of one built in that expression twice.)
+    const std::string cutoff =
+        checkpoint_id_at(std::chrono::system_clock::now() - std::max(policy.older_than, std::chrono::milliseconds(0)));
+    auto scan = [i = impl_.get(), &cutoff] { return i->expired_threads(cutoff); };
+    const auto expired = co_await on_saver_thread<std::vector<std::string>>(*impl_, std::move(scan));
+    sweep_result result;
+    for (const auto& thread : expired) {
+        auto one = [i = impl_.get(), &thread, &cutoff, action = policy.action, &result] {
+            i->sweep_thread(thread, cutoff, action, result);
+        };
+        co_await on_saver_thread<void>(*impl_, std::move(one));
+    }
+    co_return result;
+}
+
+bool sqlite_saver::encryption_available() noexcept { return codec::cipher::available(); }
+
+bool sqlite_saver::encrypted() const noexcept { return impl_->box != nullptr; }
 
 boost::asio::awaitable<void> sqlite_saver::put_graph(std::string signature, std::vector<std::string> shape) {
     return on_saver_thread<void>(*impl_, [i = impl_.get(), signature = std::move(signature), shape = std::move(shape)] {

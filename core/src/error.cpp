@@ -33,6 +33,8 @@ const char* to_string(errc e) noexcept {
     case errc::no_checkpointer: return "no_checkpointer";
     case errc::schema_too_new: return "schema_too_new";
     case errc::lease_lost: return "lease_lost";
+    case errc::thread_exists: return "thread_exists";
+    case errc::key_mismatch: return "key_mismatch";
     }
     return "unknown_error";
 }

@@ -47,6 +47,8 @@ enum class errc {
     no_checkpointer,       ///< the call needs a checkpointer and the graph has none
     schema_too_new,        ///< the database was written by a newer stategraph
     lease_lost,            ///< this process's lease on the thread was taken over: its write was refused
+    thread_exists,         ///< the target thread of `copy_thread` already has checkpoints or writes
+    key_mismatch,          ///< the store is encrypted with another key, or a key was given for an unencrypted store, or none for an encrypted one
 };
 
 /// @brief The category of `errc`, named "stategraph".

@@ -129,6 +129,15 @@ public:
     boost::asio::awaitable<cp::thread_stats> stats(std::string thread_id) override {
         co_return co_await inner_->stats(std::move(thread_id));
     }
+    boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override {
+        co_await inner_->copy_thread(std::move(from), std::move(to));
+    }
+    boost::asio::awaitable<std::vector<cp::thread_info>> list_threads(cp::thread_query query) override {
+        co_return co_await inner_->list_threads(query);
+    }
+    boost::asio::awaitable<cp::sweep_result> sweep(cp::ttl_policy policy) override {
+        co_return co_await inner_->sweep(policy);
+    }
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override {
         co_await inner_->put_graph(std::move(signature), std::move(shape));
     }

@@ -16,7 +16,7 @@
 /// @endcode
 ///
 /// This registers the test suite `my_saver_conformance` with one test case per check (`put_get`,
-/// `list_filters`, `prune`, ...; the list is `checks()`). Every case calls the factory once and runs
+/// `list_filters`, `prune`, `copy_thread`, `list_threads`, `sweep`, ...; the list is `checks()`). Every case calls the factory once and runs
 /// on that saver alone, so the factory must return a saver on fresh, empty storage; the
 /// `std::shared_ptr`'s deleter may clean the storage up (a temporary file, a database schema).
 /// An optional third argument, `capabilities`, says what else the saver supports (a second
@@ -513,6 +513,337 @@ inline void delete_thread(saver& s) {
     got = get(s, "t", "");
     BOOST_TEST_REQUIRE(got.has_value());
     BOOST_TEST(got->writes.empty());
+}
+
+// -- thread maintenance: copy_thread, list_threads, sweep ----------------------------------------
+
+/// `next_cp`, made `age` ago: its id says so (ids are time-ordered), and it is newer than `prev`.
+inline checkpoint aged_cp(const checkpoint* prev, std::int64_t step, const std::string& source, const json::object& writes,
+                          std::chrono::system_clock::duration age) {
+    auto cp = next_cp(prev, step, source, writes);
+    auto at = std::chrono::system_clock::now() - age;
+    if (prev)
+        if (auto p = checkpoint_time(prev->id); p && at <= *p) at = *p + std::chrono::microseconds(1);
+    const std::string fresh = cp.id;
+    cp.id = checkpoint_id_at(at);
+    for (auto& [channel, version] : cp.versions)
+        if (version == fresh) version = cp.id;
+    return cp;
+}
+
+/// Thread `to` reads, in each of `namespaces`, exactly as thread `from` does: every checkpoint
+/// with its values and pending writes.
+inline void check_same_thread(saver& s, const std::string& from, const std::string& to,
+                              const std::vector<std::string>& namespaces) {
+    for (const auto& ns : namespaces) {
+        BOOST_TEST_CONTEXT("namespace '" << ns << "'") {
+            const auto a = list(s, from, ns, list_options{});
+            const auto b = list(s, to, ns, list_options{});
+            BOOST_TEST(!a.empty());
+            BOOST_TEST_REQUIRE(a.size() == b.size());
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                check_checkpoint(b[i], to, ns, a[i].cp, a[i].cp.values);
+                BOOST_TEST_REQUIRE(a[i].writes.size() == b[i].writes.size());
+                for (std::size_t j = 0; j < a[i].writes.size(); ++j) {
+                    BOOST_TEST(b[i].writes[j].task_id == a[i].writes[j].task_id);
+                    BOOST_TEST(b[i].writes[j].task_name == a[i].writes[j].task_name);
+                    BOOST_TEST(b[i].writes[j].channel == a[i].writes[j].channel);
+                    BOOST_TEST(b[i].writes[j].value == a[i].writes[j].value);
+                }
+            }
+        }
+    }
+}
+
+/// copy_thread(): every checkpoint, value (deltas, appended items, large values, the graph's
+/// shape) and pending write of every namespace, readable under the new id; the copy and the
+/// original are independent afterwards; a missing source is `thread_not_found`, a target that
+/// exists (checkpoints or only writes, or the source itself) `thread_exists`, both naming the thread.
+inline void copy_thread(saver& s) {
+    const std::string big(5000, 'z');
+    const json::array shape{"START -> n", "n -> END"};
+    auto item = [](char c) { return json::value(std::string(300, c)); };
+    auto c1 = next_cp(nullptr, -1, "input",
+                      json::object{{"a", 1}, {"big", big}, {"log", json::array{item('a')}}, {"__graph__", shape}});
+    c1.versions["__graph__"] = "sig-copy";
+    auto c2 = next_cp(&c1, 0, "loop", json::object{{"log", json::array{item('b')}}});
+    c2.extends["log"] = c1.id;
+    auto c3 = next_cp(&c2, 1, "loop", json::object{{"a", 3}});
+    c3.metadata["user"] = "alice";
+    for (const auto* cp : {&c1, &c2, &c3}) put(s, "src", "", *cp);
+    std::vector<pending_write> w2{write_of("t1", "n1", "a", 7)};
+    run(s.put_writes("src", "", c2.id, w2));
+    std::vector<pending_write> w3{write_of("t2", "n2", "a", json::object{{"k", "v"}}), write_of("t3", "n3", "log", json::string(big)),
+                                  write_of("t2", "n2", "__interrupt__", json::array{json::object{{"value", "ask"}}})};
+    run(s.put_writes("src", "", c3.id, w3));
+    auto s1 = next_cp(nullptr, 0, "loop", json::object{{"x", "sub"}});
+    auto s2 = next_cp(&s1, 1, "loop", json::object{{"x", big}});
+    put(s, "src", "sub", s1);
+    put(s, "src", "sub", s2);
+    std::vector<pending_write> ws{write_of("t4", "n4", "x", 1)};
+    run(s.put_writes("src", "sub", s2.id, ws));
+    auto other = next_cp(nullptr, -1, "input", json::object{{"o", 1}});
+    put(s, "other", "", other);
+
+    const auto before = run(s.stats("src"));
+    run(s.copy_thread("src", "dst"));
+    check_same_thread(s, "src", "dst", {"", "sub"});
+    const auto copied = run(s.stats("dst"));
+    BOOST_TEST(copied.checkpoints == before.checkpoints);
+    BOOST_TEST(copied.blobs == before.blobs);
+    BOOST_TEST(copied.writes == before.writes);
+    BOOST_TEST(copied.bytes == before.bytes);
+    auto head = get(s, "dst", "");
+    BOOST_TEST_REQUIRE(head.has_value());
+    check_checkpoint(*head, "dst", "", c3,
+                     json::object{{"a", 3}, {"big", big}, {"log", json::array{item('a'), item('b')}}, {"__graph__", shape}});
+    BOOST_TEST(head->writes.size() == 3u);
+
+    // Independent: the copy goes on, the original is deleted, neither sees the other.
+    auto d4 = next_cp(&c3, 2, "loop", json::object{{"a", 4}});
+    put(s, "dst", "", d4);
+    BOOST_TEST(get(s, "src", "")->cp.id == c3.id);
+    run(s.delete_thread("src"));
+    auto first = get(s, "dst", "", c1.id);
+    BOOST_TEST_REQUIRE(first.has_value());
+    BOOST_TEST(first->cp.values == (json::object{{"a", 1}, {"big", big}, {"log", json::array{item('a')}}, {"__graph__", shape}}));
+    auto sub = get(s, "dst", "sub");
+    BOOST_TEST_REQUIRE(sub.has_value());
+    BOOST_TEST(sub->cp.values.at("x") == json::value(json::string(big)));
+    BOOST_TEST(sub->writes.size() == 1u);
+    BOOST_TEST(get(s, "dst", "")->cp.id == d4.id);
+
+    // Errors name the thread at fault and store nothing.
+    auto e = expect_error(errc::thread_not_found, [&] { run(s.copy_thread("src", "x")); });
+    if (e) BOOST_TEST(has_name(*e, "src"), e->what());
+    BOOST_TEST(!get(s, "x", "").has_value());
+    e = expect_error(errc::thread_exists, [&] { run(s.copy_thread("dst", "other")); });
+    if (e) BOOST_TEST(has_name(*e, "other"), e->what());
+    auto untouched = get(s, "other", "");
+    BOOST_TEST_REQUIRE(untouched.has_value());
+    check_checkpoint(*untouched, "other", "", other, json::object{{"o", 1}});
+    BOOST_TEST(run(s.stats("other")).checkpoints == 1u);
+    expect_error(errc::thread_exists, [&] { run(s.copy_thread("dst", "dst")); });
+    std::vector<pending_write> stray{write_of("t", "n", "a", 1)};
+    run(s.put_writes("writes_only", "", c1.id, stray));
+    expect_error(errc::thread_exists, [&] { run(s.copy_thread("dst", "writes_only")); });
+
+    // And back again, under the first id.
+    run(s.copy_thread("dst", "src"));
+    check_same_thread(s, "dst", "src", {"", "sub"});
+}
+
+/// `co_await saver.list_threads({...})` as a user writes it in a coroutine (g++ 12 must neither
+/// crash on the braced argument nor reject it).
+inline boost::asio::awaitable<std::vector<thread_info>> list_threads_as_written(saver& s, const json::object& match) {
+    co_return co_await s.list_threads({.metadata = match, .limit = 1});
+}
+
+/// list_threads(): every thread once, newest first (by its newest checkpoint in any namespace),
+/// with the head of its root namespace, that head's metadata and time, and its checkpoint count;
+/// filtered by equality of metadata keys on the head only; limit and offset page the matches.
+inline void list_threads(saver& s) {
+    BOOST_TEST(run(s.list_threads({})).empty());
+    auto with_meta = [](checkpoint cp, json::object extra) {
+        for (auto& [k, v] : extra) cp.metadata[k] = v;
+        return cp;
+    };
+    auto b1 = with_meta(next_cp(nullptr, -1, "input", json::object{{"x", 1}}), {{"user", "bob"}, {"tier", 2}});
+    put(s, "b", "", b1);
+    auto c1 = with_meta(next_cp(nullptr, -1, "input", json::object{{"x", 1}}), {{"user", "bob"}});
+    auto c2 = with_meta(next_cp(&c1, 0, "loop", json::object{{"x", 2}}), {{"user", "alice"}, {"tier", 2}});
+    auto c3 = with_meta(next_cp(&c2, 1, "loop", json::object{{"x", 3}}), {{"user", "alice"}, {"tier", 2}});
+    for (const auto* cp : {&c1, &c2, &c3}) put(s, "c", "", *cp);
+    auto a1 = with_meta(next_cp(nullptr, -1, "input", json::object{{"x", 1}}), {{"user", "alice"}, {"tier", 1}});
+    put(s, "a", "", a1);
+    put(s, "a", "sub", next_cp(nullptr, 0, "loop", json::object{{"y", 1}}));
+    // A thread with subgraph checkpoints only: listed, but without a head or metadata to match.
+    auto d1 = with_meta(next_cp(nullptr, 0, "loop", json::object{{"y", 1}}), {{"user", "alice"}});
+    put(s, "d", "sub", d1);
+    auto a2 = with_meta(next_cp(&a1, 0, "loop", json::object{{"x", 2}}), {{"user", "alice"}, {"tier", 1}});
+    put(s, "a", "", a2);
+
+    auto names = [](const std::vector<thread_info>& ts) {
+        std::vector<std::string> out;
+        for (const auto& t : ts) out.push_back(t.thread_id);
+        return out;
+    };
+    const auto all = run(s.list_threads({}));
+    BOOST_TEST(names(all) == (std::vector<std::string>{"a", "d", "c", "b"}), boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(all.size() == 4u);
+    BOOST_TEST(all[0].checkpoint_id == a2.id);
+    BOOST_TEST(all[0].newest_id == a2.id);
+    BOOST_TEST(all[0].checkpoints == 3u);
+    BOOST_TEST(all[0].metadata == a2.metadata);
+    BOOST_TEST_REQUIRE(all[0].created_at.has_value());
+    BOOST_TEST((*all[0].created_at == checkpoint_time(a2.id)));
+    const auto age = std::chrono::system_clock::now() - *all[0].created_at;
+    BOOST_TEST((age >= std::chrono::seconds(0) && age < std::chrono::minutes(10)));
+    BOOST_TEST(all[1].checkpoint_id.empty());
+    BOOST_TEST(all[1].newest_id == d1.id);
+    BOOST_TEST(!all[1].created_at.has_value());
+    BOOST_TEST(all[1].metadata.empty());
+    BOOST_TEST(all[1].checkpoints == 1u);
+    BOOST_TEST(all[2].checkpoint_id == c3.id);
+    BOOST_TEST(all[2].checkpoints == 3u);
+    BOOST_TEST(all[3].metadata == b1.metadata);
+
+    const json::object alice{{"user", "alice"}}, alice2{{"user", "alice"}, {"tier", 2}}, bob{{"user", "bob"}},
+        carol{{"user", "carol"}}, tier1{{"tier", 1}}, none;
+    BOOST_TEST(names(run(s.list_threads({.metadata = alice}))) == (std::vector<std::string>{"a", "c"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(names(run(s.list_threads({.metadata = alice2}))) == (std::vector<std::string>{"c"}),
+               boost::test_tools::per_element());
+    // Only the newest checkpoint's metadata counts: c was bob's once.
+    BOOST_TEST(names(run(s.list_threads({.metadata = bob}))) == (std::vector<std::string>{"b"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(run(s.list_threads({.metadata = carol})).empty());
+    BOOST_TEST(names(run(s.list_threads({.metadata = tier1}))) == (std::vector<std::string>{"a"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(run(s.list_threads({.metadata = none})).size() == 4u); // an empty filter matches all
+
+    // Paging.
+    BOOST_TEST(names(run(s.list_threads({.limit = 2}))) == (std::vector<std::string>{"a", "d"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(names(run(s.list_threads({.limit = 2, .offset = 1}))) == (std::vector<std::string>{"d", "c"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(run(s.list_threads({.offset = 4})).empty());
+    BOOST_TEST(names(run(s.list_threads({.metadata = alice, .offset = 1}))) == (std::vector<std::string>{"c"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(names(run(list_threads_as_written(s, alice))) == (std::vector<std::string>{"a"}),
+               boost::test_tools::per_element());
+
+    // Deleted threads leave the list; pruning keeps the head.
+    run(s.delete_thread("c"));
+    run(s.prune("a", 1));
+    const auto left = run(s.list_threads({}));
+    BOOST_TEST(names(left) == (std::vector<std::string>{"a", "d", "b"}), boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(left.size() == 3u);
+    BOOST_TEST(left[0].checkpoint_id == a2.id);
+    BOOST_TEST(left[0].checkpoints == 2u);
+}
+
+/// `co_await saver.sweep({...})` as a user writes it in a coroutine.
+inline boost::asio::awaitable<sweep_result> sweep_as_written(saver& s) {
+    co_return co_await s.sweep({.older_than = std::chrono::hours(1), .action = ttl_action::keep_latest});
+}
+
+/// sweep(): threads whose newest checkpoint (any namespace) is older than the time to live are
+/// pruned to their newest checkpoint per namespace (values and the head's writes kept) or deleted;
+/// a thread with a recent checkpoint anywhere is kept whole; the counts say what happened.
+inline void sweep(saver& s) {
+    using std::chrono::hours;
+    const auto ten_days = hours(24 * 10);
+    const std::string big(3000, 'q');
+    // "old": three root checkpoints and two subgraph ones, ten days old, with pending writes.
+    auto o1 = aged_cp(nullptr, -1, "input", json::object{{"a", 1}, {"big", big}}, ten_days);
+    auto o2 = aged_cp(&o1, 0, "loop", json::object{{"a", 2}}, ten_days);
+    auto o3 = aged_cp(&o2, 1, "loop", json::object{{"a", 3}}, ten_days);
+    auto os1 = aged_cp(nullptr, 0, "loop", json::object{{"s", 1}}, ten_days);
+    auto os2 = aged_cp(&os1, 1, "loop", json::object{{"s", 2}}, ten_days);
+    for (const auto* cp : {&o1, &o2, &o3}) put(s, "old", "", *cp);
+    for (const auto* cp : {&os1, &os2}) put(s, "old", "sub", *cp);
+    std::vector<pending_write> w{write_of("t", "n", "a", 9)};
+    run(s.put_writes("old", "", o2.id, w));
+    run(s.put_writes("old", "", o3.id, w));
+    // "single": one old checkpoint (nothing to prune).
+    auto single = aged_cp(nullptr, -1, "input", json::object{{"a", 1}}, ten_days);
+    put(s, "single", "", single);
+    // "busy_sub": an old root, but a subgraph wrote just now: in use, kept.
+    auto b1 = aged_cp(nullptr, -1, "input", json::object{{"a", 1}}, ten_days);
+    put(s, "busy_sub", "", b1);
+    put(s, "busy_sub", "sub", next_cp(nullptr, 0, "loop", json::object{{"s", 1}}));
+    // "revived": old checkpoints, then a new one.
+    auto r1 = aged_cp(nullptr, -1, "input", json::object{{"a", 1}}, ten_days);
+    auto r2 = next_cp(&r1, 0, "loop", json::object{{"a", 2}});
+    put(s, "revived", "", r1);
+    put(s, "revived", "", r2);
+    // "fresh".
+    put(s, "fresh", "", next_cp(nullptr, -1, "input", json::object{{"a", 1}}));
+
+    auto none = run(s.sweep({.older_than = hours(24 * 30)}));
+    BOOST_TEST(none.expired == 0u);
+    BOOST_TEST(none.deleted == 0u);
+    BOOST_TEST(run(s.stats("old")).checkpoints == 5u);
+
+    auto pruned = run(s.sweep({.older_than = hours(24 * 5), .action = ttl_action::keep_latest}));
+    BOOST_TEST(pruned.expired == 2u); // old, single
+    BOOST_TEST(pruned.pruned == 1u);  // single had nothing to lose
+    BOOST_TEST(pruned.deleted == 0u);
+    BOOST_TEST(pruned.checkpoints_removed == 3u);
+    BOOST_TEST(pruned.skipped_busy == 0u);
+    auto kept = list(s, "old", "", list_options{});
+    BOOST_TEST_REQUIRE(kept.size() == 1u);
+    BOOST_TEST(kept[0].cp.id == o3.id);
+    BOOST_TEST(kept[0].cp.values == (json::object{{"a", 3}, {"big", big}}));
+    BOOST_TEST(kept[0].writes.size() == 1u);
+    BOOST_TEST(ids_of(list(s, "old", "sub", list_options{})) == (std::vector<std::string>{os2.id}),
+               boost::test_tools::per_element());
+    BOOST_TEST(get(s, "single", "").has_value());
+    BOOST_TEST(run(s.stats("busy_sub")).checkpoints == 2u);
+    BOOST_TEST(run(s.stats("revived")).checkpoints == 2u);
+    BOOST_TEST(run(s.stats("fresh")).checkpoints == 1u);
+
+    auto again = run(s.sweep({.older_than = hours(24 * 5), .action = ttl_action::keep_latest}));
+    BOOST_TEST(again.expired == 2u);
+    BOOST_TEST(again.pruned == 0u);
+    BOOST_TEST(again.checkpoints_removed == 0u);
+
+    auto deleted = run(s.sweep({.older_than = hours(24 * 5)}));
+    BOOST_TEST(deleted.expired == 2u);
+    BOOST_TEST(deleted.deleted == 2u);
+    BOOST_TEST(deleted.checkpoints_removed == 3u); // old: one per namespace; single: one
+    BOOST_TEST(!get(s, "old", "").has_value());
+    BOOST_TEST(!get(s, "old", "sub").has_value());
+    BOOST_TEST(run(s.stats("old")).writes == 0u);
+    BOOST_TEST(!get(s, "single", "").has_value());
+    BOOST_TEST(run(s.list_threads({})).size() == 3u);
+
+    auto written = run(sweep_as_written(s));
+    BOOST_TEST(written.expired == 0u);
+    BOOST_TEST(run(s.stats("busy_sub")).checkpoints == 2u);
+    BOOST_TEST(run(s.stats("revived")).checkpoints == 2u);
+
+    // A time to live of zero: every thread written before the call.
+    auto all = run(s.sweep({}));
+    BOOST_TEST(all.expired == 3u);
+    BOOST_TEST(all.deleted == 3u);
+    BOOST_TEST(all.checkpoints_removed == 5u);
+    BOOST_TEST(run(s.list_threads({})).empty());
+}
+
+/// The maintenance writes respect leases: `sweep` leaves a thread alone while any saver holds its
+/// lease (another instance's or its own: a run is in progress) and counts it; `copy_thread` onto a
+/// thread another instance holds is `thread_busy` and stores nothing.
+inline void maintenance_respects_leases(saver& a, const capabilities& caps) {
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    const auto old = std::chrono::hours(48);
+    put(a, "held", "", aged_cp(nullptr, -1, "input", json::object{{"a", 1}}, old));
+    put(a, "free", "", aged_cp(nullptr, -1, "input", json::object{{"a", 1}}, old));
+    run(a.acquire("held"));
+    auto r = run(b->sweep({.older_than = std::chrono::hours(1)}));
+    BOOST_TEST(r.expired == 2u);
+    BOOST_TEST(r.deleted == 1u);
+    BOOST_TEST(r.skipped_busy == 1u);
+    BOOST_TEST(get(*b, "held", "").has_value());
+    BOOST_TEST(!get(*b, "free", "").has_value());
+    r = run(a.sweep({.older_than = std::chrono::hours(1), .action = ttl_action::keep_latest}));
+    BOOST_TEST(r.skipped_busy == 1u);
+
+    put(*b, "src", "", next_cp(nullptr, -1, "input", json::object{{"s", 1}}));
+    run(a.acquire("dst"));
+    auto e = expect_error(errc::thread_busy, [&] { run(b->copy_thread("src", "dst")); });
+    if (e) BOOST_TEST(has_name(*e, "dst"));
+    BOOST_TEST(!get(a, "dst", "").has_value());
+    run(a.copy_thread("src", "dst")); // the holder may
+    BOOST_TEST(get(*b, "dst", "").has_value());
+    run(a.release("dst"));
+    run(a.release("held"));
+    r = run(b->sweep({.older_than = std::chrono::hours(1)}));
+    BOOST_TEST(r.deleted == 1u);
+    BOOST_TEST(r.skipped_busy == 0u);
+    BOOST_TEST(!get(a, "held", "").has_value());
 }
 
 /// Namespaces of one thread are isolated, even with equal checkpoint ids and channel names.
@@ -1066,6 +1397,9 @@ inline const std::vector<check>& checks() {
         {"append_deltas", [](saver& s, const capabilities&) { append_deltas(s); }},
         {"stats", [](saver& s, const capabilities&) { stats(s); }},
         {"delete_thread", [](saver& s, const capabilities&) { delete_thread(s); }},
+        {"copy_thread", [](saver& s, const capabilities&) { copy_thread(s); }},
+        {"list_threads", [](saver& s, const capabilities&) { list_threads(s); }},
+        {"sweep", [](saver& s, const capabilities&) { sweep(s); }},
         {"namespaces", [](saver& s, const capabilities&) { namespaces(s); }},
         {"graph_shapes", [](saver& s, const capabilities&) { graph_shapes(s); }},
         {"shared_graph", [](saver& s, const capabilities&) { shared_graph(s); }},
@@ -1079,6 +1413,8 @@ inline const std::vector<check>& checks() {
         {"lease_renewal", lease_renewal, "open_same_storage, exclusive_leases and lease_ttl",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases && c.lease_ttl.count() > 0; }},
         {"broken_lease_fences_writes", broken_lease_fences_writes, "open_same_storage and exclusive_leases",
+         [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
+        {"maintenance_respects_leases", maintenance_respects_leases, "open_same_storage and exclusive_leases",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
         {"corruption", corruption, "corrupt", [](const capabilities& c) { return bool(c.corrupt); }},
     };

@@ -31,6 +31,9 @@ public:
     boost::asio::awaitable<void> delete_thread(std::string thread_id) override;
     boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
+    boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
+    boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
+    boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override;
     boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override;
 
@@ -71,6 +74,9 @@ private:
     std::optional<std::string> stored_value(const thread_data& d, const std::string& channel,
                                             const std::string& version) const;
     static const stored_checkpoint* find_checkpoint(const thread_data& d, const std::string& id);
+    /// `prune` of one namespace of a thread, with its shard's mutex held; returns how many
+    /// checkpoints went. Throws codec::corrupt.
+    std::size_t prune_locked(thread_data& d, std::size_t keep_last) const;
 
     std::array<shard, shard_count> shards_;
     mutable std::mutex graphs_mutex_;             // taken after a shard's mutex, never before

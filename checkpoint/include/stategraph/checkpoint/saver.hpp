@@ -15,17 +15,26 @@
 /// - `get()`/`list()` reassemble the full `values` from those blobs;
 /// - `put_writes()` stores a task's writes the moment the task finishes (pending writes), so a
 ///   crash mid-step re-runs only the tasks that had not finished.
+///
+/// Thread maintenance (every saver): `delete_thread`, `copy_thread`, `list_threads` (by the
+/// metadata of their newest checkpoint) and `sweep` (a time to live: threads idle longer are
+/// deleted or pruned to their newest checkpoint). Ages are read from the checkpoint ids, which
+/// are time-ordered (`checkpoint_time`): no clock column is stored.
 
 #include <stategraph/checkpoint/reserved.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace stategraph::checkpoint {
@@ -80,9 +89,90 @@ struct thread_stats {
     std::size_t record_bytes = 0; ///< bytes of the stored checkpoint records (versions, frontier, metadata)
 };
 
+/// @brief A metadata filter for `list_threads`: the threads whose newest checkpoint in the root
+/// namespace (`thread_info::checkpoint_id`) has metadata holding every key of the object with an
+/// equal JSON value. A view, not a copy: the object must
+/// outlive the `co_await` of the call (name it first; passing a temporary does not compile), which
+/// keeps `thread_query` trivially destructible (see `thread_query`).
+class metadata_filter {
+public:
+    constexpr metadata_filter() noexcept = default;
+    metadata_filter(const boost::json::object& match) noexcept : match_(&match) {}
+    metadata_filter(boost::json::object&&) = delete; ///< a temporary would be gone before the saver reads it
+    /// @brief The object (nullptr: no filter).
+    const boost::json::object* get() const noexcept { return match_; }
+    bool empty() const noexcept { return !match_ || match_->empty(); }
+    /// @brief Whether `metadata` holds every key of the filter with an equal value.
+    bool matches(const boost::json::object& metadata) const {
+        if (!match_) return true;
+        for (const auto& [key, value] : *match_) {
+            const auto* got = metadata.if_contains(key);
+            if (!got || *got != value) return false;
+        }
+        return true;
+    }
+
+private:
+    const boost::json::object* match_ = nullptr;
+};
+
+/// @brief Which threads `list_threads` returns: `co_await saver.list_threads({.metadata = m, .limit = 20})`.
+/// Trivially destructible on purpose: g++ 12 destroys an aggregate temporary standing in a
+/// `co_await` expression twice, so the spelling above must own no memory.
+struct thread_query {
+    metadata_filter metadata; ///< only threads whose newest root checkpoint's metadata matches (default: all)
+    std::size_t limit = 0;    ///< at most this many (0: no limit)
+    std::size_t offset = 0;   ///< skip this many matching threads first (paging)
+};
+static_assert(std::is_trivially_destructible_v<thread_query>,
+              "thread_query must stay trivially destructible (g++ 12 destroys braced temporaries in co_await twice)");
+
+/// @brief One thread, as `list_threads` reports it.
+struct thread_info {
+    std::string thread_id;
+    /// The newest checkpoint of the root namespace "" (what `get(thread_id, "")` returns); empty
+    /// when the thread has checkpoints only in subgraph namespaces.
+    std::string checkpoint_id;
+    /// When `checkpoint_id` was made (read from the id; nullopt for an id not made by
+    /// `new_checkpoint_id`).
+    std::optional<std::chrono::system_clock::time_point> created_at;
+    boost::json::object metadata; ///< the metadata of `checkpoint_id`
+    /// The newest checkpoint of any namespace: `checkpoint_id` unless a subgraph wrote after it
+    /// (an interrupted subgraph). Threads are listed, and aged by `sweep`, by this one.
+    std::string newest_id;
+    std::size_t checkpoints = 0; ///< checkpoints in all namespaces
+};
+
+/// @brief What `sweep` does to a thread whose newest checkpoint is older than its time to live.
+enum class ttl_action {
+    delete_thread, ///< delete it (as `delete_thread`)
+    keep_latest,   ///< keep only its newest checkpoint per namespace (as `prune(thread, 1)`)
+};
+
+/// @brief A time to live for `sweep`: `co_await saver.sweep({.older_than = std::chrono::hours(24 * 30)})`.
+/// Trivially destructible, as `thread_query`.
+struct ttl_policy {
+    /// Threads whose newest checkpoint (of any namespace) is older than this are swept; zero or
+    /// less: every thread with a checkpoint made before the call.
+    std::chrono::milliseconds older_than{0};
+    ttl_action action = ttl_action::delete_thread;
+};
+static_assert(std::is_trivially_destructible_v<ttl_policy>);
+
+/// @brief What one `sweep` did.
+struct sweep_result {
+    std::size_t expired = 0;             ///< threads found past their time to live
+    std::size_t deleted = 0;             ///< threads deleted (`ttl_action::delete_thread`)
+    std::size_t pruned = 0;              ///< threads that lost checkpoints (`ttl_action::keep_latest`)
+    std::size_t checkpoints_removed = 0; ///< checkpoints deleted in all
+    /// Expired threads left alone because a run holds their lease (another process's live lease,
+    /// or this saver's own): a run in progress is never swept.
+    std::size_t skipped_busy = 0;
+};
+
 /// @brief The checkpointer interface. Implementations report failures as
 /// `stategraph::checkpoint_error` with codes `storage_failure`, `corrupt_checkpoint`,
-/// `thread_busy`, `lease_lost` or `schema_too_new`.
+/// `thread_busy`, `lease_lost`, `schema_too_new`, `thread_not_found`, `thread_exists` or `key_mismatch`.
 /// Thread safety: an implementation may be shared by many runs on many threads.
 class saver {
 public:
@@ -109,6 +199,23 @@ public:
     virtual boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) = 0;
     /// @brief Storage used by a thread.
     virtual boost::asio::awaitable<thread_stats> stats(std::string thread_id) = 0;
+
+    /// @brief Copies every checkpoint, value and pending write of thread `from` (all namespaces)
+    /// to the new thread `to`, which then reads exactly as `from` (LangGraph's `copy_thread`); the
+    /// two are independent afterwards. Throws `checkpoint_error` with `thread_not_found` when
+    /// `from` has no checkpoint, `thread_exists` when `to` has any checkpoint or write (delete it
+    /// first), and, as every write, `thread_busy` / `lease_lost` for a lease on `to`.
+    virtual boost::asio::awaitable<void> copy_thread(std::string from, std::string to) = 0;
+    /// @brief The threads whose newest root checkpoint's metadata matches `query.metadata`, newest
+    /// first (by `thread_info::newest_id`, then by thread id), `query.offset` skipped and at most
+    /// `query.limit` returned.
+    virtual boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) = 0;
+    /// @brief Applies a time to live: every thread whose newest checkpoint (any namespace) is older
+    /// than `policy.older_than` is deleted or pruned to its newest checkpoint per namespace
+    /// (`policy.action`). A thread whose lease is held (a run in progress) is skipped and counted;
+    /// the age is checked again, with the lease, in the transaction that removes the thread, so a
+    /// thread written meanwhile is kept.
+    virtual boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) = 0;
 
     /// @brief Stores the shape of the graph with `signature` (its lines, for explaining drift),
     /// once for all threads; storing a signature that is already there does nothing.
@@ -142,5 +249,13 @@ public:
 /// the epoch; fits the small-string buffer), fixed width, sortable as text, strictly increasing within a process and
 /// time-ordered across processes.
 std::string new_checkpoint_id();
+
+/// @brief The id `new_checkpoint_id` would have made at time `t` (for tests and imports of old
+/// histories; ids made this way are not unique).
+std::string checkpoint_id_at(std::chrono::system_clock::time_point t);
+
+/// @brief When the checkpoint with `id` was made, read from the id (ids of `new_checkpoint_id`,
+/// and of its former 20-hex-digit form); nullopt for any other id.
+std::optional<std::chrono::system_clock::time_point> checkpoint_time(std::string_view id);
 
 } // namespace stategraph::checkpoint

@@ -8,7 +8,8 @@
 /// version, task; for a record also its parent, step and source columns), verified on every
 /// read, so a changed byte or a row moved elsewhere reads as `corrupt_checkpoint` naming what it
 /// was, never as different valid data. (Version 3 sealed records without their parent, step and
-/// source, version 2 nothing: their rows are read as they were sealed, or unchecked.)
+/// source, version 2 nothing: their rows are read as they were sealed, or unchecked. Version 5
+/// adds the `settings` table.)
 /// - `checkpoints(thread_id, ns, id, parent_id, step, source, record, vals)`: one row per
 ///   checkpoint; `record` holds the channel versions, frontier, metadata and graph signature in a
 ///   compact binary form (versions relative to the checkpoint's id); `vals` the values this
@@ -23,7 +24,20 @@
 /// - `writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq)`: pending
 ///   writes (JSON text); a task's write to a channel replaces its earlier one (same `seq`);
 /// - `leases(thread_id, owner, expires_at)`: the single-writer lease of a thread across
-///   processes (`expires_at` in milliseconds since the Unix epoch).
+///   processes (`expires_at` in milliseconds since the Unix epoch);
+/// - `settings(name, value)` (version 4): facts about the whole file; `encryption` holds, in an
+///   encrypted file, a known text encrypted with the file's key, so that opening it with another
+///   key, or without one, fails at once with `key_mismatch` (and a key given for a file that holds
+///   unencrypted data too).
+///
+/// Encryption at rest (`sqlite_options::encryption_key`, builds with libsodium): every record,
+/// value, pending write and graph shape is stored as XChaCha20-Poly1305 (IETF) ciphertext with a
+/// random 24-byte nonce of its own, authenticated together with its address (the parts the
+/// checksum binds: thread, namespace, checkpoint, channel, version, task), so a changed byte, a row
+/// moved elsewhere or one encrypted with another key reads as `corrupt_checkpoint` naming the
+/// thread, checkpoint and channel. 41 bytes per stored item instead of the checksum's 5. Ids,
+/// namespaces, channel and task names, steps and sources, and leases stay readable (they are the
+/// keys that SQLite searches).
 ///
 /// A file of schema version 1 (JSON text columns) is migrated when a writable saver opens it, in
 /// one transaction: a row that cannot be converted fails the open with `corrupt_checkpoint` and
@@ -31,7 +45,7 @@
 /// file must be stopped first.
 ///
 /// Semantics are those of `memory_saver`. Writes (`put`, `put_writes`, `prune`,
-/// `delete_thread`) are refused with `thread_busy` while another owner holds a live lease on
+/// `delete_thread`, `copy_thread` on its target) are refused with `thread_busy` while another owner holds a live lease on
 /// the thread, and with `lease_lost` when this saver took the lease and lost it since (see
 /// `saver::acquire`); the check and the write are one transaction.
 
@@ -72,6 +86,16 @@ struct sqlite_options {
     /// (the default). `false` runs it in place, inside the awaiting coroutine: one thread hop
     /// less per checkpoint, for single-threaded tools and benchmarks of the commit floor.
     bool own_thread = true;
+    /// @brief Encryption at rest: the key as 64 hexadecimal digits (32 bytes; make one with
+    /// `openssl rand -hex 32` or `head -c 32 /dev/urandom | xxd -p -c 64`). Empty: no encryption.
+    /// The first saver that opens a file with a key makes it an encrypted file (it must hold no
+    /// data yet); from then on it opens only with that key (`key_mismatch` otherwise, as for a key
+    /// given for an unencrypted file). Needs a build with libsodium (`sqlite_saver::encryption_available()`);
+    /// without it a key is refused with `storage_failure`. The saver keeps the key, not this string.
+    std::string encryption_key;
+    /// @brief The key read from this file instead: 64 hexadecimal digits (surrounding whitespace
+    /// ignored) or exactly 32 raw bytes. Set at most one of `encryption_key` and this.
+    std::string encryption_key_file;
 };
 
 /// @brief A checkpointer storing everything in one SQLite file.
@@ -84,7 +108,10 @@ struct sqlite_options {
 ///   `busy_timeout`;
 /// - `lease_lost`: this saver's lease on the thread was taken over; the write was not stored;
 /// - `storage_failure`: a write failed (disk full, read-only, I/O error); the transaction is
-///   rolled back, so the last good checkpoint stays readable.
+///   rolled back, so the last good checkpoint stays readable; or the options are unusable (no
+///   path, a malformed key, a key in a build without libsodium);
+/// - `key_mismatch`: the file is encrypted with another key, or is encrypted and no key was
+///   given, or holds unencrypted data and a key was given (names the file; nothing is changed).
 ///
 /// Thread safety: one connection guarded by a mutex; all members may be called concurrently.
 /// The SQLite work runs on the saver's own thread (`sqlite_options::own_thread`); the awaiting
@@ -94,7 +121,9 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 4;
+    static constexpr int schema_version = 5;
+    /// @brief Whether this build can encrypt (it was built with libsodium: `STATEGRAPH_WITH_SODIUM`).
+    static bool encryption_available() noexcept;
 
     /// @brief Opens (creating and migrating if needed) the file. Throws `checkpoint_error`.
     explicit sqlite_saver(sqlite_options options);
@@ -113,6 +142,9 @@ public:
     boost::asio::awaitable<void> delete_thread(std::string thread_id) override;
     boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
+    boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
+    boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
+    boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override;
     boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override;
 
@@ -131,6 +163,8 @@ public:
     const std::string& owner() const noexcept;
     /// @brief The path the saver was opened with.
     const std::string& path() const noexcept;
+    /// @brief Whether the saver encrypts what it stores (it was opened with a key).
+    bool encrypted() const noexcept;
 
 private:
     struct impl;
