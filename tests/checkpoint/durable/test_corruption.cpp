@@ -11,14 +11,22 @@
 // - row_edits: stored data that is well-formed but wrong (a frontier or a pending write naming a
 //   node or field this graph does not have, re-sealed), rows' values swapped, a record copied to
 //   another checkpoint, a write moved to another task.
-// - file_flips: random bytes of the database file (STATEGRAPH_CORRUPTION_SEED repeats a run).
-// - truncated_files_and_wal: the file and its write-ahead log cut at random lengths.
+// - file_flips: random bytes of the database file. A byte outside every seal (a row's key, the
+//   b-tree page around the rows) can move rows out of reach: such a file must read as the
+//   undamaged one with rows gone and none altered; those are counted and reported, not failed
+//   (STATEGRAPH_CORRUPTION_STRICT=1 fails them: the engine cannot tell a row gone from a row
+//   never written).
+// - truncated_files_and_wal: the file and its write-ahead log cut at random lengths and inside
+//   each page; a WAL cut reads as the transactions committed before the cut.
 // - read_only_files: files and folder without write permission (as another user when the test
 //   runs as root, for whom permissions do not stop writes).
 // - full_disk: a run fills a 2 MB tmpfs (only where the test may mount one).
 //
 // Every damaged file is read in a forked child under a time limit: a hang or a crash is reported
 // with the damage that caused it and never takes the test run down. Each case prints its counts.
+// STATEGRAPH_CORRUPTION_SEED repeats a run's random flips and cuts, STATEGRAPH_CORRUPTION_FILE_FLIPS
+// sets how many (100), STATEGRAPH_CORRUPTION_REPORT=<file> appends every outcome that is not the
+// truth or a typed error to that file.
 #include "durable_common.hpp"
 
 #include "codec.hpp" // checkpoint/src: to re-seal well-formed but wrong edits
@@ -497,8 +505,8 @@ struct tally {
         for (const auto& [k, c] : typed) out += (out.empty() ? "" : ", ") + std::to_string(c) + " " + k;
         return out.empty() ? "none" : out;
     }
-    /// Fails the test once per broken outcome (the first 25 spelled out; all of them, and every
-    /// job's line, in the file STATEGRAPH_CORRUPTION_REPORT names).
+    /// Fails the test once per broken outcome (the first 25 spelled out; all of them, and the
+    /// files read with rows gone, in the file STATEGRAPH_CORRUPTION_REPORT names).
     void check(const std::string& probe) const {
         if (const char* report = std::getenv("STATEGRAPH_CORRUPTION_REPORT")) {
             std::ofstream out(report, std::ios::app);
@@ -585,8 +593,8 @@ std::vector<std::size_t> positions_of(std::size_t size) {
     return out;
 }
 
-/// The address a record is sealed to, as the SQLite saver seals it: its row's thread, namespace
-/// and id, and the columns beside it.
+/// The record of `c` as the SQLite saver stores it in thread `thread`: well-formed, sealed to its
+/// row's thread, namespace and id and to the columns beside it (parent, step, source).
 std::string sealed_record(const cp::checkpoint& c, const std::string& thread) {
     return cp::codec::seal(cp::codec::encode_record(c), {thread, "", c.id, c.parent_id, std::to_string(c.step), c.source});
 }
@@ -868,10 +876,10 @@ BOOST_AUTO_TEST_CASE(row_flips) {
 
 // Stored data that is well-formed but wrong, re-sealed with a right checksum so that only the
 // engine's checks can tell (a frontier or a pending write naming a node or field this graph does
-// not have, a version that is not stored, an interrupt without an id), and intact bytes standing
+// not have, a version that is not stored, an interrupt without an id), intact bytes standing
 // where they do not belong (rows' values swapped, a record or a blob of another checkpoint or
-// thread, a write moved to another task): each is a typed error naming the thread, never read
-// as different valid data.
+// thread, a write moved to another task), and the columns beside a sealed record (step, source,
+// parent): each is a typed error naming the thread, never read as different valid data.
 BOOST_AUTO_TEST_CASE(row_edits) {
     const auto t0 = std::chrono::steady_clock::now();
     probe_file file;
