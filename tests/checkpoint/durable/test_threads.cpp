@@ -1041,7 +1041,7 @@ BOOST_DATA_TEST_CASE(stored_names_are_checked_against_the_graph, savers(), kind)
             run(env.saver->put_writes(c.thread, "", h.cp.id,
                                       {cp::pending_write{r_task, c.task_name ? c.task_name : "r", c.channel, c.value}}));
             BOOST_TEST(error_of([&] { run(app.get_state(c.thread)); }, &msg) == sg::errc::corrupt_checkpoint);
-            for (const std::string part : {std::string("thread '") + c.thread + "'", h.cp.id, std::string("pending write"),
+            for (const std::string& part : {std::string("thread '") + c.thread + "'", h.cp.id, std::string("pending write"),
                                            std::string("'") + c.channel + "'", std::string(c.says)})
                 BOOST_TEST(msg.find(part) != std::string::npos, part << " in: " << msg);
             BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread(c.thread))); }) == sg::errc::corrupt_checkpoint);
