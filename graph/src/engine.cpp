@@ -378,13 +378,14 @@ struct call_env {
     bool wants(stream_mode m) const { return on_event && has_mode(modes, m); }
 };
 
+/// Streams an event of the step being run (`r.step + 1`), or of the step `step` when given.
 void emit(const call_env& env, const run_state& r, stream_mode mode, std::string node, boost::json::value data,
-          bool cached = false, bool interrupt = false) {
+          bool cached = false, bool interrupt = false, std::optional<std::int64_t> step = std::nullopt) {
     if (!env.wants(mode)) return;
     stream_event e;
     e.mode = mode;
     e.ns = r.ns_path;
-    e.step = r.step + 1;
+    e.step = step ? *step : r.step + 1;
     e.node = std::move(node);
     e.data = std::move(data);
     e.cached = cached;
@@ -1133,13 +1134,16 @@ void apply_resume(run_state& r, const resume_input& res) {
     }
 }
 
-/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops.
-boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r) {
+/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops. Its
+/// `__interrupt__` event belongs to the step about to run (before) or to the step that ran
+/// (after), as LangGraph labels them.
+boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after) {
     r.fr.seen = r.cp_id;
     std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
                                               std::string(names::breakpoint), boost::json::string(r.cp_id)}};
     co_await r.session.put_writes(r.cp_id, std::move(w));
-    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true);
+    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true,
+         after ? r.step : r.step + 1);
 }
 
 [[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit) {
@@ -1188,7 +1192,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].before; });
             if (hit && max_version(r.versions) > r.fr.seen) {
-                co_await stop_at_breakpoint(env, r);
+                co_await stop_at_breakpoint(env, r, false);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
@@ -1289,7 +1293,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].after; });
             if (hit && max_version(r.versions) > r.fr.seen) {
-                co_await stop_at_breakpoint(env, r);
+                co_await stop_at_breakpoint(env, r, true);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
