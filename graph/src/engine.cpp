@@ -1449,6 +1449,9 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     s.metadata = t.cp.metadata;
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
+    // `tasks` lists the triggered nodes in name order (the order their writes are applied in);
+    // the snapshot lists them in declaration order, as LangGraph does, then the Sends in order.
+    std::vector<std::pair<std::size_t, task_snapshot>> listed;
     for (auto& tk : tasks) {
         reload_task(g, r, tk);
         task_snapshot ts;
@@ -1459,9 +1462,12 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         if (auto it = r.pending.find(tk.id); it != r.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
+        const std::size_t order = tk.push_index >= 0 ? g.nodes.size() : static_cast<std::size_t>(tk.node);
         if (tk.status == task_status::done) finished.push_back(std::move(tk));
-        s.tasks.push_back(std::move(ts));
+        listed.emplace_back(order, std::move(ts));
     }
+    std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& l : listed) s.tasks.push_back(std::move(l.second));
     auto next = next_names(g, r.fr);
     if (r.has_start_input) next.insert(next.begin(), std::string(names::start_task)); // its input is still to apply
     if (apply_pending && !finished.empty()) {
