@@ -1450,8 +1450,9 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
     // `tasks` lists the triggered nodes in name order (the order their writes are applied in);
-    // the snapshot lists them in declaration order, as LangGraph does, then the Sends in order.
-    std::vector<std::pair<std::size_t, task_snapshot>> listed;
+    // the snapshot lists the Sends in order, then the triggered nodes in declaration order, as
+    // LangGraph does.
+    std::vector<std::pair<std::pair<int, int>, task_snapshot>> listed;
     for (auto& tk : tasks) {
         reload_task(g, r, tk);
         task_snapshot ts;
@@ -1462,7 +1463,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         if (auto it = r.pending.find(tk.id); it != r.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
-        const std::size_t order = tk.push_index >= 0 ? g.nodes.size() : static_cast<std::size_t>(tk.node);
+        const auto order = tk.push_index >= 0 ? std::pair(0, tk.push_index) : std::pair(1, tk.node);
         if (tk.status == task_status::done) finished.push_back(std::move(tk));
         listed.emplace_back(order, std::move(ts));
     }

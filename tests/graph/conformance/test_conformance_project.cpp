@@ -250,4 +250,42 @@ BOOST_AUTO_TEST_CASE(project_case_55_cached_writes_on_continue) {
     cf::check_run(gc, 3, cf::record_invoke(asking, sg::continue_run, thread_cfg("interrupt"), o), ids);
 }
 
+// Fix 5 with Sends: get_state lists the Send tasks first, then the triggered nodes in
+// declaration order.
+BOOST_AUTO_TEST_CASE(project_case_57_tasks_order_with_sends) {
+    using lg::st;
+    using lg::upd;
+    auto gc = project_case("57_tasks_order_with_sends");
+    BOOST_TEST(gc.size() == 2u);
+    cf::id_mapper ids;
+    cf::counter_map counters;
+    sg::state_graph<st> g;
+    g.add_node("fan", [](const st&) { return upd{}; });
+    g.add_node("zeta", [](const st&) { return upd{}.set<&st::log>({"zeta"}); });
+    g.add_node("worker", [&counters](const std::string& item, sg::context& ctx) -> boost::asio::awaitable<upd> {
+        ++counters["worker." + item];
+        auto ask = ctx.interrupt<std::string>("check " + item);
+        std::string answer = co_await std::move(ask);
+        co_return upd{}.set<&st::log>({item + ":" + answer});
+    });
+    g.add_node("alpha", [](const st&) { return upd{}.set<&st::log>({"alpha"}); });
+    g.add_edge(sg::START, "fan").add_edge("fan", "zeta").add_edge("fan", "alpha");
+    g.add_conditional_edges(
+        "fan",
+        [](const st&) {
+            return std::vector<sg::send>{sg::send("worker", std::string("w1")), sg::send("worker", std::string("w2"))};
+        },
+        std::vector<std::string>{"worker"});
+    g.add_edge("zeta", sg::END).add_edge("worker", sg::END).add_edge("alpha", sg::END);
+    auto app = g.compile(with_memory());
+    const cf::invoke_options o{.counters = &counters};
+
+    // DIFFERENCE (README difference 3): our `next` names each node once, sorted by name;
+    // LangGraph's has one entry per task, in task order (here ["worker", "worker"]).
+    auto g0 = gc.run(0);
+    cf::set_path(g0, "state.next", cf::parse(R"(["worker"])"));
+    cf::check_run(gc, 0, cf::record_invoke(app, upd{}.set<&st::log>({}), thread_cfg("t"), o), ids, g0);
+    cf::check_run(gc, 1, cf::record_invoke(app, sg::resume(std::string("ok")), thread_cfg("t"), o), ids);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
