@@ -10,6 +10,7 @@
 
 #include <stategraph/checkpoint/memory_saver.hpp>
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "golden.hpp"
@@ -19,10 +20,14 @@ namespace cf = stategraph::conformance;
 namespace json = boost::json;
 
 namespace {
-/// The project's golden folder, found through the source tree (no network, no node needed).
-const std::string project_golden = STATEGRAPH_SOURCE_DIR "/tests/conformance/langgraphjs/golden";
+/// The project's golden folder, found through the source tree (no network, no node needed);
+/// $STATEGRAPH_PROJECT_GOLDEN_DIR replays another recording (say, of a newer LangGraph.js).
+std::string project_golden() {
+    if (const char* dir = std::getenv("STATEGRAPH_PROJECT_GOLDEN_DIR"); dir && *dir) return dir;
+    return STATEGRAPH_SOURCE_DIR "/tests/conformance/langgraphjs/golden";
+}
 
-cf::golden_case project_case(std::string name) { return cf::golden_case(std::move(name), project_golden); }
+cf::golden_case project_case(std::string name) { return cf::golden_case(std::move(name), project_golden()); }
 
 sg::run_config thread_cfg(std::string thread, std::optional<std::string> checkpoint_id = std::nullopt) {
     sg::run_config c;
