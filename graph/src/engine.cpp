@@ -398,13 +398,14 @@ struct call_env {
     bool wants(stream_mode m) const { return on_event && has_mode(modes, m); }
 };
 
+/// Streams an event of the step being run (`r.step + 1`), or of the step `step` when given.
 void emit(const call_env& env, const run_state& r, stream_mode mode, std::string node, boost::json::value data,
-          bool cached = false, bool interrupt = false) {
+          bool cached = false, bool interrupt = false, std::optional<std::int64_t> step = std::nullopt) {
     if (!env.wants(mode)) return;
     stream_event e;
     e.mode = mode;
     e.ns = r.ns_path;
-    e.step = r.step + 1;
+    e.step = step ? *step : r.step + 1;
     e.node = std::move(node);
     e.data = std::move(data);
     e.cached = cached;
@@ -1312,13 +1313,16 @@ void apply_resume(run_state& r, const resume_input& res) {
     }
 }
 
-/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops.
-boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r) {
+/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops. Its
+/// `__interrupt__` event belongs to the step about to run (before) or to the step that ran
+/// (after), as LangGraph labels them.
+boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after) {
     r.fr.seen = r.cp_id;
     std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
                                               std::string(names::breakpoint), boost::json::string(r.cp_id)}};
     co_await r.session.put_writes(r.cp_id, std::move(w));
-    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true);
+    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true,
+         after ? r.step : r.step + 1);
 }
 
 [[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit) {
@@ -1367,7 +1371,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].before; });
             if (hit && max_version(r.versions) > r.fr.seen) {
-                co_await stop_at_breakpoint(env, r);
+                co_await stop_at_breakpoint(env, r, false);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
@@ -1470,7 +1474,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].after; });
             if (hit && max_version(r.versions) > r.fr.seen) {
-                co_await stop_at_breakpoint(env, r);
+                co_await stop_at_breakpoint(env, r, true);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
@@ -1632,6 +1636,10 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     s.metadata = t.cp.metadata;
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
+    // `tasks` lists the triggered nodes in name order (the order their writes are applied in);
+    // the snapshot lists the Sends in order, then the triggered nodes in declaration order, as
+    // LangGraph does.
+    std::vector<std::pair<std::pair<int, int>, task_snapshot>> listed;
     for (auto& tk : tasks) {
         reload_task(g, r, tk);
         task_snapshot ts;
@@ -1642,9 +1650,12 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         if (auto it = r.pending.find(tk.id); it != r.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
+        const auto order = tk.push_index >= 0 ? std::pair(0, tk.push_index) : std::pair(1, tk.node);
         if (tk.status == task_status::done) finished.push_back(std::move(tk));
-        s.tasks.push_back(std::move(ts));
+        listed.emplace_back(order, std::move(ts));
     }
+    std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& l : listed) s.tasks.push_back(std::move(l.second));
     auto next = next_names(g, r.fr);
     if (r.has_start_input) next.insert(next.begin(), std::string(names::start_task)); // its input is still to apply
     if (apply_pending && !finished.empty()) {
