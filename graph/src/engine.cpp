@@ -1003,6 +1003,12 @@ std::vector<task> make_tasks(const graph_core& g, const run_state& r) {
     return tasks;
 }
 
+/// Where a task is listed (get_state, checkpoint events): the Sends in order, then the triggered
+/// nodes in declaration order, as LangGraph. (Writes are applied in name order.)
+std::pair<int, int> listing_order(const task& t) {
+    return t.push_index >= 0 ? std::pair(0, t.push_index) : std::pair(1, t.node);
+}
+
 void emit_checkpoint(const graph_core& g, const run_state& r) {
     if (!r.env || !(r.env->wants(stream_mode::checkpoints) || r.env->wants(stream_mode::debug))) return;
     const auto& st = *g.st;
@@ -1024,7 +1030,10 @@ void emit_checkpoint(const graph_core& g, const run_state& r) {
                                             {"interrupts", boost::json::array{}}});
     }
     for (const auto& n : next_names(g, r.fr)) next.push_back(boost::json::string(n));
-    for (const auto& t : make_tasks(g, r)) {
+    auto listed = make_tasks(g, r);
+    std::stable_sort(listed.begin(), listed.end(),
+                     [](const task& a, const task& b) { return listing_order(a) < listing_order(b); });
+    for (const auto& t : listed) {
         boost::json::array interrupts;
         if (auto it = r.pending.find(t.id); it != r.pending.end())
             for (const auto& w : it->second)
@@ -1650,7 +1659,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         if (auto it = r.pending.find(tk.id); it != r.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
-        const auto order = tk.push_index >= 0 ? std::pair(0, tk.push_index) : std::pair(1, tk.node);
+        const auto order = listing_order(tk);
         if (tk.status == task_status::done) finished.push_back(std::move(tk));
         listed.emplace_back(order, std::move(ts));
     }

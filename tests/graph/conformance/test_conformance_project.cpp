@@ -257,6 +257,44 @@ BOOST_AUTO_TEST_CASE(project_case_55_cached_writes_on_continue) {
 
 // Fix 5 with Sends: get_state lists the Send tasks first, then the triggered nodes in
 // declaration order.
+// Overwrite (issue 12, feature 10): a node's overwrite, an input's, one winning over the appends
+// of its step whatever their order, and two in one step an error, also when get_state reads them.
+BOOST_AUTO_TEST_CASE(project_case_56_overwrite_reducer_field) {
+    using lg::st;
+    using lg::upd;
+    auto gc = project_case("56_overwrite_reducer_field");
+    BOOST_TEST(gc.size() == 6u);
+    cf::id_mapper ids;
+    cf::counter_map counters; // the graphs count nothing: the golden runs show {}
+    const cf::invoke_options o{.counters = &counters};
+    auto append = [](std::string item) { return [item](const st&) { return upd{}.set<&st::log>({item}); }; };
+    auto overwrite = [](std::string item) { return [item](const st&) { return upd{}.overwrite<&st::log>({item}); }; };
+    auto in = [] { return upd{}.set<&st::log>({"in"}); };
+
+    sg::state_graph<st> chain;
+    chain.add_node("a", append("a")).add_node("reset", overwrite("reset")).add_node("c", append("c"));
+    chain.add_edge(sg::START, "a").add_edge("a", "reset").add_edge("reset", "c").add_edge("c", sg::END);
+    cf::check_run(gc, 0, cf::record_invoke(chain.compile(with_memory()), in(), thread_cfg("chain"), o), ids);
+
+    sg::state_graph<st> input;
+    input.add_node("a", append("a"));
+    input.add_edge(sg::START, "a").add_edge("a", sg::END);
+    auto input_app = input.compile(with_memory());
+    cf::check_run(gc, 1, cf::record_invoke(input_app, upd{}.set<&st::log>({"x"}), thread_cfg("input"), o), ids);
+    cf::check_run(gc, 2, cf::record_invoke(input_app, upd{}.overwrite<&st::log>({"fresh"}), thread_cfg("input"), o), ids);
+    cf::check_run(gc, 3, cf::record_invoke(input_app, upd{}.set<&st::log>({"more"}), thread_cfg("input"), o), ids);
+
+    sg::state_graph<st> parallel;
+    parallel.add_node("m", append("m")).add_node("p", overwrite("p")).add_node("q", append("q"));
+    for (const char* n : {"m", "p", "q"}) parallel.add_edge(sg::START, n).add_edge(n, sg::END);
+    cf::check_run(gc, 4, cf::record_invoke(parallel.compile(with_memory()), in(), thread_cfg("parallel"), o), ids);
+
+    sg::state_graph<st> twice;
+    twice.add_node("p", overwrite("p")).add_node("q", overwrite("q"));
+    for (const char* n : {"p", "q"}) twice.add_edge(sg::START, n).add_edge(n, sg::END);
+    cf::check_run(gc, 5, cf::record_invoke(twice.compile(with_memory()), in(), thread_cfg("double"), o), ids);
+}
+
 BOOST_AUTO_TEST_CASE(project_case_57_tasks_order_with_sends) {
     using lg::st;
     using lg::upd;
