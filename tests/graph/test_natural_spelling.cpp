@@ -64,6 +64,12 @@ boost::asio::awaitable<void> newcomer(sg::compiled_graph<ask_state> app, sg::com
     auto r0 = co_await plain.invoke(sg::update<ask_state>{}.set<&ask_state::question>("hi"));
     BOOST_TEST(r0.values.log == std::vector<std::string>{"done"});
 
+    // invoke with a temporary update holding heap memory (a long string, a list).
+    auto long_question = co_await plain.invoke(
+        sg::update<ask_state>{}.set<&ask_state::question>(std::string(200, 'q')).set<&ask_state::log>(std::vector<std::string>(1, std::string(100, 'l'))));
+    BOOST_TEST(long_question.values.question.size() == 200u);
+    BOOST_TEST(long_question.values.log.size() == 2u);
+
     // invoke with a braced config and a temporary update.
     auto r1 = co_await app.invoke(sg::update<ask_state>{}.set<&ask_state::question>("deploy"), {.thread_id = "t1"});
     BOOST_TEST(r1.interrupted());
@@ -90,6 +96,20 @@ boost::asio::awaitable<void> newcomer(sg::compiled_graph<ask_state> app, sg::com
                                   [&events](const sg::stream_event&) { ++events; });
     BOOST_TEST(r4.interrupted());
     BOOST_TEST(events >= 2);
+
+    // stream with a handler that keeps what it collects by value (a shared_ptr, a string longer
+    // than the small-string buffer). Built inside the co_await expression, g++ 12 destroys its
+    // captures twice (a double free under ASan); there it does not compile (see
+    // tests/dsl/compile_fail/stream_handler_by_value.cpp), and named first it is safe.
+    auto seen = std::make_shared<std::vector<std::string>>();
+    auto keep = [seen, prefix = std::string("an event of the tasks or checkpoints stream: ")](const sg::stream_event& e) {
+        seen->push_back(prefix + e.node);
+    };
+    auto r5 = co_await app.stream(sg::update<ask_state>{}.set<&ask_state::question>("y"), {.thread_id = "t3"},
+                                  sg::stream_mode::tasks | sg::stream_mode::checkpoints, keep);
+    BOOST_TEST(r5.interrupted());
+    BOOST_TEST(seen.use_count() == 2); // ours and keep's: the call's copies are gone, each once
+    BOOST_TEST(seen->size() >= 4u);    // 3 checkpoints, the start of ask and its result
 
     // history and update_state with their defaults.
     auto h = co_await app.get_state_history("t1");

@@ -14,6 +14,7 @@
 
 #include <stategraph/command.hpp>
 #include <stategraph/detail/engine.hpp>
+#include <stategraph/detail/gcc12.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/error.hpp>
 #include <stategraph/run_config.hpp>
@@ -30,6 +31,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -124,10 +127,22 @@ public:
         return detail::typed_run<S>(request(std::move(in), cfg, stream_mode::none, {}));
     }
 
-    /// @brief Runs the graph, calling `on_event` for the chosen stream modes.
-    boost::asio::awaitable<run_result<S>> stream(input in, const run_config& cfg, stream_mode modes,
-                                                 stream_handler on_event) const {
-        return detail::typed_run<S>(request(std::move(in), cfg, modes, std::move(on_event)));
+    /// @brief Runs the graph, calling `on_event(const stream_event&)` for the chosen stream modes.
+    /// `on_event` is a `stream_handler`, or any callable, stored for the call. Under g++ 12, pass
+    /// a lambda that captures by value as a named object: g++ 12 destroys the captures of a lambda
+    /// built inside a `co_await` expression twice (a compiler bug; it crashes), so such a
+    /// temporary does not compile there, with a message saying what to write.
+    template <class H>
+    boost::asio::awaitable<run_result<S>> stream(input in, const run_config& cfg, stream_mode modes, H&& on_event) const {
+        static_assert(std::is_invocable_v<std::remove_cvref_t<H>&, const stream_event&>,
+                      "app.stream(input, cfg, modes, on_event): on_event must be callable as "
+                      "on_event(const stategraph::stream_event&)");
+        static_assert(!detail::gcc12_unsafe_callable<H> || std::is_same_v<std::remove_cvref_t<H>, stream_handler>,
+                      "co_await app.stream(..., [captures by value](const stream_event&){...}): g++ 12 destroys the "
+                      "captures of a lambda built in a co_await expression twice (a compiler bug; it crashes). Name "
+                      "the handler first: `auto on_event = [..](const stategraph::stream_event& e) {...}; "
+                      "co_await app.stream(input, cfg, modes, on_event);`, or capture by reference ([&])");
+        return detail::typed_run<S>(request(std::move(in), cfg, modes, stream_handler(std::forward<H>(on_event))));
     }
 
     /// @brief The thread's state at its latest checkpoint. The writes of tasks that already

@@ -3,6 +3,7 @@
 /// @brief `context`: what a node can do besides reading the state: interrupt for a human,
 /// stream custom events, and see where it runs (node, step, thread, attempt).
 
+#include <stategraph/detail/gcc12.hpp>
 #include <stategraph/error.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
@@ -104,32 +105,11 @@ boost::asio::awaitable<R> run_effect(task_frame& f, std::string key, std::option
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-/// g++ 12 destroys the captures of a lambda built in a `co_await` expression twice.
-template <class F>
-inline constexpr bool gcc12_unsafe_callable =
-    !std::is_lvalue_reference_v<F> && !std::is_trivially_destructible_v<std::remove_cvref_t<F>>;
-#else
-template <class F>
-inline constexpr bool gcc12_unsafe_callable = false;
-#endif
-
 template <class T>
 boost::asio::awaitable<T> ready(T v) {
     co_return std::move(v);
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-/// g++ 12 destroys an aggregate-initialized temporary twice when it stands in an expression
-/// that contains `co_await` (a bug of the calling coroutine, not of the callee).
-template <class P>
-inline constexpr bool gcc12_unsafe_temporary =
-    !std::is_lvalue_reference_v<P> && std::is_aggregate_v<std::remove_cvref_t<P>> &&
-    !std::is_trivially_destructible_v<std::remove_cvref_t<P>>;
-#else
-template <class P>
-inline constexpr bool gcc12_unsafe_temporary = false;
-#endif
 } // namespace detail
 
 /// @brief Passed to nodes that take it as their second parameter.

@@ -39,7 +39,8 @@ sg::compile_options with_memory() { return {.checkpointer = std::make_shared<sg:
 
 /// Our id of a placeholder an earlier compared run bound (the golden call names it).
 std::string ours_of(const cf::id_mapper& ids, const cf::golden_case& gc, std::size_t run) {
-    const auto* id = cf::find_path(gc.run(run), "call.config.checkpoint_id");
+    const json::object golden = gc.run(run); // (a copy: the pointer below points into it)
+    const auto* id = cf::find_path(golden, "call.config.checkpoint_id");
     BOOST_REQUIRE(id != nullptr);
     auto o = ids.ours_of(std::string(id->as_string()));
     BOOST_REQUIRE_MESSAGE(o.has_value(), gc.label(run) << ": no earlier run bound " << *id);

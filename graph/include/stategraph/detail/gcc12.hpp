@@ -1,0 +1,33 @@
+#pragma once
+/// @file detail/gcc12.hpp
+/// @brief What g++ 12 gets wrong in `co_await` expressions, as traits the public API checks in
+/// `static_assert`s, so that a spelling that would crash under g++ 12 does not compile there and
+/// says what to write instead (see the README, "Running a graph from `main()`").
+
+#include <type_traits>
+
+namespace stategraph::detail {
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+/// g++ 12 destroys the captures of a lambda built in a `co_await` expression twice.
+template <class F>
+inline constexpr bool gcc12_unsafe_callable =
+    !std::is_lvalue_reference_v<F> && !std::is_trivially_destructible_v<std::remove_cvref_t<F>>;
+#else
+template <class F>
+inline constexpr bool gcc12_unsafe_callable = false;
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+/// g++ 12 destroys an aggregate-initialized temporary twice when it stands in an expression
+/// that contains `co_await` (a bug of the calling coroutine, not of the callee).
+template <class P>
+inline constexpr bool gcc12_unsafe_temporary =
+    !std::is_lvalue_reference_v<P> && std::is_aggregate_v<std::remove_cvref_t<P>> &&
+    !std::is_trivially_destructible_v<std::remove_cvref_t<P>>;
+#else
+template <class P>
+inline constexpr bool gcc12_unsafe_temporary = false;
+#endif
+
+} // namespace stategraph::detail
