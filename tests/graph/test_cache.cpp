@@ -216,4 +216,59 @@ BOOST_AUTO_TEST_CASE(graphs_without_a_checkpointer_keep_a_cache_each) {
     BOOST_TEST(*calls == 3);
 }
 
+BOOST_AUTO_TEST_CASE(send_targets_are_cached_by_their_payload) {
+    auto calls = std::make_shared<int>(0);
+    sg::state_graph<q> g("fan");
+    g.add_node("square",
+               [calls](const int& x) {
+                   ++*calls;
+                   std::vector<std::string> line{std::to_string(x * x)};
+                   return sg::update<q>{}.set<&q::log>(std::move(line));
+               },
+               {.cache = sg::cache_policy{}});
+    g.add_conditional_edges(
+        sg::START,
+        [](const q& s) {
+            std::vector<sg::send> sends;
+            for (int x = 1; x <= s.n; ++x) sends.push_back(sg::send("square", x));
+            return sends;
+        },
+        std::vector<std::string>{"square"});
+    g.add_edge("square", sg::END);
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto app = g.compile({.checkpointer = saver});
+    sg::run_config cfg;
+    cfg.thread_id = "a";
+    auto first = run(app.invoke(input("", 3), cfg));
+    BOOST_TEST(*calls == 3);
+    cfg.thread_id = "b";
+    std::vector<sg::stream_event> events;
+    auto second = run(app.stream(input("", 4), cfg, sg::stream_mode::updates,
+                                 [&](const sg::stream_event& e) { events.push_back(e); }));
+    BOOST_TEST(*calls == 4); // only the payload 4 is new
+    BOOST_TEST(second.values.log == (std::vector<std::string>{"1", "4", "9", "16"}), boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(events.size() == 4u);
+    int cached = 0;
+    for (const auto& e : events) cached += e.cached;
+    BOOST_TEST(cached == 3);
+    // The step's writes, cached or not, are saved with its checkpoint.
+    auto state = run(app.get_state("b"));
+    BOOST_TEST(state.values.log == second.values.log, boost::test_tools::per_element());
+    (void)first;
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_key_function_fails_the_node) {
+    auto calls = std::make_shared<int>(0);
+    auto bad_key = [](const boost::json::value&) -> std::string { throw std::runtime_error("no key"); };
+    auto app = cache_test::lookup_graph(calls, {.cache = sg::cache_policy{.key = bad_key}}).compile();
+    try {
+        run(app.invoke(input("zurich")));
+        BOOST_FAIL("the key function's error must fail the node");
+    } catch (const sg::node_error& e) {
+        BOOST_TEST(e.node() == "lookup");
+        BOOST_TEST(std::string(e.what()).find("no key") != std::string::npos);
+    }
+    BOOST_TEST(*calls == 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

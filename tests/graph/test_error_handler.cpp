@@ -219,6 +219,44 @@ BOOST_AUTO_TEST_CASE(default_timeout_and_cache_with_overrides) {
     BOOST_TEST((*calls)["uncached"] == 2); // opted out
 }
 
+BOOST_AUTO_TEST_CASE(a_coroutine_handler_with_context) {
+    sg::state_graph<st> g("h");
+    g.add_node("fetch", [](const st&) -> sg::update<st> { throw std::runtime_error("boom"); },
+               {.on_error = [](const st&, const sg::node_failure& f, sg::context& ctx) -> asio::awaitable<sg::update<st>> {
+                    asio::steady_timer t(ctx.executor(), 1ms);
+                    co_await t.async_wait(asio::use_awaitable);
+                    co_return say(f.message + " in " + ctx.node() + " at step " + std::to_string(ctx.step()));
+                }});
+    g.add_edge(sg::START, "fetch").add_edge("fetch", sg::END);
+    auto r = run(g.compile().invoke(sg::update<st>{}));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"boom in fetch at step 1"}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(handled_tasks_in_a_parallel_step_are_saved_as_the_node_s) {
+    auto handled = std::make_shared<int>(0);
+    sg::state_graph<st> g("h");
+    g.add_node("ok", [](const st&) { return say("ok"); });
+    g.add_node("bad", [](const st&) -> sg::update<st> { throw std::runtime_error("bad"); },
+               {.on_error = [handled](const st&, const sg::node_failure&) {
+                    ++*handled;
+                    return say("handled");
+                }});
+    g.add_node("join", [](const st&) { return say("join"); });
+    g.add_edge(sg::START, "ok").add_edge(sg::START, "bad");
+    g.add_edge(std::vector<std::string>{"ok", "bad"}, "join").add_edge("join", sg::END);
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto app = g.compile({.checkpointer = saver});
+    sg::run_config cfg;
+    cfg.thread_id = "t";
+    auto r = run(app.invoke(sg::update<st>{}, cfg));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"handled", "ok", "join"}), boost::test_tools::per_element());
+    BOOST_TEST(*handled == 1);
+    auto history = run(app.get_state_history("t"));
+    BOOST_TEST_REQUIRE(history.size() >= 2u);
+    const auto& step1 = history[1]; // after ok and bad
+    BOOST_TEST(step1.values.log == (std::vector<std::string>{"handled", "ok"}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(a_handler_of_another_state_is_a_compile_problem) {
     sg::state_graph<st> g("h");
     g.add_node("a", [](const st&) { return say("a"); },
