@@ -127,6 +127,11 @@ boost::asio::awaitable<void> memory_saver::cache_put(std::string ns, std::string
     cache_entry e{boost::json::serialize(value), std::nullopt};
     if (ttl.count() > 0) e.expires = std::chrono::steady_clock::now() + ttl;
     std::lock_guard g(cache_mutex_);
+    // Expired entries go when read, and every 256 puts all at once (those never read again).
+    if (++cache_puts_ % 256 == 0) {
+        const auto now = std::chrono::steady_clock::now();
+        std::erase_if(cache_, [&](const auto& kv) { return kv.second.expires && *kv.second.expires <= now; });
+    }
     cache_.insert_or_assign({std::move(ns), std::move(key)}, std::move(e));
     co_return;
 }

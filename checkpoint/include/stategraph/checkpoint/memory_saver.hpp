@@ -91,6 +91,7 @@ private:
     };
     std::mutex cache_mutex_;
     std::map<std::pair<std::string, std::string>, cache_entry> cache_; // (ns, key) -> entry
+    std::size_t cache_puts_ = 0;
 };
 
 } // namespace stategraph::checkpoint
