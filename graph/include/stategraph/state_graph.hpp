@@ -35,7 +35,8 @@ struct node_options {
     std::optional<retry_policy> retry; ///< retry inside the step
     std::vector<std::string> ends;     ///< nodes a Command from this node may go to
     /// Per-attempt time limit (zero: the retry policy's `timeout`, else the default's, else none);
-    /// an attempt past it fails with `errc::node_timeout` (and is retried as any failure).
+    /// an attempt past it fails with `errc::node_timeout` (and is retried as any failure). Coroutine
+    /// nodes only: a synchronous node cannot be interrupted.
     std::chrono::milliseconds timeout{0};
     std::optional<cache_policy> cache; ///< skip the node when its input's key is cached
     error_handler on_error;            ///< runs when the node fails for good
