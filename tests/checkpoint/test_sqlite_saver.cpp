@@ -183,6 +183,14 @@ struct history {
     }
 };
 
+/// The file at `path` holding `history`'s checkpoints, written by this saver and closed.
+history stored_history(const std::string& path) {
+    history h;
+    sqlite_saver s(options_for(path));
+    h.store(s);
+    return h;
+}
+
 /// The tables of schema version 2 (and 3, which only seals what they hold): one b-tree each
 /// (WITHOUT ROWID), no separate index.
 void check_v2_layout(raw_db& raw) {
@@ -530,11 +538,7 @@ BOOST_AUTO_TEST_CASE(node_cache_survives_reopening_the_file) {
 BOOST_AUTO_TEST_CASE(a_v5_file_gains_the_cache_table) {
     temp_dir dir;
     const auto path = dir.file("db");
-    history h;
-    {
-        sqlite_saver s(options_for(path));
-        h.store(s);
-    }
+    const history h = stored_history(path);
     {
         raw_db raw(path);
         raw.exec("DROP TABLE cache"); // (added by version 6)
@@ -767,11 +771,7 @@ BOOST_AUTO_TEST_CASE(v1_file_migrates_to_v2) {
 BOOST_AUTO_TEST_CASE(v3_records_still_read_and_v4_seals_their_columns) {
     temp_dir dir;
     const auto path = dir.file("db");
-    history h;
-    {
-        sqlite_saver s(options_for(path));
-        h.store(s);
-    }
+    const history h = stored_history(path);
     {
         // The file as version 3 wrote it.
         raw_db raw(path);
