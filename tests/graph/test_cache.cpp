@@ -11,6 +11,7 @@
 #include "run_awaitable.hpp"
 
 #include <memory>
+#include <sstream>
 #include <thread>
 
 namespace sg = stategraph;
@@ -269,6 +270,19 @@ BOOST_AUTO_TEST_CASE(a_throwing_key_function_fails_the_node) {
         BOOST_TEST(std::string(e.what()).find("no key") != std::string::npos);
     }
     BOOST_TEST(*calls == 0);
+}
+
+BOOST_AUTO_TEST_CASE(cached_nodes_are_drawn_so) {
+    auto calls = std::make_shared<int>(0);
+    auto g = cache_test::lookup_graph(calls, {});
+    g.add_node("plain", [](const q&) { return sg::update<q>{}; }, {.use_defaults = false});
+    g.add_edge("lookup", "plain").add_edge("plain", sg::END);
+    g.set_node_defaults({.cache = sg::cache_policy{}});
+    std::ostringstream os;
+    g.compile().write_dot(os);
+    const std::string dot = os.str();
+    BOOST_TEST(dot.find("lookup\\n(cached)") != std::string::npos); // from the defaults
+    BOOST_TEST(dot.find("plain\\n(cached)") == std::string::npos);  // opted out
 }
 
 BOOST_AUTO_TEST_SUITE_END()

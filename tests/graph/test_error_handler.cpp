@@ -11,6 +11,7 @@
 #include "run_awaitable.hpp"
 
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 namespace sg = stategraph;
@@ -138,6 +139,9 @@ BOOST_AUTO_TEST_CASE(a_failing_handler_is_a_typed_error_naming_both) {
                              }}});
     g.add_edge(sg::START, "fetch").add_edge("fetch", sg::END);
     auto app = g.compile();
+    std::ostringstream dot;
+    app.write_dot(dot);
+    BOOST_TEST(dot.str().find("fetch\\n(on error: apologize)") != std::string::npos);
     try {
         run(app.invoke(sg::update<st>{}));
         BOOST_FAIL("the handler's failure must fail the run");

@@ -266,7 +266,11 @@ private:
             if (n.timeout.count() <= 0 && n.retry) n.timeout = n.retry->timeout;
             if (n.timeout.count() <= 0 && n.use_defaults) n.timeout = defaults_.timeout;
             for (auto& spec : core.topo.nodes)
-                if (spec.name == n.name) spec.has_retry = n.retry.has_value();
+                if (spec.name == n.name) {
+                    spec.has_retry = n.retry.has_value();
+                    spec.has_cache = n.cache.has_value();
+                    spec.error_handler = n.on_error ? n.on_error.name() : std::string();
+                }
         }
     }
 
