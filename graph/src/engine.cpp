@@ -1075,7 +1075,7 @@ boost::asio::awaitable<void> call_with_timeout(const node_rt& rt, task& t, conte
     // Not `work || timer`: awaitable_operators' || waits for one *success*, so a node that throws
     // (an error, or the interrupt_signal of interrupt()) would only be seen when the timer fires.
     // wait_for_one() ends with whichever finishes first.
-    boost::asio::steady_timer timer(ex, rt.retry->timeout);
+    boost::asio::steady_timer timer(ex, rt.timeout);
     auto work = rt.call.async(t.input, ctx, t.out);
     auto wait = timer.async_wait(boost::asio::use_awaitable);
     auto [order, work_error, wait_error] =
@@ -1089,7 +1089,7 @@ boost::asio::awaitable<void> call_with_timeout(const node_rt& rt, task& t, conte
     }
     throw graph_error(errc::node_timeout,
                       "node '" + rt.name + "' attempt " + std::to_string(ctx.attempt()) + " ran past its time limit of " +
-                          std::to_string(rt.retry->timeout.count()) + " ms",
+                          std::to_string(rt.timeout.count()) + " ms",
                       {rt.name});
 }
 
@@ -1125,6 +1125,122 @@ void emit_task_result(const call_env& env, const run_state& r, task& t) {
     emit_record(env, r, stream_mode::tasks, "task_result", r.step + 1, name, std::move(p));
 }
 
+// ---------------------------------------------------------------------------------------------
+// node cache and error handlers (run_task)
+
+/// The cache namespace of a node: the graph's name and the node's.
+std::string cache_ns(const graph_core& g, const std::string& node) { return g.topo.name + ":" + node; }
+
+/// 64-bit FNV-1a of `text` from `seed`.
+std::uint64_t fnv1a(std::string_view text, std::uint64_t seed) {
+    std::uint64_t h = seed;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/// The cache key of a task's input: the policy's key of the input's JSON (default: its text); a
+/// key over 128 bytes is stored as two 64-bit hashes and its length.
+std::string cache_key(const graph_core& g, const node_rt& rt, const task& t) {
+    const boost::json::value input =
+        t.push_index >= 0 ? rt.arg_to_json(t.input) : boost::json::value(state_json(*g.st, t.input));
+    std::string key = rt.cache->key ? rt.cache->key(input) : boost::json::serialize(input);
+    if (key.size() <= 128) return key;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "#%016llx%016llx:%zu", static_cast<unsigned long long>(fnv1a(key, 0xcbf29ce484222325ull)),
+                  static_cast<unsigned long long>(fnv1a(key, 0x84222325cbf29ce4ull)), key.size());
+    return buf;
+}
+
+/// What the cache keeps of a finished task: its writes, Command targets and Sends.
+boost::json::object cache_entry(const graph_core& g, task& t) {
+    boost::json::array go;
+    for (const auto& target : t.out.targets) go.push_back(boost::json::string(target));
+    boost::json::array sends;
+    for (const auto& s : t.out.sends) sends.push_back(send_json(s));
+    return boost::json::object{{"writes", encoded_writes(g, t)}, {"goto", std::move(go)}, {"sends", std::move(sends)}};
+}
+
+/// Rebuilds a task's outcome from a cache entry; false (a miss) when the entry does not fit the
+/// graph any more (a field or node renamed since it was written): the node then runs again.
+bool replay_cached(const graph_core& g, task& t, const boost::json::value& entry) {
+    try {
+        const auto& o = entry.as_object();
+        node_result out;
+        const auto& writes = o.at("writes").as_object();
+        if (!writes.empty()) out.writes = update_from_json(*g.st, writes, errc::corrupt_checkpoint, "a node cache entry");
+        for (const auto& target : o.at("goto").as_array()) out.targets.push_back(std::string(target.as_string()));
+        for (const auto& p : o.at("sends").as_array()) {
+            int id = g.find(std::string(p.at("node").as_string()));
+            if (id < 0) return false;
+            out.sends.push_back(restored_send(g, id, p.at("arg")));
+        }
+        t.out = std::move(out);
+        t.encoded = writes;
+        return true;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+/// What an error handler is told of a task's failure.
+node_failure failure_of(const node_rt& rt, const task& t, int attempts) {
+    node_failure f;
+    f.node = rt.name;
+    f.attempts = attempts;
+    f.error = t.error;
+    try {
+        std::rethrow_exception(t.error);
+    } catch (const graph_error& e) {
+        f.code = e.kind();
+        f.message = e.what();
+    } catch (const std::exception& e) {
+        f.message = e.what();
+    } catch (...) {
+        f.message = "a non-standard exception";
+    }
+    return f;
+}
+
+/// Runs the node's error handler on a task that failed for good: its outcome becomes the task's
+/// (done), or, when the handler fails too, the task fails with an error naming both.
+boost::asio::awaitable<void> handle_failure(const run_state& r, const node_rt& rt, task& t, int attempts) {
+    const node_failure failure = failure_of(rt, t, attempts);
+    const auto& call = rt.on_error.call();
+    context ctx = context_access::make(t.frame);
+    std::string problem;
+    std::exception_ptr handler_error;
+    try {
+        t.out = node_result{};
+        t.encoded.reset();
+        if (call.sync) {
+            call.sync(r.state.get(), failure, ctx, t.out);
+        } else {
+            auto handled = call.async(r.state.get(), failure, ctx, t.out);
+            co_await std::move(handled);
+        }
+        t.status = task_status::done;
+        t.error = nullptr;
+        co_return;
+    } catch (const interrupt_signal&) {
+        handler_error = std::current_exception();
+        problem = "interrupted, which an error handler may not do";
+    } catch (const std::exception& e) {
+        handler_error = std::current_exception();
+        problem = std::string("failed: ") + e.what();
+    } catch (...) {
+        handler_error = std::current_exception();
+        problem = "failed with a non-standard exception";
+    }
+    const std::string& handler = rt.on_error.name();
+    t.out = node_result{};
+    t.error = std::make_exception_ptr(error_handler_error(
+        rt.name, handler, handler_error, failure.error,
+        "error handler '" + handler + "' of node '" + rt.name + "' " + problem + " (the node failed: " + failure.message + ")"));
+}
+
 boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t, bool durable) {
     const auto& g = env.g;
     const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
@@ -1148,7 +1264,36 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.recursion_limit = env.cfg.recursion_limit;
     const bool streams_tasks = env.wants(stream_mode::tasks) || env.wants(stream_mode::debug);
     if (streams_tasks) emit_task_start(env, r, t);
-    for (int attempt = 1;; ++attempt) {
+    // A cached node: a hit replays the saved outcome instead of running the node.
+    const bool cached = rt.cache && g.cache;
+    std::string key;
+    if (cached) {
+        std::exception_ptr key_error;
+        try {
+            key = cache_key(g, rt, t);
+        } catch (...) {
+            key_error = std::current_exception();
+        }
+        if (key_error) {
+            t.status = task_status::failed;
+            t.error = key_error;
+        } else {
+            auto lookup = g.cache->cache_get(cache_ns(g, rt.name), key);
+            auto entry = co_await std::move(lookup);
+            if (entry && replay_cached(g, t, *entry)) {
+                t.status = task_status::done;
+                t.cached = true;
+                t.out_fields = t.out.writes.fields();
+                if (env.wants(stream_mode::updates)) emit(env, r, stream_mode::updates, rt.name, *t.encoded, true);
+                if (streams_tasks) emit_task_result(env, r, t);
+                if (durable && r.session) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+                co_return;
+            }
+        }
+    }
+    int attempts_made = 0;
+    for (int attempt = 1; t.status == task_status::pending; ++attempt) {
+        attempts_made = attempt;
         f.counter = 0;
         f.effect_calls.clear();
         f.attempt = attempt;
@@ -1157,7 +1302,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
         try {
             t.out = node_result{};
             if (rt.call.sync) rt.call.sync(t.input, ctx, t.out);
-            else if (rt.retry && rt.retry->timeout.count() > 0) co_await call_with_timeout(rt, t, ctx, ex);
+            else if (rt.timeout.count() > 0) co_await call_with_timeout(rt, t, ctx, ex);
             else co_await rt.call.async(t.input, ctx, t.out);
             t.status = task_status::done;
         } catch (interrupt_signal& sig) {
@@ -1167,7 +1312,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
             error = std::current_exception();
         }
         if (error) {
-            bool retry = attempt < attempts && retryable(*rt.retry, error);
+            bool retry = attempt < attempts && rt.retry && retryable(*rt.retry, error);
             if (retry) {
                 boost::asio::steady_timer timer(ex, rt.retry->delay_before(attempt + 1));
                 co_await timer.async_wait(boost::asio::use_awaitable);
@@ -1177,6 +1322,13 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
             t.error = error;
         }
         break;
+    }
+    if (t.status == task_status::done && cached) {
+        auto store = g.cache->cache_put(cache_ns(g, rt.name), key, boost::json::value(cache_entry(g, t)), rt.cache->ttl);
+        co_await std::move(store);
+    }
+    if (t.status == task_status::failed && rt.on_error && !is_resume_mismatch(t)) {
+        co_await handle_failure(r, rt, t, attempts_made);
     }
     if (t.status == task_status::done) {
         t.out_fields = t.out.writes.fields();
@@ -1697,6 +1849,28 @@ boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req) 
     r.session = checkpoint_session(g.saver.get(), req->cfg.thread_id.str(), "");
     const call_env env{g, req->cfg, req->modes, req->on_event};
     co_return co_await run(env, r, req->input);
+}
+
+boost::asio::awaitable<std::size_t> clear_cache(std::shared_ptr<const graph_core> graph, std::vector<std::string> nodes) {
+    std::vector<std::string> namespaces;
+    if (nodes.empty())
+        for (const auto& n : graph->nodes) namespaces.push_back(cache_ns(*graph, n.name));
+    for (const auto& n : nodes) {
+        if (graph->find(n) < 0) {
+            std::vector<std::string> known;
+            for (const auto& k : graph->nodes) known.push_back(k.name);
+            auto near = nearest_name(n, known);
+            throw graph_error(errc::unknown_node,
+                              "clear_cache: graph '" + graph->topo.name + "' has no node '" + n + "'" +
+                                  (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                              {n});
+        }
+        namespaces.push_back(cache_ns(*graph, n));
+    }
+    // An empty list would clear every graph's entries: a graph without nodes has none to clear.
+    if (!graph->cache || namespaces.empty()) co_return 0;
+    auto clear = graph->cache->cache_clear(std::move(namespaces));
+    co_return co_await std::move(clear);
 }
 
 boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> req) {

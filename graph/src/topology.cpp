@@ -269,6 +269,8 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
         if (n && n->deferred) label += "\\n(deferred)", style = "rounded,filled,dashed";
         if (n && n->send_only) label += "\\n(Send target)";
         if (n && n->has_retry) label += "\\n(retry)";
+        if (n && n->has_cache) label += "\\n(cached)";
+        if (n && !n->error_handler.empty()) label += "\\n(on error: " + esc(n->error_handler) + ")";
         if (t.interrupt_before.count(name)) extra += ", color=red, penwidth=2, xlabel=\"interrupt before\"";
         if (t.interrupt_after.count(name)) extra += ", color=red, penwidth=2, xlabel=\"interrupt after\"";
         if (is_in(opt.visited, name)) fill = "#cfe2ff";

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE dsl
 #include <stategraph/dsl/dsl.hpp>
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <stategraph/checkpoint/memory_saver.hpp>
@@ -318,6 +320,46 @@ BOOST_AUTO_TEST_CASE(retry_policy_retries_a_failing_node) {
     BOOST_TEST(run(with_retry.invoke(sg::update<turn>{})).values.round == 2);
     auto without = graph<turn>("no_retry", "flaky"_n = flaky, start >> "flaky"_n >> end).compile();
     BOOST_CHECK_THROW(run(without.invoke(sg::update<turn>{})), sg::node_error);
+}
+
+BOOST_AUTO_TEST_CASE(cache_on_error_timeout_and_defaults_as_modifiers) {
+    using namespace sg::dsl;
+    auto calls = std::make_shared<int>(0);
+    auto lookup = [calls](const turn& t) {
+        ++*calls;
+        return sg::update<turn>{}.set<&turn::log>({"lookup " + t.message});
+    };
+    auto broken = [](const turn&) -> sg::update<turn> { throw std::runtime_error("broken"); };
+    auto fallback = [](const turn&, const sg::node_failure& f) {
+        return sg::update<turn>{}.set<&turn::log>({"fallback for " + f.node});
+    };
+    auto slow = [](const turn&, sg::context& ctx) -> boost::asio::awaitable<sg::update<turn>> {
+        boost::asio::steady_timer t(ctx.executor(), std::chrono::seconds(2));
+        co_await t.async_wait(boost::asio::use_awaitable);
+        co_return sg::update<turn>{};
+    };
+    auto g = graph<turn>("modifiers", "lookup"_n = lookup | cache({.ttl = std::chrono::minutes(1)}),
+                         "broken"_n = broken | on_error("fallback", fallback),
+                         "slow"_n = (slow | timeout(std::chrono::milliseconds(20))),
+                         start >> "lookup"_n >> "broken"_n >> "slow"_n >> end);
+    g.set_node_defaults({.on_error = [](const turn&, const sg::node_failure& f) {
+        return sg::update<turn>{}.set<&turn::log>({std::string("default: ") + sg::to_string(f.code)});
+    }});
+    auto app = g.compile();
+    auto input = sg::update<turn>{}.set<&turn::message>("hi");
+    auto r = run(app.invoke(input));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"lookup hi", "fallback for broken", "default: node_timeout"}),
+               boost::test_tools::per_element());
+    r = run(app.invoke(input));
+    BOOST_TEST(*calls == 1); // cached
+    BOOST_TEST(r.values.log.front() == "lookup hi");
+
+    // A member spelling, and a node that opts out of the defaults.
+    auto h = graph<turn>("opt_out", ("broken"_n = broken).with(no_defaults), start >> "broken"_n >> end);
+    h.set_node_defaults({.on_error = fallback});
+    BOOST_CHECK_THROW(run(h.compile().invoke(input)), sg::node_error);
+    auto k = graph<turn>("member", ("broken"_n = broken).on_error(fallback), start >> "broken"_n >> end).compile();
+    BOOST_TEST(run(k.invoke(input)).values.log == (std::vector<std::string>{"fallback for broken"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(breakpoints_stop_the_run_and_continue_resumes_it) {

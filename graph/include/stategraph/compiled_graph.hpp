@@ -75,6 +75,9 @@ struct compile_options {
     std::vector<std::string> interrupt_before;
     std::vector<std::string> interrupt_after;
     std::string name;
+    /// Where cached nodes keep their outcomes (`cache_policy`); empty: the checkpointer, or, for a
+    /// graph without one, a memory saver private to the compiled graph.
+    std::shared_ptr<checkpoint::saver> cache;
 };
 
 namespace detail {
@@ -190,6 +193,14 @@ public:
         req->checkpoint_id = std::move(checkpoint_id);
         req->allow_drift = allow_drift;
         return detail::update_state(std::move(req));
+    }
+
+    /// @brief Removes the cached outcomes of every node of this graph (LangGraph's `clear_cache`);
+    /// returns how many entries went. Entries of other graphs in the same saver stay.
+    boost::asio::awaitable<std::size_t> clear_cache() const { return detail::clear_cache(core_, {}); }
+    /// @brief Removes the cached outcomes of the nodes `nodes` only.
+    boost::asio::awaitable<std::size_t> clear_cache(std::vector<std::string> nodes) const {
+        return detail::clear_cache(core_, std::move(nodes));
     }
 
     /// @brief The graph's shape (for drawing and validation).

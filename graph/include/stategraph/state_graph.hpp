@@ -3,29 +3,55 @@
 /// @brief `state_graph<S>`: the builder, with LangGraph's vocabulary in snake_case
 /// (add_node, add_edge, add_conditional_edges, compile). The DSL lowers to it.
 
+#include <stategraph/cache.hpp>
 #include <stategraph/compiled_graph.hpp>
 #include <stategraph/detail/graph_core.hpp>
+#include <stategraph/error_handler.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
 
+#include <stategraph/checkpoint/memory_saver.hpp>
+
 #include <boost/describe/enum_to_string.hpp>
 #include <boost/describe/enumerators.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <typeindex>
 #include <vector>
 
 namespace stategraph {
 
-/// @brief Options of `add_node`.
+/// @brief Options of `add_node`. Retry, timeout, cache and error handler left unset take the
+/// graph's `node_defaults` (unless `use_defaults` is false); those set here win.
 struct node_options {
     std::string stage;                 ///< cluster in drawings
     bool defer = false;                ///< run only when no other node is pending
     std::optional<retry_policy> retry; ///< retry inside the step
     std::vector<std::string> ends;     ///< nodes a Command from this node may go to
+    /// Per-attempt time limit (zero: the retry policy's `timeout`, else the default's, else none);
+    /// an attempt past it fails with `errc::node_timeout` (and is retried as any failure). Coroutine
+    /// nodes only: a synchronous node cannot be interrupted.
+    std::chrono::milliseconds timeout{0};
+    std::optional<cache_policy> cache; ///< skip the node when its input's key is cached
+    error_handler on_error;            ///< runs when the node fails for good
+    bool use_defaults = true;          ///< false: take none of the graph's `node_defaults`
+};
+
+/// @brief Graph-wide node options (`state_graph::set_node_defaults`, LangGraph's
+/// `setNodeDefaults`): every node that does not set its own retry policy, timeout, cache policy
+/// or error handler uses these. Subgraph nodes and the nodes inside a subgraph are no exception
+/// (a subgraph has defaults of its own).
+struct node_defaults {
+    std::optional<retry_policy> retry;
+    std::chrono::milliseconds timeout{0};
+    std::optional<cache_policy> cache;
+    error_handler on_error;
 };
 
 namespace detail {
@@ -162,6 +188,15 @@ public:
         return *this;
     }
 
+    /// @brief Sets the graph-wide node defaults (replacing earlier ones); they apply at `compile()`
+    /// to every node, whenever it was added, that leaves the option unset.
+    state_graph& set_node_defaults(node_defaults defaults) {
+        defaults_ = std::move(defaults);
+        return *this;
+    }
+    /// @brief The graph-wide node defaults.
+    const node_defaults& defaults() const noexcept { return defaults_; }
+
     /// @brief The shape built so far.
     const topology& shape() const { return impl_->topo; }
 
@@ -181,9 +216,19 @@ public:
         for (auto& n : options.interrupt_before) t.interrupt_before.insert(n);
         for (auto& n : options.interrupt_after) t.interrupt_after.insert(n);
         t.fields = impl->st->describe;
+        apply_defaults(*impl);
         problems = validate(t);
+        for (const auto& n : impl->nodes)
+            if (n.on_error && n.on_error.state_type() != std::type_index(typeid(S)))
+                problems.push_back({errc::invalid_input,
+                                    "the error handler '" + n.on_error.name() + "' of node '" + n.name +
+                                        "' reads another state type than the graph's",
+                                    {n.name, n.on_error.name()}});
         if (!problems.empty()) return std::nullopt;
         impl->lower();
+        impl->cache = options.cache ? options.cache : options.checkpointer;
+        if (!impl->cache && std::any_of(impl->nodes.begin(), impl->nodes.end(), [](const auto& n) { return n.cache.has_value(); }))
+            impl->cache = std::make_shared<checkpoint::memory_saver>(); // in process memory: one per compiled graph
         impl->saver = std::move(options.checkpointer);
         return compiled_graph<S>(std::shared_ptr<const detail::graph_core>(std::move(impl)));
     }
@@ -209,6 +254,26 @@ private:
         return *this;
     }
 
+    /// Fills what each node left unset from the graph's defaults, and resolves its time limit.
+    void apply_defaults(detail::graph_core& core) const {
+        for (std::size_t i = 0; i < core.nodes.size(); ++i) {
+            auto& n = core.nodes[i];
+            if (n.use_defaults) {
+                if (!n.retry) n.retry = defaults_.retry;
+                if (!n.cache) n.cache = defaults_.cache;
+                if (!n.on_error) n.on_error = defaults_.on_error;
+            }
+            if (n.timeout.count() <= 0 && n.retry) n.timeout = n.retry->timeout;
+            if (n.timeout.count() <= 0 && n.use_defaults) n.timeout = defaults_.timeout;
+            for (auto& spec : core.topo.nodes)
+                if (spec.name == n.name) {
+                    spec.has_retry = n.retry.has_value();
+                    spec.has_cache = n.cache.has_value();
+                    spec.error_handler = n.on_error ? n.on_error.name() : std::string();
+                }
+        }
+    }
+
     template <class In>
     void add_node_impl(std::string name, detail::node_call call, node_options options,
                        std::shared_ptr<const topology> sub) {
@@ -226,6 +291,10 @@ private:
         rt.call = std::move(call);
         rt.deferred = options.defer;
         rt.retry = options.retry;
+        rt.timeout = options.timeout;
+        rt.cache = std::move(options.cache);
+        rt.on_error = std::move(options.on_error);
+        rt.use_defaults = options.use_defaults;
         rt.input_type = typeid(In);
         rt.send_only = !std::is_same_v<In, S>;
         rt.arg_from_json = [](const boost::json::value& v) -> std::shared_ptr<const void> {
@@ -246,6 +315,7 @@ private:
     }
 
     std::shared_ptr<detail::graph_core> impl_;
+    node_defaults defaults_;
 };
 
 } // namespace stategraph

@@ -28,6 +28,8 @@ struct node_spec {
     bool deferred = false;             ///< runs only when nothing else is pending
     bool send_only = false;            ///< takes a Send payload, not the state
     bool has_retry = false;
+    bool has_cache = false;            ///< has a cache policy (own or the graph's default)
+    std::string error_handler;         ///< the name of its error handler, or ""
     std::vector<std::string> ends;     ///< nodes a Command from this node may go to
     std::shared_ptr<const topology> subgraph; ///< for a compiled graph used as a node
 };

@@ -121,6 +121,13 @@ int main_impl(int argc, char** argv) {
         std::cout << (r.interrupted() ? "waiting" : "done") << " count " << r.values.count << "\n";
         return 0;
     }
+    if (mode == "cache-run") { // <db> <thread> <counters> <count>: one run of the cached graph
+        if (argc < 6) return 2;
+        auto app = cache_graph(argv[4]).compile({.checkpointer = open_saver(db)});
+        auto r = run(app.invoke(sg::update<ask_state>{}.set<&ask_state::count>(std::atoi(argv[5])), cfg));
+        std::cout << (r.values.trail.empty() ? std::string("nothing") : r.values.trail.back()) << "\n";
+        return r.values.trail == std::vector<std::string>{"looked up " + std::string(argv[5])} ? 0 : 3;
+    }
     if (mode == "disk-full") {
         if (argc < 5) return 2;
         // Writing past the limit fails with EFBIG instead of killing the process.

@@ -181,6 +181,23 @@ inline sg::state_graph<ask_state> email_graph(std::string counters, const bool* 
     return g;
 }
 
+// -- cache graph: a cached node, kept in the checkpointer (issue 12, feature 4) ----------------
+// START -> lookup -> END; lookup (cached, key: the whole input) counts its runs in the counters file.
+inline sg::state_graph<ask_state> cache_graph(std::string counters) {
+    using st = ask_state;
+    sg::state_graph<st> g("cache");
+    g.add_node(
+        "lookup",
+        [counters](const st& s) {
+            bump_file(counters, "lookup");
+            std::vector<std::string> line{"looked up " + std::to_string(s.count)};
+            return sg::update<st>{}.set<&st::trail>(std::move(line));
+        },
+        {.cache = sg::cache_policy{}});
+    g.add_edge(sg::START, "lookup").add_edge("lookup", sg::END);
+    return g;
+}
+
 // -- big graph: a node writes a large field (disk-full test) ----------------------------------
 struct big_state {
     std::string big;

@@ -8,6 +8,7 @@
 /// "name"_n = fn                         // a node (fn(const S&[, context&]) -> update/command/void/awaitable)
 /// "name"_n = compiled_app               // a subgraph; also subgraph("name"_n, compiled_app)
 /// "name"_n = fn | defer | retry(policy) | interrupt_before | interrupt_after | ends("a"_n, ...) | in_stage("x")
+/// "name"_n = fn | timeout(ms) | cache({.key = k, .ttl = t}) | on_error("name", handler) | no_defaults
 /// ("name"_n = fn).defer().retry(p)      // the same modifiers as members; or .with(defer, retry(p))
 /// interrupt_before("a"_n, ...)          // breakpoints on their own (also interrupt_after)
 /// start >> "a"_n >> "b"_n >> end        // edges
@@ -18,7 +19,7 @@
 /// "a"_n >> route(router, {"x"_n, "y"_n})          // router returns node name(s)
 /// "a"_n >> fan_out(router, {"worker"_n})          // router returns send / vector<send>
 /// stage<S>("memory", items...)          // a named group (a Graphviz cluster); returns stage_decl<S>
-/// graph<S>("name", stages and items...) // a state_graph<S>; then .compile(options)
+/// graph<S>("name", stages and items...) // a state_graph<S>; then .set_node_defaults({...}) and .compile(options)
 /// @endcode
 /// Mistakes in types (a node's signature, a field of another state, a reducer that does not
 /// fit, a state without Boost.Describe metadata, route keys of the wrong type) stop the build

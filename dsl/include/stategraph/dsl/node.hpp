@@ -4,7 +4,9 @@
 /// declares the node, and modifiers after a `|` say how it runs:
 /// @code
 /// "planner"_n = plan,
-/// "tools"_n   = call_tools | retry({.max_attempts = 3}),
+/// "tools"_n   = call_tools | retry({.max_attempts = 3}) | timeout(std::chrono::seconds(30)),
+/// "search"_n  = search | cache({.ttl = std::chrono::minutes(5)}),   // a hit skips the node
+/// "charge"_n  = charge | on_error("refund", refund),                // runs when charge fails for good
 /// "summary"_n = summarize | defer,
 /// "approve"_n = ask_human | interrupt_before,
 /// "decide"_n  = decide | ends("a"_n, "b"_n),      // nodes its command<S> may go to
@@ -17,10 +19,13 @@
 #include <stategraph/dsl/checks.hpp>
 #include <stategraph/dsl/lowering.hpp>
 
+#include <stategraph/cache.hpp>
 #include <stategraph/compiled_graph.hpp>
+#include <stategraph/error_handler.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/state_graph.hpp>
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <initializer_list>
@@ -134,6 +139,46 @@ struct retry_modifier {
 };
 inline retry_modifier retry(retry_policy policy = {}) { return {std::move(policy)}; }
 
+/// @brief `fn | timeout(std::chrono::seconds(30))`: the per-attempt time limit (`errc::node_timeout`).
+struct timeout_modifier {
+    using is_node_modifier = void;
+    std::chrono::milliseconds limit;
+    void apply(node_how& h) const { h.options.timeout = limit; }
+};
+inline timeout_modifier timeout(std::chrono::milliseconds limit) { return {limit}; }
+
+/// @brief `fn | cache({.key = k, .ttl = t})`: a hit on the input's key skips the node and replays
+/// its writes (see `cache_policy`).
+struct cache_modifier {
+    using is_node_modifier = void;
+    cache_policy policy;
+    void apply(node_how& h) const { h.options.cache = policy; }
+};
+inline cache_modifier cache(cache_policy policy = {}) { return {std::move(policy)}; }
+
+/// @brief `fn | on_error(handler)` or `fn | on_error("name", handler)`: runs when the node fails
+/// for good; its update or Command stands in for the node's (see `error_handler`).
+struct on_error_modifier {
+    using is_node_modifier = void;
+    error_handler handler;
+    void apply(node_how& h) const { h.options.on_error = handler; }
+};
+template <class F>
+on_error_modifier on_error(F handler) {
+    return {error_handler(std::move(handler))};
+}
+template <class F>
+on_error_modifier on_error(std::string name, F handler) {
+    return {error_handler(std::move(name), std::move(handler))};
+}
+
+/// @brief `fn | no_defaults`: the node takes none of the graph's `node_defaults`.
+struct no_defaults_t {
+    using is_node_modifier = void;
+    void apply(node_how& h) const { h.options.use_defaults = false; }
+};
+inline constexpr no_defaults_t no_defaults{};
+
 /// @brief `fn | interrupt_before` stops the run before the node; on its own,
 /// `interrupt_before("a"_n, ...)` declares the breakpoints of named nodes.
 struct interrupt_before_t {
@@ -231,6 +276,14 @@ public:
     node_decl defer() && { return std::move(*this).with(dsl::defer); }
     node_decl retry(retry_policy p = {}) const& { return with(dsl::retry(std::move(p))); }
     node_decl retry(retry_policy p = {}) && { return std::move(*this).with(dsl::retry(std::move(p))); }
+    node_decl timeout(std::chrono::milliseconds limit) const& { return with(dsl::timeout(limit)); }
+    node_decl timeout(std::chrono::milliseconds limit) && { return std::move(*this).with(dsl::timeout(limit)); }
+    node_decl cache(cache_policy p = {}) const& { return with(dsl::cache(std::move(p))); }
+    node_decl cache(cache_policy p = {}) && { return std::move(*this).with(dsl::cache(std::move(p))); }
+    template <class H>
+    node_decl on_error(H handler) const& { return with(dsl::on_error(std::move(handler))); }
+    template <class H>
+    node_decl on_error(H handler) && { return std::move(*this).with(dsl::on_error(std::move(handler))); }
     node_decl interrupt_before() const& { return with(dsl::interrupt_before); }
     node_decl interrupt_before() && { return std::move(*this).with(dsl::interrupt_before); }
     node_decl interrupt_after() const& { return with(dsl::interrupt_after); }

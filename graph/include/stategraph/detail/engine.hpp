@@ -95,6 +95,9 @@ boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> r
 boost::asio::awaitable<std::vector<snapshot_data>> get_state_history(std::unique_ptr<state_request> req);
 boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request> req);
 
+/// Clears the node cache of `graph`'s nodes `nodes` (empty: all of them); returns the count removed.
+boost::asio::awaitable<std::size_t> clear_cache(std::shared_ptr<const graph_core> graph, std::vector<std::string> nodes);
+
 /// The node call of a compiled graph used as a node of another graph (fields shared by name).
 node_call subgraph_call(std::shared_ptr<const graph_core> child, const state_table& parent);
 

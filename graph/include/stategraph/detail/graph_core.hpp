@@ -3,12 +3,15 @@
 /// @brief The engine's tables of a compiled graph, for any state type: nodes with their
 /// type-erased calls, edges, joins and conditional edges, the shape and the checkpointer.
 
+#include <stategraph/cache.hpp>
 #include <stategraph/command.hpp>
 #include <stategraph/detail/state_table.hpp>
+#include <stategraph/error_handler.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,6 +35,10 @@ struct node_rt {
     std::shared_ptr<const void> (*arg_from_json)(const boost::json::value&) = nullptr;
     boost::json::value (*arg_to_json)(const void*) = nullptr;
     std::optional<retry_policy> retry;
+    std::chrono::milliseconds timeout{0}; ///< per attempt (resolved at compile: own, retry's, default's)
+    std::optional<cache_policy> cache;
+    error_handler on_error;
+    bool use_defaults = true;
     std::vector<int> next;     ///< plain edges (-1 = END)
     std::vector<int> joins;    ///< joins this node is a source of
     std::vector<int> branches; ///< conditional edges leaving this node
@@ -62,6 +69,9 @@ struct graph_core {
     std::vector<branch_rt> branches;
     std::vector<join_rt> joins;
     std::shared_ptr<checkpoint::saver> saver;
+    /// Where cached nodes keep their outcomes: `compile_options::cache`, else the checkpointer,
+    /// else a memory saver of this graph's own (null when no node is cached and there is neither).
+    std::shared_ptr<checkpoint::saver> cache;
 
     /// The node's index, or -2 when there is no such node.
     int find(const std::string& name) const {
