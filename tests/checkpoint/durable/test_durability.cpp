@@ -360,6 +360,31 @@ BOOST_DATA_TEST_CASE(subgraphs_follow_the_parents_mode, savers() * modes(), kind
     BOOST_TEST(side["pre"] == 1);
 }
 
+// Replaying from an earlier checkpoint in exit mode forks the thread with one checkpoint: the
+// branch's last step, its parent the checkpoint replayed from; the steps after it run again.
+BOOST_DATA_TEST_CASE(replay_in_exit_mode_writes_one_checkpoint_on_the_branch, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    run(app.invoke(upd{}, in_mode("t", sg::durability::sync)));
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 5u);
+    const auto& after_a = h[2]; // step 1: a ran, b next
+    BOOST_REQUIRE_EQUAL(after_a.step, 1);
+    auto cfg = in_mode("t", sg::durability::exit);
+    cfg.checkpoint_id = after_a.checkpoint_id;
+    auto r = run(app.invoke(sg::continue_run, cfg));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["b"] == 2);
+    auto h2 = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h2.size(), 6u);
+    BOOST_TEST(h2[0].checkpoint_id == r.checkpoint_id);
+    BOOST_TEST(h2[0].parent_checkpoint_id == after_a.checkpoint_id);
+    BOOST_TEST(h2[0].step == 4); // the fork (2), b (3), c (4)
+    BOOST_TEST(h2[0].values.log == (strings{"a", "b", "c"}));
+}
+
 // keep_last prunes after the final write in every mode.
 BOOST_DATA_TEST_CASE(keep_last_prunes_after_the_final_write, savers() * modes(), kind, mode) {
     saver_env env(kind);
