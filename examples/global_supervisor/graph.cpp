@@ -184,8 +184,30 @@ boost::asio::awaitable<std::vector<std::string>> turn_trace(const supervisor_gra
     co_return out;
 }
 
+namespace {
+/// The trace of the call's updates, and the events the caller watches.
+sg::stream_handler watched(std::vector<std::pair<std::int64_t, std::string>>& ran, const turn_watch& watch) {
+    auto trace = trace_into(ran);
+    if (!watch.on_event || watch.modes == sg::stream_mode::none) return trace;
+    return [trace = std::move(trace), &watch](const sg::stream_event& e) {
+        if (e.mode == sg::stream_mode::updates) trace(e);
+        if (sg::has_mode(watch.modes, e.mode)) watch.on_event(e);
+    };
+}
+
+const turn_watch& no_watch() {
+    static const turn_watch none;
+    return none;
+}
+} // namespace
+
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id) {
+    return chat(g, std::move(thread_id), std::move(message), std::move(user_id), no_watch());
+}
+
+boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
+                                          std::string user_id, const turn_watch& watch) {
     conversation_state c;
     c.chat_id = thread_id;
     c.user_id = std::move(user_id);
@@ -193,17 +215,24 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     auto input = sg::update<supervisor_state>{}.set<&supervisor_state::conversation>(std::move(c));
     std::vector<std::pair<std::int64_t, std::string>> ran;
     const auto cfg = config_for(thread_id);
-    auto on_event = trace_into(ran);
-    auto res = co_await g.stream(std::move(input), cfg, sg::stream_mode::updates, std::move(on_event));
+    auto on_event = watched(ran, watch);
+    const auto modes = sg::stream_mode::updates | watch.modes;
+    auto res = co_await g.stream(std::move(input), cfg, modes, std::move(on_event));
     auto trace = co_await turn_trace(g, thread_id);
     co_return outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
 }
 
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer) {
+    return resume(g, std::move(thread_id), std::move(answer), no_watch());
+}
+
+boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer,
+                                            const turn_watch& watch) {
     std::vector<std::pair<std::int64_t, std::string>> ran;
     const auto cfg = config_for(thread_id);
-    auto on_event = trace_into(ran);
-    auto res = co_await g.stream(sg::resume(answer), cfg, sg::stream_mode::updates, std::move(on_event));
+    auto on_event = watched(ran, watch);
+    const auto modes = sg::stream_mode::updates | watch.modes;
+    auto res = co_await g.stream(sg::resume(answer), cfg, modes, std::move(on_event));
     auto trace = co_await turn_trace(g, thread_id);
     co_return outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
 }

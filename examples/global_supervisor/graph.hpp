@@ -52,12 +52,23 @@ struct turn_outcome {
 /// checkpoints, each of which names the nodes of its superstep.
 boost::asio::awaitable<std::vector<std::string>> turn_trace(const supervisor_graph& g, std::string thread_id);
 
+/// @brief Stream modes a caller watches during a turn (`tasks`, `checkpoints`, `debug`, ...), and
+/// where their events go. It must outlive the call.
+struct turn_watch {
+    stategraph::stream_mode modes = stategraph::stream_mode::none;
+    stategraph::stream_handler on_event;
+};
+
 /// @brief Runs one turn: `message` on thread `thread_id` (created when new).
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id);
+boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
+                                          std::string user_id, const turn_watch& watch);
 /// @brief Answers the question the thread waits on. Throws stategraph::thread_error
 /// (thread_not_found, nothing_to_resume) when there is nothing to answer.
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer);
+boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer,
+                                            const turn_watch& watch);
 
 /// @brief {"thread_id", "status", "reply", "interrupts": [{"id","value"}], "nodes": [...]}.
 boost::json::object to_json(const turn_outcome& t);

@@ -1,7 +1,7 @@
 // global_supervisor: the command line of the Global Supervisor example.
 //
-//   global_supervisor chat    --db FILE --thread ID [--json] [--user ID] [--model-url URL --model NAME] MESSAGE
-//   global_supervisor resume  --db FILE --thread ID [--json] [--model-url URL --model NAME] ANSWER
+//   global_supervisor chat    --db FILE --thread ID [--json] [--stream MODES] [--user ID] [--model-url URL --model NAME] MESSAGE
+//   global_supervisor resume  --db FILE --thread ID [--json] [--stream MODES] [--model-url URL --model NAME] ANSWER
 //   global_supervisor state   --db FILE --thread ID [--json]
 //   global_supervisor history --db FILE --thread ID [--json]
 //   global_supervisor dot     [--db FILE --thread ID]
@@ -13,6 +13,9 @@
 // The thread id is the chat id. Every call is one process: a thread interrupted by one call is
 // resumed by another. Exit status: 0 success, 1 failure (one line on stderr), 2 bad usage.
 // --json output is always valid UTF-8: text stored with invalid bytes is written with U+FFFD.
+// --stream tasks,checkpoints (any of values, updates, custom, tasks, checkpoints, messages, debug)
+// prints the turn's events of those stream modes first, one JSON object per line:
+// {"mode", "ns", "step", "node", "data"}.
 // break-lease removes the lease a process holds on the chat (see the README's "Leases"): for a
 // holder on a crashed host; a dead process on this host is taken over by the next call anyway.
 
@@ -53,8 +56,8 @@ namespace {
 
 constexpr const char* usage_text =
     "usage:\n"
-    "  global_supervisor chat    --db FILE --thread ID [--json] [--user ID] [--model-url URL --model NAME] MESSAGE\n"
-    "  global_supervisor resume  --db FILE --thread ID [--json] [--model-url URL --model NAME] ANSWER\n"
+    "  global_supervisor chat    --db FILE --thread ID [--json] [--stream MODES] [--user ID] [--model-url URL --model NAME] MESSAGE\n"
+    "  global_supervisor resume  --db FILE --thread ID [--json] [--stream MODES] [--model-url URL --model NAME] ANSWER\n"
     "  global_supervisor state   --db FILE --thread ID [--json]\n"
     "  global_supervisor history --db FILE --thread ID [--json]\n"
     "  global_supervisor dot     [--db FILE --thread ID]\n"
@@ -88,8 +91,8 @@ args parse(int argc, char** argv) {
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model"}},
-        {"resume", {"db", "thread", "user", "model-url", "model"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream"}},
+        {"resume", {"db", "thread", "user", "model-url", "model", "stream"}},
         {"state", {"db", "thread"}},
         {"history", {"db", "thread"}},
         {"dot", {"db", "thread"}},
@@ -195,17 +198,61 @@ std::string message_of(const args& a, const char* what) {
     return joined(a.positional, " ");
 }
 
+/// The stream modes named in `--stream a,b,c`.
+sg::stream_mode stream_modes_of(const args& a) {
+    static const std::map<std::string, sg::stream_mode> by_name = {
+        {"values", sg::stream_mode::values},           {"updates", sg::stream_mode::updates},
+        {"custom", sg::stream_mode::custom},           {"tasks", sg::stream_mode::tasks},
+        {"checkpoints", sg::stream_mode::checkpoints}, {"messages", sg::stream_mode::messages},
+        {"debug", sg::stream_mode::debug},
+    };
+    auto list = a.get("stream");
+    sg::stream_mode modes = sg::stream_mode::none;
+    if (!list) return modes;
+    std::stringstream in(*list);
+    for (std::string name; std::getline(in, name, ',');) {
+        auto it = by_name.find(name);
+        if (it == by_name.end())
+            throw usage_error(a.command + ": --stream: unknown stream mode '" + name +
+                              "' (values, updates, custom, tasks, checkpoints, messages, debug)");
+        modes = modes | it->second;
+    }
+    return modes;
+}
+
+const char* mode_name(sg::stream_mode m) {
+    switch (m) {
+    case sg::stream_mode::values: return "values";
+    case sg::stream_mode::updates: return "updates";
+    case sg::stream_mode::custom: return "custom";
+    case sg::stream_mode::debug: return "debug";
+    case sg::stream_mode::tasks: return "tasks";
+    case sg::stream_mode::checkpoints: return "checkpoints";
+    case sg::stream_mode::messages: return "messages";
+    default: return "none";
+    }
+}
+
+/// One streamed event as a line of JSON.
+void print_event(const sg::stream_event& e) {
+    json::array ns;
+    for (const auto& n : e.ns) ns.push_back(json::string(n));
+    json::object line{{"mode", mode_name(e.mode)}, {"ns", std::move(ns)}, {"step", e.step}, {"node", e.node}, {"data", e.data}};
+    std::cout << gs::serialize_valid_utf8(std::move(line)) << "\n";
+}
+
 int cmd_chat_or_resume(const args& a) {
     std::string db = a.need("db"), thread = a.need("thread");
     // SIGTERM (a deployment stopping the process) drains: the turn stops at its next step
     // boundary with everything saved, and the process exits normally.
     std::signal(SIGTERM, [](int) { sg::request_drain(); });
     std::string text = message_of(a, a.command == "chat" ? "MESSAGE" : "ANSWER");
+    const gs::turn_watch watch{stream_modes_of(a), print_event};
     boost::asio::io_context io;
     app ap(io, a, db, a.command == "chat");
     auto start = std::chrono::steady_clock::now();
-    gs::turn_outcome t = a.command == "chat" ? run(io, gs::chat(ap.graph, thread, text, ap.svc->user_id()))
-                                             : run(io, gs::resume(ap.graph, thread, text));
+    gs::turn_outcome t = a.command == "chat" ? run(io, gs::chat(ap.graph, thread, text, ap.svc->user_id(), watch))
+                                             : run(io, gs::resume(ap.graph, thread, text, watch));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     print_turn(t, a.json, ms, db);
     return 0;

@@ -23,7 +23,9 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -133,16 +135,30 @@ void throw_effect_mismatch(task_frame& f, const std::string& key, const std::str
 }
 
 bool wants_custom(const task_frame& f) noexcept { return f.sink && *f.sink && has_mode(f.modes, stream_mode::custom); }
+bool wants_messages(const task_frame& f) noexcept { return f.sink && *f.sink && has_mode(f.modes, stream_mode::messages); }
 
-void emit_custom(task_frame& f, boost::json::value event) {
+/// An event of the node's task: custom events and message chunks.
+void emit_from_node(task_frame& f, stream_mode mode, boost::json::value data) {
     stream_event e;
-    e.mode = stream_mode::custom;
+    e.mode = mode;
     e.ns = *f.ns_path;
     e.step = f.step;
     e.node = *f.node;
-    e.data = std::move(event);
+    e.data = std::move(data);
     (*f.sink)(e);
 }
+
+void emit_message(task_frame& f, boost::json::value chunk) {
+    boost::json::object meta{{"langgraph_node", *f.node},
+                             {"langgraph_step", f.step},
+                             {"langgraph_checkpoint_ns", *f.ns},
+                             {"langgraph_task_id", f.task_id},
+                             {"thread_id", *f.thread_id}};
+    if (f.run_id) meta["run_id"] = *f.run_id;
+    emit_from_node(f, stream_mode::messages, boost::json::array{std::move(chunk), std::move(meta)});
+}
+
+void emit_custom(task_frame& f, boost::json::value event) { emit_from_node(f, stream_mode::custom, std::move(event)); }
 
 } // namespace detail
 
@@ -318,6 +334,8 @@ private:
 // ---------------------------------------------------------------------------------------------
 // run_state: a call's state.
 
+struct call_env;
+
 struct run_state {
     explicit run_state(const graph_core& g)
         : state(*g.st), versions(g.st->n), saved_size(g.st->n, std::size_t(-1)), delta_chain(g.st->n, 0) {}
@@ -369,6 +387,8 @@ struct run_state {
     const char* staged_source = "loop";
     std::string staged_parent;
     field_mask unsaved;
+    const call_env* env = nullptr; // the call streaming this run's checkpoints (set by run())
+    std::string cp_source;         // the source of the checkpoint `cp_id` ("input", "loop", ...)
 
     const std::string& thread_id() const noexcept { return session.thread_id(); }
 
@@ -389,13 +409,14 @@ struct call_env {
     bool wants(stream_mode m) const { return on_event && has_mode(modes, m); }
 };
 
+/// Streams an event of the step being run (`r.step + 1`), or of the step `step` when given.
 void emit(const call_env& env, const run_state& r, stream_mode mode, std::string node, boost::json::value data,
-          bool cached = false, bool interrupt = false) {
+          bool cached = false, bool interrupt = false, std::optional<std::int64_t> step = std::nullopt) {
     if (!env.wants(mode)) return;
     stream_event e;
     e.mode = mode;
     e.ns = r.ns_path;
-    e.step = r.step + 1;
+    e.step = step ? *step : r.step + 1;
     e.node = std::move(node);
     e.data = std::move(data);
     e.cached = cached;
@@ -403,13 +424,67 @@ void emit(const call_env& env, const run_state& r, stream_mode mode, std::string
     env.on_event(e);
 }
 
+/// The JSON of an update: its fields by name; a reducer field it overwrites as
+/// `{"__overwrite__": value}` (LangGraph's wire form).
+/// Now, as LangGraph's debug events print it: "2026-11-24T02:00:58.012Z".
+std::string utc_timestamp() {
+    const auto now = std::chrono::system_clock::now();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+    return buf;
+}
+
+/// A `tasks` or `checkpoints` record, streamed as itself and, for `debug`, in LangGraph's debug
+/// envelope (`type` is "task", "task_result" or "checkpoint").
+void emit_record(const call_env& env, const run_state& r, stream_mode mode, const char* type, std::int64_t step,
+                 const std::string& node, boost::json::object payload) {
+    const bool plain = env.wants(mode), debug = env.wants(stream_mode::debug);
+    if (!plain && !debug) return;
+    stream_event e;
+    e.ns = r.ns_path;
+    e.step = step;
+    e.node = node;
+    if (plain) {
+        e.mode = mode;
+        e.data = debug ? boost::json::value(payload) : boost::json::value(std::move(payload));
+        env.on_event(e);
+    }
+    if (debug) {
+        e.mode = stream_mode::debug;
+        e.data = boost::json::object{{"step", step}, {"type", type}, {"timestamp", utc_timestamp()}, {"payload", std::move(payload)}};
+        env.on_event(e);
+    }
+}
+
 boost::json::object update_json(const state_table& st, const update_box& u) {
     boost::json::object o;
     if (!u) return o;
     const auto fields = u.fields();
-    for (std::size_t i = 0; i < st.n; ++i)
-        if (fields.test(i)) o[st.names[i]] = st.to_json(u.values(), i, {});
+    const auto overwrites = u.overwrites();
+    for (std::size_t i = 0; i < st.n; ++i) {
+        if (!fields.test(i)) continue;
+        auto v = st.to_json(u.values(), i, {});
+        if (overwrites.test(i) && !st.last_value[i]) o[st.names[i]] = wrap_overwrite(std::move(v));
+        else o[st.names[i]] = std::move(v);
+    }
     return o;
+}
+
+/// Reads field `i` of update `u` from its JSON (an overwrite's wire form marks it overwritten).
+void read_update_field(const state_table& st, update_box& u, std::size_t i, const boost::json::value& v, errc code,
+                       const std::string& where) {
+    if (const boost::json::value* inner = st.last_value[i] ? nullptr : overwritten_value(v)) {
+        st.from_json(u.values(), i, *inner, code, where);
+        st.mark_overwrite(u.get(), i);
+    } else {
+        st.from_json(u.values(), i, v, code, where);
+        st.mark(u.get(), i);
+    }
 }
 
 boost::json::object state_json(const state_table& st, const void* s) {
@@ -428,8 +503,7 @@ update_box update_from_json(const state_table& st, const boost::json::object& o,
                                         (near.empty() ? "" : " (did you mean '" + near + "'?)"),
                               {std::string(k)});
         }
-        st.from_json(u.values(), static_cast<std::size_t>(i), v, code, where);
-        st.mark(u.get(), static_cast<std::size_t>(i));
+        read_update_field(st, u, static_cast<std::size_t>(i), v, code, where);
     }
     return u;
 }
@@ -440,8 +514,20 @@ void track(const state_table& st, run_state& r, const update_box& u) {
     if (!r.delta) r.delta = update_box(st);
     st.apply_copy(r.delta.values(), u.get());
     const auto fields = u.fields();
-    for (std::size_t i = 0; i < st.n; ++i)
-        if (fields.test(i)) st.mark(r.delta.get(), i);
+    const auto overwrites = u.overwrites();
+    for (std::size_t i = 0; i < st.n; ++i) {
+        // A field the subgraph overwrote is overwritten in the parent too (with what the
+        // subgraph holds after its later writes).
+        if (overwrites.test(i)) st.mark_overwrite(r.delta.get(), i);
+        else if (fields.test(i)) st.mark(r.delta.get(), i);
+    }
+}
+
+/// An append list overwritten since its last save is saved whole next time, not as a delta.
+void forget_saved_sizes(run_state& r, const field_mask& overwritten) {
+    if (overwritten.none()) return;
+    for (std::size_t i = 0; i < r.saved_size.size(); ++i)
+        if (overwritten.test(i)) r.saved_size[i] = std::size_t(-1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,6 +678,7 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
     const auto& st = *g.st;
     const auto& cp = t.cp;
     const char* field = "versions"; // what is being read, for the message of a malformed record
+    r.cp_source = cp.source;
     try {
         st.reset_state(r.state.get());
         std::fill(r.versions.begin(), r.versions.end(), std::string());
@@ -667,6 +754,9 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
         r.pending[w.task_id].push_back(w);
     }
 }
+
+/// Streams the checkpoint `r` stands on (stream modes `checkpoints` and `debug`).
+void emit_checkpoint(const graph_core& g, const run_state& r);
 
 /// Longest run of delta-only versions of an append channel before a whole value is saved again.
 constexpr unsigned char max_delta_chain = 32;
@@ -785,6 +875,7 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
     if (r.put_queued) co_await settle(g, r);
     r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
     r.cp_id = id;
+    r.cp_source = source;
     r.step = step;
     r.pending.clear();
     if (!r.session) {
@@ -796,9 +887,12 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
     if (r.mode == durability::exit) {
         stage(g, r, id, source, changed);
         r.have_checkpoint = true;
-        co_return;
+    } else {
+        co_await write_record(g, r, id, step, source, changed);
     }
-    co_await write_record(g, r, id, step, source, changed);
+    // Streamed as the run moves on (as LangGraph): with async durability while its put is still
+    // queued, with exit durability for a checkpoint written when the call ends.
+    emit_checkpoint(g, r);
 }
 
 /// The shape of the graph that wrote the thread, for a drift message (older savers return it
@@ -848,6 +942,16 @@ struct task {
     std::optional<boost::json::object> encoded;
 };
 
+std::string error_message(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        return x.what();
+    } catch (...) {
+    }
+    return "a non-standard exception";
+}
+
 std::string task_id(const std::string& cp_id, const std::string& node, int push_index) {
     std::string id = cp_id + ":" + node;
     if (push_index >= 0) id += ":" + std::to_string(push_index);
@@ -880,14 +984,7 @@ std::vector<checkpoint::pending_write> task_writes(const graph_core& g, task& t)
         boost::json::array resumes(t.frame.resume.begin(), t.frame.resume.end());
         add(names::resume, std::move(resumes));
     } else if (t.status == task_status::failed) {
-        std::string msg = "unknown error";
-        try {
-            std::rethrow_exception(t.error);
-        } catch (const std::exception& e) {
-            msg = e.what();
-        } catch (...) {
-        }
-        add(names::error, boost::json::string(msg));
+        add(names::error, boost::json::string(error_message(t.error)));
     }
     return ws;
 }
@@ -922,10 +1019,9 @@ bool reload_task(const graph_core& g, run_state& r, task& t) {
             int i = st.index_of(w.channel);
             if (i < 0) continue;
             if (!t.out.writes) t.out.writes = update_box(st);
-            st.from_json(t.out.writes.values(), static_cast<std::size_t>(i), w.value, errc::corrupt_checkpoint,
-                         "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", pending write of task '" + w.task_id +
-                             "' (node '" + w.task_name + "')");
-            st.mark(t.out.writes.get(), static_cast<std::size_t>(i));
+            read_update_field(st, t.out.writes, static_cast<std::size_t>(i), w.value, errc::corrupt_checkpoint,
+                              "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", pending write of task '" +
+                                  w.task_id + "' (node '" + w.task_name + "')");
             done = true;
         }
     }
@@ -941,7 +1037,7 @@ bool reload_task(const graph_core& g, run_state& r, task& t) {
 
 /// The tasks of the next step: triggered nodes in name order, then Sends in order; the deferred
 /// nodes only when nothing else is pending.
-std::vector<task> make_tasks(const graph_core& g, run_state& r) {
+std::vector<task> make_tasks(const graph_core& g, const run_state& r) {
     std::vector<task> tasks;
     auto& f = r.fr;
     std::vector<int> pull = f.pull;
@@ -969,6 +1065,51 @@ std::vector<task> make_tasks(const graph_core& g, run_state& r) {
         }
     }
     return tasks;
+}
+
+/// Where a task is listed (get_state, checkpoint events): the Sends in order, then the triggered
+/// nodes in declaration order, as LangGraph. (Writes are applied in name order.)
+std::pair<int, int> listing_order(const task& t) {
+    return t.push_index >= 0 ? std::pair(0, t.push_index) : std::pair(1, t.node);
+}
+
+void emit_checkpoint(const graph_core& g, const run_state& r) {
+    if (!r.env || !(r.env->wants(stream_mode::checkpoints) || r.env->wants(stream_mode::debug))) return;
+    const auto& st = *g.st;
+    auto config = [&](const std::string& id) {
+        return boost::json::object{
+            {"configurable", boost::json::object{{"thread_id", r.thread_id()}, {"checkpoint_ns", r.session.ns()}, {"checkpoint_id", id}}}};
+    };
+    boost::json::object p;
+    p["config"] = config(r.cp_id);
+    if (!r.parent_id.empty()) p["parent_config"] = config(r.parent_id);
+    p["values"] = state_json(st, r.state.get());
+    p["metadata"] = boost::json::object{{"source", r.cp_source}, {"step", r.step}, {"parents", boost::json::object{}}};
+    boost::json::array next, tasks;
+    if (r.has_start_input) {
+        // An input checkpoint: its input is still to apply, by the `__start__` task.
+        next.push_back(boost::json::string(names::start_task));
+        tasks.push_back(boost::json::object{{"id", task_id(r.cp_id, std::string(names::start_task), -1)},
+                                            {"name", names::start_task},
+                                            {"interrupts", boost::json::array{}}});
+    }
+    for (const auto& n : next_names(g, r.fr)) next.push_back(boost::json::string(n));
+    auto listed = make_tasks(g, r);
+    std::stable_sort(listed.begin(), listed.end(),
+                     [](const task& a, const task& b) { return listing_order(a) < listing_order(b); });
+    for (const auto& t : listed) {
+        boost::json::array interrupts;
+        if (auto it = r.pending.find(t.id); it != r.pending.end())
+            for (const auto& w : it->second)
+                if (w.channel == names::interrupt)
+                    for (const auto& i : w.value.as_array())
+                        interrupts.push_back(boost::json::object{{"id", i.at("id")}, {"value", i.at("value")}});
+        tasks.push_back(boost::json::object{
+            {"id", t.id}, {"name", g.nodes[static_cast<std::size_t>(t.node)].name}, {"interrupts", std::move(interrupts)}});
+    }
+    p["next"] = std::move(next);
+    p["tasks"] = std::move(tasks);
+    emit_record(*r.env, r, stream_mode::checkpoints, "checkpoint", r.step, std::string(), std::move(p));
 }
 
 bool is_resume_mismatch(const task& t) {
@@ -1016,6 +1157,38 @@ boost::asio::awaitable<void> call_with_timeout(const node_rt& rt, task& t, conte
                       {rt.name});
 }
 
+/// A task starting, for the `tasks` and `debug` streams: once per task, whatever its attempts.
+void emit_task_start(const call_env& env, const run_state& r, const task& t) {
+    const std::string& name = env.g.nodes[static_cast<std::size_t>(t.node)].name;
+    boost::json::object p;
+    p["id"] = t.id;
+    p["name"] = name;
+    if (t.push_index >= 0) {
+        p["input"] = r.fr.push[static_cast<std::size_t>(t.push_index)].arg_json();
+        p["triggers"] = boost::json::array{"__pregel_push"};
+    } else {
+        p["input"] = state_json(*env.g.st, r.state.get());
+        p["triggers"] = boost::json::array{boost::json::string("branch:to:" + name)};
+    }
+    p["interrupts"] = boost::json::array{};
+    emit_record(env, r, stream_mode::tasks, "task", r.step + 1, name, std::move(p));
+}
+
+/// A task's outcome, for the `tasks` and `debug` streams: its writes, its interrupts, its error.
+void emit_task_result(const call_env& env, const run_state& r, task& t) {
+    const std::string& name = env.g.nodes[static_cast<std::size_t>(t.node)].name;
+    boost::json::object p;
+    p["id"] = t.id;
+    p["name"] = name;
+    p["result"] = t.status == task_status::done ? encoded_writes(env.g, t) : boost::json::object{};
+    boost::json::array interrupts;
+    for (const auto& i : t.interrupts) interrupts.push_back(boost::json::object{{"id", i.id}, {"value", i.value}});
+    p["interrupts"] = std::move(interrupts);
+    p["error"] = nullptr;
+    if (t.status == task_status::failed) p["error"] = error_message(t.error);
+    emit_record(env, r, stream_mode::tasks, "task_result", r.step + 1, name, std::move(p));
+}
+
 boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t, bool durable) {
     const auto& g = env.g;
     const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
@@ -1038,12 +1211,12 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.run_id = &r.run_id;
     f.recursion_limit = env.cfg.recursion_limit;
     f.mode = r.mode;
+    const bool streams_tasks = env.wants(stream_mode::tasks) || env.wants(stream_mode::debug);
+    if (streams_tasks) emit_task_start(env, r, t);
     for (int attempt = 1;; ++attempt) {
         f.counter = 0;
         f.effect_calls.clear();
         f.attempt = attempt;
-        if (env.wants(stream_mode::debug))
-            emit(env, r, stream_mode::debug, rt.name, boost::json::object{{"type", "task"}, {"id", t.id}, {"attempt", attempt}});
         context ctx = context_access::make(f);
         std::exception_ptr error;
         try {
@@ -1060,9 +1233,6 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
         }
         if (error) {
             bool retry = attempt < attempts && retryable(*rt.retry, error);
-            if (env.wants(stream_mode::debug))
-                emit(env, r, stream_mode::debug, rt.name,
-                     boost::json::object{{"type", "task_result"}, {"id", t.id}, {"attempt", attempt}, {"ok", false}, {"retry", retry}});
             if (retry) {
                 boost::asio::steady_timer timer(ex, rt.retry->delay_before(attempt + 1));
                 co_await timer.async_wait(boost::asio::use_awaitable);
@@ -1070,9 +1240,6 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
             }
             t.status = task_status::failed;
             t.error = error;
-        } else if (env.wants(stream_mode::debug)) {
-            emit(env, r, stream_mode::debug, rt.name,
-                 boost::json::object{{"type", "task_result"}, {"id", t.id}, {"attempt", attempt}, {"ok", true}});
         }
         break;
     }
@@ -1080,6 +1247,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
         t.out_fields = t.out.writes.fields();
         if (env.wants(stream_mode::updates)) emit(env, r, stream_mode::updates, rt.name, encoded_writes(g, t));
     }
+    if (streams_tasks) emit_task_result(env, r, t);
     if (durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
 }
 
@@ -1125,25 +1293,48 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
     }
 }
 
+/// Two writes of a last-value field, or two overwrites of a reducer field, in one step.
 void check_conflicts(const graph_core& g, const std::vector<task>& tasks) {
     if (tasks.size() < 2) return;
     const auto& st = *g.st;
+    std::vector<field_mask> overwrites;
+    overwrites.reserve(tasks.size());
+    for (const auto& t : tasks) overwrites.push_back(t.out.writes.overwrites());
     for (std::size_t i = 0; i < st.n; ++i) {
-        if (!st.last_value[i]) continue;
+        const bool last = st.last_value[i];
         std::vector<std::string> writers;
-        for (const auto& t : tasks)
-            if (t.out_fields.test(i)) writers.push_back(g.nodes[static_cast<std::size_t>(t.node)].name);
+        for (std::size_t k = 0; k < tasks.size(); ++k)
+            if (last ? tasks[k].out_fields.test(i) : overwrites[k].test(i))
+                writers.push_back(g.nodes[static_cast<std::size_t>(tasks[k].node)].name);
         if (writers.size() > 1) {
             const std::string& field = st.names[i];
             std::string list;
             for (const auto& w : writers) list += (list.empty() ? "'" : ", '") + w + "'";
             writers.insert(writers.begin(), field);
             throw invalid_update_error(errc::invalid_concurrent_update,
-                                       "field '" + field + "' keeps the last value but was written by " + list +
-                                           " in the same step; give it a reducer or let one node write it",
+                                       last ? "field '" + field + "' keeps the last value but was written by " + list +
+                                                  " in the same step; give it a reducer or let one node write it"
+                                            : "field '" + field + "' was overwritten by " + list +
+                                                  " in the same step; a field takes one overwrite per step",
                                        writers);
         }
     }
+}
+
+/// A step's overwrite of a reducer field wins over the other writes of that field in the step,
+/// whatever their order (as LangGraph): those are dropped. Returns the overwritten fields.
+field_mask settle_overwrites(const graph_core& g, std::vector<task>& tasks) {
+    const auto& st = *g.st;
+    field_mask all;
+    for (const auto& t : tasks) all |= t.out.writes.overwrites();
+    if (all.none() || tasks.size() < 2) return all;
+    for (auto& t : tasks) {
+        if (!t.out.writes) continue;
+        const field_mask others = all & t.out_fields & ~t.out.writes.overwrites();
+        for (std::size_t i = 0; i < st.n; ++i)
+            if (others.test(i)) st.unmark(t.out.writes.get(), i);
+    }
+    return all;
 }
 
 run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts) {
@@ -1204,14 +1395,17 @@ void apply_resume(run_state& r, const resume_input& res) {
     }
 }
 
-/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops.
-boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r) {
+/// A static breakpoint: marks the checkpoint as seen (so continuing passes it) and stops. Its
+/// `__interrupt__` event belongs to the step about to run (before) or to the step that ran
+/// (after), as LangGraph labels them.
+boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after) {
     co_await settle(env.g, r); // the checkpoint the breakpoint is written against
     r.fr.seen = r.cp_id;
     std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
                                               std::string(names::breakpoint), boost::json::string(r.cp_id)}};
     co_await r.session.put_writes(r.cp_id, std::move(w));
-    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true);
+    emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true,
+         after ? r.step : r.step + 1);
 }
 
 [[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit) {
@@ -1299,7 +1493,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].before; });
             if (hit && max_version(r.versions) > r.fr.seen) {
-                co_await stop_at_breakpoint(env, r);
+                co_await stop_at_breakpoint(env, r, false);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
@@ -1342,6 +1536,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                 }
             auto res = make_result(g, r, run_status::interrupted, std::move(interrupts));
             // The result includes the writes of the step's finished tasks (as get_state).
+            settle_overwrites(g, tasks);
             for (const auto& t : tasks)
                 if (t.status == task_status::done) {
                     if (t.out.writes) st.apply_copy(res.values.get(), t.out.writes.get());
@@ -1353,6 +1548,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         // Apply the step's writes together (triggered nodes by name, then Sends in order) and
         // route: a router reads the state as of the step's start plus its own node's writes.
         check_conflicts(g, tasks);
+        forget_saved_sizes(r, settle_overwrites(g, tasks));
         field_mask changed;
         for (const auto& t : tasks) changed |= t.out_fields;
         frontier next;
@@ -1397,7 +1593,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].after; });
             if (hit && max_version(r.versions) > r.fr.seen) {
-                co_await stop_at_breakpoint(env, r);
+                co_await stop_at_breakpoint(env, r, true);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
@@ -1411,6 +1607,7 @@ boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, upda
     const auto& g = env.g;
     const auto& st = *g.st;
     const field_mask changed = input.fields();
+    forget_saved_sizes(r, input.overwrites());
     frontier next;
     next.barriers = r.fr.barriers;
     next.seen = r.fr.seen;
@@ -1467,13 +1664,17 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
         // checkpoint) is written first, and the steps run from the copy; the writes its tasks
         // saved on the old branch are dropped (save() clears them), so they run again. A resume
         // from an earlier checkpoint answers the interrupts saved there, in place.
+        bool forked = false;
         if (from_id && in.what == run_input::kind::proceed) {
             auto latest = co_await r.session.load(std::nullopt);
             if (latest && latest->cp.id != head->cp.id) {
                 const field_mask none;
                 co_await save(g, r, checkpoint::new_checkpoint_id(), r.step + 1, "fork", none);
+                forked = true;
             }
         }
+        // A call that goes on from a saved checkpoint streams it first (as LangGraph on resume).
+        if (!forked && in.what != run_input::kind::values && !r.has_start_input) emit_checkpoint(g, r);
     }
 
     bool skip_breakpoint = false;
@@ -1533,6 +1734,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
         throw thread_error(errc::invalid_input, "this graph has a checkpointer: pass run_config::thread_id to name the thread", {});
     const bool top = r.session && r.session.ns().empty();
     r.mode = env.cfg.durability;
+    r.env = &env;
     if (top) co_await r.session.acquire();
     std::exception_ptr failure;
     run_outcome result;
@@ -1576,6 +1778,10 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     s.metadata = t.cp.metadata;
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
+    // `tasks` lists the triggered nodes in name order (the order their writes are applied in);
+    // the snapshot lists the Sends in order, then the triggered nodes in declaration order, as
+    // LangGraph does.
+    std::vector<std::pair<std::pair<int, int>, task_snapshot>> listed;
     for (auto& tk : tasks) {
         reload_task(g, r, tk);
         task_snapshot ts;
@@ -1586,13 +1792,17 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         if (auto it = r.pending.find(tk.id); it != r.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
+        const auto order = listing_order(tk);
         if (tk.status == task_status::done) finished.push_back(std::move(tk));
-        s.tasks.push_back(std::move(ts));
+        listed.emplace_back(order, std::move(ts));
     }
+    std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& l : listed) s.tasks.push_back(std::move(l.second));
     auto next = next_names(g, r.fr);
     if (r.has_start_input) next.insert(next.begin(), std::string(names::start_task)); // its input is still to apply
     if (apply_pending && !finished.empty()) {
         check_conflicts(g, finished);
+        settle_overwrites(g, finished);
         // A finished task leaves `next` only while others of its step still wait (an interrupt,
         // a failure, not run yet). When every task finished but the step's checkpoint is
         // missing (the process died in between), the step is still to be completed: its nodes
@@ -1688,6 +1898,7 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
         }
         std::string new_id = checkpoint::new_checkpoint_id();
         const field_mask changed = req->values.fields();
+        forget_saved_sizes(r, req->values.overwrites());
         if (req->values) st.apply(r.state.get(), req->values.get());
         frontier next;
         next.barriers = r.fr.barriers;
@@ -1769,6 +1980,12 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     if (r.delta) {
         const field_mask written = r.delta.fields();
         out.writes = map_fields(*g.st, r.delta.values(), &written, *parent_table);
+        const field_mask overwritten = r.delta.overwrites();
+        for (std::size_t i = 0; i < g.st->n; ++i) {
+            if (!overwritten.test(i)) continue;
+            int j = parent_table->index_of(g.st->names[i]);
+            if (j >= 0) parent_table->mark_overwrite(out.writes.get(), static_cast<std::size_t>(j));
+        }
     }
 }
 } // namespace

@@ -327,6 +327,35 @@ json::object record_update_state(const compiled_graph<S>& g, const std::string& 
     return out;
 }
 
+/// Every checkpoint of the thread, newest first, as the project cases' `getStateHistory` result:
+/// [{checkpoint_id, parent_checkpoint_id (null for the first), step, source, values, next}].
+template <class S>
+json::array history_json(const compiled_graph<S>& g, const std::string& thread) {
+    json::array out;
+    for (const auto& s : test::run(g.get_state_history(thread))) {
+        json::object o;
+        o["checkpoint_id"] = s.checkpoint_id;
+        o["parent_checkpoint_id"] = s.parent_checkpoint_id.empty() ? json::value(nullptr) : json::value(s.parent_checkpoint_id);
+        o["step"] = s.step;
+        o["source"] = s.source;
+        o["values"] = values_json(s.values);
+        json::array next;
+        for (const auto& n : s.next) next.push_back(json::string(n));
+        o["next"] = std::move(next);
+        out.push_back(std::move(o));
+    }
+    return out;
+}
+
+/// Runs `g.get_state_history(thread)` and records it as a golden run ({"result": [...]}).
+template <class S>
+json::object record_history(const compiled_graph<S>& g, const std::string& thread, const invoke_options& o = {}) {
+    json::object out;
+    out["result"] = history_json(g, thread);
+    record_thread(g, thread, out, o);
+    return out;
+}
+
 /// Replays a golden case from its recorded `call`s (invoke with new input, `null`, or
 /// `{"Command": {"resume": ...}}`; updateState with values and asNode), records what our runtime
 /// does after each call and compares it with the golden run. State fields missing from the

@@ -45,6 +45,8 @@ update session_init(services& svc, const state& s, stategraph::context& ctx) {
         u.set<&state::intent>({});
         u.set<&state::memory>({});
         u.set<&state::planning>({});
+        // The last turn's agent results go too: overwritten, bypassing their reducer.
+        u.overwrite<&state::agent_results>({});
     }
     // A pending disambiguation keeps its entity and facts: this message may answer it.
     if (s.hitl.pending != hitl_kind::disambiguation) u.set<&state::disambiguation>({});

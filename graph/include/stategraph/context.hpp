@@ -50,6 +50,8 @@ const boost::json::value* next_resume(task_frame& f);
 [[noreturn]] void throw_resume_mismatch(task_frame& f, const std::string& type, const boost::json::value& answer);
 bool wants_custom(const task_frame& f) noexcept;
 void emit_custom(task_frame& f, boost::json::value event);
+bool wants_messages(const task_frame& f) noexcept;
+void emit_message(task_frame& f, boost::json::value chunk);
 struct context_access;
 
 /// The key of the task's next `ctx.task(name, ...)` call ("name", then "name#2", ... for calls
@@ -224,6 +226,17 @@ public:
     void write(const T& event) {
         if (detail::wants_custom(*f_)) detail::emit_custom(*f_, boost::json::value_from(event));
     }
+
+    /// @brief Streams an LLM token or message chunk (stream mode `messages`), as LangGraph's
+    /// `[chunk, metadata]` pair; the metadata names the node, step, namespace, thread and run.
+    /// A chat model node calls it for each token it receives:
+    /// `ctx.write_message(boost::json::object{{"type", "AIMessageChunk"}, {"content", token}, {"id", id}})`.
+    template <class T>
+    void write_message(const T& chunk) {
+        if (detail::wants_messages(*f_)) detail::emit_message(*f_, boost::json::value_from(chunk));
+    }
+    /// @brief Whether the call streams `messages` (a model node may skip token streaming when not).
+    bool streams_messages() const noexcept { return detail::wants_messages(*f_); }
 
 private:
     friend struct detail::context_access;

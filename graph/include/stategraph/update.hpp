@@ -14,6 +14,8 @@ namespace stategraph {
 /// @code
 /// co_return update<turn>{}.set<&turn::route>("complex").set<&turn::trail>({"planner"});
 /// @endcode
+/// A field with a reducer can also be overwritten, bypassing its reducer (LangGraph's
+/// `Overwrite`): `update<turn>{}.overwrite<&turn::trail>({})` empties the trail for a new turn.
 template <class S>
 class update {
     static_assert(described_state<S>,
@@ -51,6 +53,22 @@ public:
         return std::move(*this);
     }
 
+    /// @brief Sets field `M` to `v` bypassing its reducer: the field becomes `v` whatever it held
+    /// (as LangGraph's `Overwrite`). In a step, an overwrite wins over the other nodes' writes of
+    /// the field; two nodes overwriting one field in one step is an `invalid_concurrent_update`.
+    /// On a field without a reducer it is the same as `set`.
+    template <auto M>
+    update& overwrite(typename member_traits<M>::value_type v) & {
+        set<M>(std::move(v));
+        overwrite_.set(field_index<M>());
+        return *this;
+    }
+    template <auto M>
+    update&& overwrite(typename member_traits<M>::value_type v) && {
+        static_cast<update&>(*this).template overwrite<M>(std::move(v));
+        return std::move(*this);
+    }
+
     /// @brief Whether field `M` is set.
     template <auto M>
     bool has() const { return set_.test(field_index<M>()); }
@@ -59,7 +77,21 @@ public:
     const auto& get() const { return values_.*M; }
 
     bool has_index(std::size_t i) const { return set_.test(i); }
+    /// @brief Whether field `M` is overwritten (set bypassing its reducer).
+    template <auto M>
+    bool overwrites() const { return overwrite_.test(field_index<M>()); }
+    bool overwrites_index(std::size_t i) const { return overwrite_.test(i); }
     void mark(std::size_t i) { set_.set(i); }
+    void mark_overwrite(std::size_t i) {
+        set_.set(i);
+        overwrite_.set(i);
+    }
+    /// Drops field `i` from the update.
+    void unmark(std::size_t i) {
+        set_.reset(i);
+        overwrite_.reset(i);
+    }
+    const std::bitset<size>& overwritten() const { return overwrite_; }
     bool empty() const { return set_.none(); }
     const std::bitset<size>& fields() const { return set_; }
     S& values() { return values_; }
@@ -68,6 +100,7 @@ public:
 private:
     S values_{};
     std::bitset<size> set_{};
+    std::bitset<size> overwrite_{};
 };
 
 } // namespace stategraph

@@ -134,7 +134,7 @@ BOOST_DATA_TEST_CASE(interrupts_resume_in_every_mode, savers() * modes(), kind, 
     BOOST_TEST(s.next == (strings{"ask"}));
     BOOST_TEST(s.values.log == (strings{"a", "sibling"})); // the sibling's write was stored
     BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
-    BOOST_TEST(s.tasks[0].interrupts.size() == 1u);
+    for (const auto& t : s.tasks) BOOST_TEST(t.interrupts.size() == (t.name == "ask" ? 1u : 0u), t.name);
 
     auto done = run(app.invoke(sg::resume(7), in_mode("t", mode)));
     BOOST_TEST(!done.interrupted());
@@ -192,7 +192,9 @@ BOOST_DATA_TEST_CASE(a_failed_call_leaves_a_thread_that_continues, savers() * mo
     BOOST_TEST(s.values.log == (strings{"a", "b", "ok"})); // ok's write is stored beside the failure
     BOOST_TEST(s.next == (strings{"boom"}));
     BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
-    BOOST_TEST((s.tasks[0].name == "boom" && s.tasks[0].error && s.tasks[0].error->find("upstream") != std::string::npos));
+    for (const auto& t : s.tasks)
+        if (t.name == "boom") BOOST_TEST((t.error && t.error->find("upstream") != std::string::npos));
+        else BOOST_TEST(!t.error);
 
     fail = false;
     auto r = run(app.invoke(sg::continue_run, in_mode("t", mode)));

@@ -170,6 +170,36 @@ grep -q "busy: held by crashed-host:4242" "$work/err" || fail "the busy error na
 "$bin" chat --db "$db" --thread t5 "Hello" | grep -q "^assistant: Hello" || fail "chat after break-lease"
 ok "break-lease frees a chat held by a crashed host"
 
+# 11. --stream: the turn's task and checkpoint events as JSON lines, then the turn (issue 12,
+#     stream modes). Every task's result follows its start; each checkpoint names the thread; the
+#     resume first shows the checkpoint it goes on from, waiting on the permission question.
+"$bin" chat --db "$db" --thread t6 --json --stream tasks,checkpoints "Send an email to Anna about lunch" >"$work/stream.jsonl"
+"$bin" resume --db "$db" --thread t6 --json --stream checkpoints approve >"$work/stream_resume.jsonl"
+python3 - "$work/stream.jsonl" "$work/stream_resume.jsonl" <<'PY' || fail "--stream events"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+*events, turn = lines
+assert turn["status"] == "interrupted", turn
+starts = [e for e in events if e["mode"] == "tasks" and "input" in e["data"]]
+results = {e["data"]["id"]: e for e in events if e["mode"] == "tasks" and "result" in e["data"]}
+assert starts and all(s["data"]["id"] in results for s in starts), "a task without its result"
+names = [s["node"] for s in starts]
+assert names[0] == "session_init" and "global_planner" in names and names[-1] == "agent_execution", names
+cps = [e for e in events if e["mode"] == "checkpoints"]
+assert cps[0]["data"]["metadata"]["source"] == "input" and cps[0]["data"]["next"] == ["__start__"], cps[0]
+assert all(c["data"]["config"]["configurable"]["thread_id"] == "t6" for c in cps)
+steps = [c["data"]["metadata"]["step"] for c in cps]
+assert steps == sorted(steps) and len(set(steps)) == len(steps), steps
+*again, done = [json.loads(l) for l in open(sys.argv[2])]
+assert done["status"] == "done", done
+first = again[0]["data"]
+assert first["config"]["configurable"]["checkpoint_id"] == cps[-1]["data"]["config"]["configurable"]["checkpoint_id"]
+assert any(t["interrupts"] for t in first["tasks"]), first["tasks"]
+assert again[-1]["data"]["next"] == [], again[-1]
+PY
+expect_error 2 "--stream with an unknown mode" -- "$bin" chat --db "$db" --thread t6 --stream tasks,tokens "Hi"
+ok "--stream prints task and checkpoint events"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2
   exit 1

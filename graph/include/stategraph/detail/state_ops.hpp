@@ -22,6 +22,23 @@
 
 namespace stategraph::detail {
 
+/// The key of LangGraph's wire form of an overwrite: `{"__overwrite__": value}`.
+inline constexpr std::string_view overwrite_key = "__overwrite__";
+
+/// `{"__overwrite__": v}`.
+inline boost::json::value wrap_overwrite(boost::json::value v) {
+    boost::json::object o(v.storage());
+    o[overwrite_key] = std::move(v);
+    return o;
+}
+
+/// The value inside an overwrite's wire form, or null when `v` is not one.
+inline const boost::json::value* overwritten_value(const boost::json::value& v) noexcept {
+    const auto* o = v.if_object();
+    if (!o || o->size() != 1) return nullptr;
+    return o->if_contains(overwrite_key);
+}
+
 template <class S>
 struct state_ops {
     static constexpr std::size_t n = field_count_v<S>;
@@ -48,11 +65,19 @@ struct state_ops {
         }
     }
 
-    /// Applies every field set in `u` onto `s`. `u` is consumed.
+    /// Applies every field set in `u` onto `s`; an overwritten field is assigned, bypassing its
+    /// reducer. `u` is consumed.
     static void apply(S& s, update<S>& u, const red_t& reds) {
         if (u.empty()) return;
         for_each_field<S>([&](auto I, auto) {
-            if (u.has_index(decltype(I)::value)) apply_field<decltype(I)::value>(s, u.values(), reds);
+            constexpr std::size_t i = decltype(I)::value;
+            if (!u.has_index(i)) return;
+            if (u.overwrites_index(i)) {
+                constexpr auto ptr = boost::mp11::mp_at_c<state_fields<S>, i>::pointer;
+                s.*ptr = std::move(u.values().*ptr);
+            } else {
+                apply_field<i>(s, u.values(), reds);
+            }
         });
     }
 
@@ -135,16 +160,22 @@ struct state_ops {
         return -1;
     }
 
-    /// The JSON object of every field set in `u`.
+    /// The JSON object of every field set in `u`; an overwritten field with a reducer is written
+    /// as `{"__overwrite__": value}`, LangGraph's wire form of `Overwrite`.
     static boost::json::object update_json(const update<S>& u) {
         boost::json::object o;
         const auto& names = field_names<S>();
-        for (std::size_t i = 0; i < n; ++i)
-            if (u.has_index(i)) o[names[i]] = to_json(u.values(), i);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!u.has_index(i)) continue;
+            auto v = to_json(u.values(), i);
+            if (u.overwrites_index(i) && !last_value(i)) o[names[i]] = wrap_overwrite(std::move(v));
+            else o[names[i]] = std::move(v);
+        }
         return o;
     }
 
-    /// An update from a JSON object; unknown keys are an error naming the key.
+    /// An update from a JSON object; unknown keys are an error naming the key. A reducer field
+    /// given as `{"__overwrite__": value}` is overwritten.
     static update<S> update_from_json(const boost::json::object& o, errc code, const std::string& where) {
         update<S> u;
         for (const auto& [k, v] : o) {
@@ -156,8 +187,14 @@ struct state_ops {
                                             (near.empty() ? "" : " (did you mean '" + near + "'?)"),
                                   {std::string(k)});
             }
-            from_json(u.values(), static_cast<std::size_t>(i), v, code, where);
-            u.mark(static_cast<std::size_t>(i));
+            const auto f = static_cast<std::size_t>(i);
+            if (const boost::json::value* inner = last_value(f) ? nullptr : overwritten_value(v)) {
+                from_json(u.values(), f, *inner, code, where);
+                u.mark_overwrite(f);
+            } else {
+                from_json(u.values(), f, v, code, where);
+                u.mark(f);
+            }
         }
         return u;
     }

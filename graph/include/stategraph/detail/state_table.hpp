@@ -38,6 +38,9 @@ struct state_table {
     void (*delete_update)(void*) = nullptr;
     field_mask (*update_fields)(const void* u) = nullptr;
     void (*mark)(void* u, std::size_t i) = nullptr;
+    field_mask (*update_overwrites)(const void* u) = nullptr; ///< the fields set bypassing their reducer
+    void (*mark_overwrite)(void* u, std::size_t i) = nullptr;
+    void (*unmark)(void* u, std::size_t i) = nullptr;     ///< drops field i from the update
     void* (*update_values)(void* u) = nullptr; ///< the `S` inside an update
 
     void (*apply)(void* s, void* u) = nullptr;            ///< through the reducers; consumes `u`
@@ -80,6 +83,15 @@ const state_table& table_of() {
             return m;
         };
         t.mark = [](void* u, std::size_t i) { static_cast<update<S>*>(u)->mark(i); };
+        t.update_overwrites = [](const void* u) {
+            field_mask m;
+            const auto& f = static_cast<const update<S>*>(u)->overwritten();
+            for (std::size_t i = 0; i < ops::n; ++i)
+                if (f.test(i)) m.set(i);
+            return m;
+        };
+        t.mark_overwrite = [](void* u, std::size_t i) { static_cast<update<S>*>(u)->mark_overwrite(i); };
+        t.unmark = [](void* u, std::size_t i) { static_cast<update<S>*>(u)->unmark(i); };
         t.update_values = [](void* u) { return static_cast<void*>(&static_cast<update<S>*>(u)->values()); };
         t.apply = [](void* s, void* u) {
             static const auto reds = state_reducers<S>();
@@ -155,6 +167,7 @@ public:
     explicit operator bool() const noexcept { return p_ != nullptr; }
     field_mask fields() const { return p_ ? t_->update_fields(p_) : field_mask{}; }
     bool has(std::size_t i) const { return p_ && t_->update_fields(p_).test(i); }
+    field_mask overwrites() const { return p_ ? t_->update_overwrites(p_) : field_mask{}; }
     const void* values() const { return p_ ? t_->update_values(p_) : nullptr; }
     void* values() { return p_ ? t_->update_values(p_) : nullptr; }
 
