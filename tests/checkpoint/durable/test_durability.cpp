@@ -387,6 +387,25 @@ BOOST_DATA_TEST_CASE(replay_in_exit_mode_writes_one_checkpoint_on_the_branch, sa
     BOOST_TEST(h2[0].values.log == (strings{"a", "b", "c"}));
 }
 
+// The `checkpoints` stream shows every step's checkpoint in every mode, as LangGraph emits them
+// whatever the durability; exit stores only the last of them.
+BOOST_DATA_TEST_CASE(checkpoint_events_in_every_mode, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    std::vector<std::int64_t> steps;
+    std::string last_id;
+    sg::stream_handler on_event = [&](const sg::stream_event& e) {
+        if (e.mode != sg::stream_mode::checkpoints) return;
+        steps.push_back(e.step);
+        last_id = std::string(e.data.at("config").at("configurable").at("checkpoint_id").as_string());
+    };
+    auto r = run(app.stream(upd{}, in_mode("t", mode), sg::stream_mode::checkpoints, on_event));
+    BOOST_TEST(steps == (std::vector<std::int64_t>{-1, 0, 1, 2, 3}));
+    BOOST_TEST(last_id == r.checkpoint_id);
+    BOOST_TEST(run(app.get_state("t")).checkpoint_id == last_id);
+}
+
 // keep_last prunes after the final write in every mode.
 BOOST_DATA_TEST_CASE(keep_last_prunes_after_the_final_write, savers() * modes(), kind, mode) {
     saver_env env(kind);
