@@ -323,7 +323,8 @@ int run_main(int argc, char** argv) {
     config["warmup"] = warmup;
     config["smoke"] = smoke;
     config["timed_seconds"] = round3(timed_seconds);
-    config["durability"] = "sync (every checkpoint written before the next step)";
+    config["durability"] = sc.name == "durability" ? "per metric: sync, async, exit"
+                                                   : "sync (every checkpoint written before the next step)";
     for (const auto& [k, v] : cp->config) config[k] = v;
     out["config"] = std::move(config);
     boost::json::object detail;

@@ -70,15 +70,17 @@ run_config invoke_config(std::string thread) {
     return c;
 }
 
-boost::asio::awaitable<samples> chain_once(compiled_graph<chain_state> g, int n) {
+/// One chain invoke on a fresh thread in durability `mode`: sample `metric` = µs per node.
+boost::asio::awaitable<samples> chain_once(compiled_graph<chain_state> g, int n, durability mode, const char* metric) {
     run_config cfg = invoke_config(fresh_thread("chain" + std::to_string(n)));
+    cfg.durability = mode;
     update<chain_state> in = update<chain_state>{}.set<&chain_state::count>(0);
     const double t0 = now_us();
     auto r = co_await g.invoke(std::move(in), cfg);
     const double t1 = now_us();
     check_chain(r, n);
     samples s;
-    s["us_per_node"] = (t1 - t0) / n;
+    s[metric] = (t1 - t0) / n;
     co_return s;
 }
 
@@ -290,6 +292,45 @@ boost::asio::awaitable<samples> supervisor_once(compiled_graph<supervisor::state
 
 void add_scenarios(std::vector<scenario>& out) {
     {
+        // chain20 in each durability mode (run_config::durability; LangGraph.js: invoke's
+        // `durability`), one invoke of each per run, each on a fresh thread.
+        scenario s;
+        s.name = "durability";
+        s.checkpointers = {"memory", "sqlite_normal"};
+        s.metrics = {{"us_per_node_sync", "us"}, {"us_per_node_async", "us"}, {"us_per_node_exit", "us"}};
+        s.setup = [](setup_context& ctx) {
+            auto io = std::make_shared<boost::asio::io_context>(1);
+            auto g = build_chain<chain_state>(20, ctx.cp->saver);
+            // Untimed: the checkpoints one invoke stores in each mode.
+            auto stored = std::make_shared<boost::json::object>();
+            static constexpr std::pair<durability, const char*> modes[] = {
+                {durability::sync, "sync"}, {durability::async, "async"}, {durability::exit, "exit"}};
+            for (const auto& [mode, name] : modes) {
+                auto counter = std::make_shared<counting_saver>(ctx.cp->saver);
+                auto counted = build_chain<chain_state>(20, counter);
+                drive(*io, chain_once(counted, 20, mode, "us"));
+                (*stored)[name] = counter->take_calls().put;
+            }
+            bench_run b;
+            b.run = [io, g] {
+                samples all;
+                for (const auto& [mode, name] : modes) {
+                    const std::string metric = std::string("us_per_node_") + name;
+                    auto one = drive(*io, chain_once(g, 20, mode, metric.c_str()));
+                    all.insert(one.begin(), one.end());
+                }
+                return all;
+            };
+            b.detail = [stored] {
+                boost::json::object d;
+                d["checkpoints_per_invoke"] = *stored;
+                return d;
+            };
+            return b;
+        };
+        out.push_back(std::move(s));
+    }
+    {
         scenario s;
         s.name = "chain20";
         s.checkpointers = all_checkpointers;
@@ -302,11 +343,11 @@ void add_scenarios(std::vector<scenario>& out) {
             if (ctx.cp->saver) {
                 auto counter = std::make_shared<counting_saver>(ctx.cp->saver);
                 auto counted = build_chain<chain_state>(20, counter);
-                drive(*io, chain_once(counted, 20));
+                drive(*io, chain_once(counted, 20, durability::sync, "us_per_node"));
                 *calls = counter->take_calls().json();
             }
             bench_run b;
-            b.run = [io, g] { return drive(*io, chain_once(g, 20)); };
+            b.run = [io, g] { return drive(*io, chain_once(g, 20, durability::sync, "us_per_node")); };
             b.detail = [calls] {
                 boost::json::object d;
                 if (!calls->empty()) d["saver_calls_per_invoke"] = *calls;

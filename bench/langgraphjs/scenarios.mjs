@@ -110,6 +110,50 @@ async function pool(total, inflight, fn) {
 // ---- the scenarios ------------------------------------------------------------
 
 export const SCENARIOS = {
+  durability: {
+    // chain20 in each durability mode (invoke's `durability`), one invoke of
+    // each per run, each on a fresh thread; the C++ side does the same with
+    // run_config::durability.
+    checkpointers: ["memory", "sqlite_normal"],
+    warmup: 20,
+    targetSeconds: 6,
+    minRuns: 20,
+    maxRuns: 5000,
+    metrics: [
+      ["us_per_node_sync", "us"],
+      ["us_per_node_async", "us"],
+      ["us_per_node_exit", "us"],
+    ],
+    async setup(ctx) {
+      const graph = buildChain(20, ctx.cp.saver);
+      const modes = ["sync", "async", "exit"];
+      const stored = {};
+      for (const mode of modes) {
+        // untimed: the checkpoints one invoke stores in each mode
+        const t = freshThread(`durability-${mode}`);
+        checkChain(await graph.invoke({ count: 0 }, { ...ctx.invokeConfig(t), durability: mode }), 20);
+        let n = 0;
+        for await (const _ of ctx.cp.saver.list({ configurable: { thread_id: t } })) n++;
+        stored[mode] = n;
+      }
+      return {
+        async run() {
+          const out = {};
+          for (const mode of modes) {
+            const cfg = { ...ctx.invokeConfig(freshThread(`durability-${mode}`)), durability: mode };
+            const t0 = now();
+            const r = await graph.invoke({ count: 0 }, cfg);
+            const t1 = now();
+            checkChain(r, 20);
+            out[`us_per_node_${mode}`] = us(t0, t1) / 20;
+          }
+          return out;
+        },
+        detail: () => ({ checkpoints_per_invoke: stored }),
+      };
+    },
+  },
+
   chain20: {
     checkpointers: CHECKPOINTERS,
     warmup: 50,

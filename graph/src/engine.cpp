@@ -57,6 +57,7 @@ struct task_frame {
     stream_mode modes = stream_mode::none;
     checkpoint::saver* saver = nullptr;
     int recursion_limit = 25;
+    durability mode = durability::sync; // the call's durability, which its subgraphs follow
     const runtime_context* runtime = nullptr;
     const std::string* run_id = nullptr;
     // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
@@ -376,6 +377,16 @@ struct run_state {
     boost::json::object start_input;
     bool has_start_input = false;
     std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
+    // Durability (run_config::durability). async: `out` holds the newest checkpoint, built and
+    // not yet put; its put runs beside the next step's nodes (`put_queued`). exit: the newest
+    // checkpoint `cp_id` is kept here only (`staged`) until the call ends; `unsaved` are the
+    // fields changed since the last stored checkpoint, `staged_parent` that checkpoint's id.
+    durability mode = durability::sync;
+    bool put_queued = false;
+    bool staged = false;
+    const char* staged_source = "loop";
+    std::string staged_parent;
+    field_mask unsaved;
     const call_env* env = nullptr; // the call streaming this run's checkpoints (set by run())
     std::string cp_source;         // the source of the checkpoint `cp_id` ("input", "loop", ...)
 
@@ -750,20 +761,11 @@ void emit_checkpoint(const graph_core& g, const run_state& r);
 /// Longest run of delta-only versions of an append channel before a whole value is saved again.
 constexpr unsigned char max_delta_chain = 32;
 
-boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
-                                  const field_mask& changed) {
+/// Builds checkpoint `id` in `r.out` (the values of the `changed` fields, versions, frontier,
+/// metadata) and puts it, or with async durability leaves its put queued (`r.put_queued`).
+boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
+                                          const char* source, const field_mask& changed) {
     const auto& st = *g.st;
-    r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
-    r.cp_id = id;
-    r.cp_source = source;
-    r.step = step;
-    r.pending.clear();
-    if (!r.session) {
-        for (std::size_t i = 0; i < st.n; ++i)
-            if (changed.test(i)) r.versions[i] = id;
-        r.have_checkpoint = true;
-        co_return;
-    }
     auto& cp = r.out;
     cp.id = id;
     cp.parent_id = r.parent_id;
@@ -827,7 +829,69 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
         cp.metadata[names::writes] = std::move(w);
     }
     r.have_checkpoint = true;
+    if (r.mode == durability::async) {
+        r.put_queued = true; // put beside the next step's nodes, or by settle()
+        co_return;
+    }
     co_await r.session.put(cp);
+}
+
+/// Makes everything this call has so far durable: the queued put of async durability is
+/// awaited (its failure is thrown), and the staged checkpoint of exit durability is written. Runs
+/// before anything is written against the current checkpoint (interrupts, breakpoints, errors)
+/// and before a call returns.
+boost::asio::awaitable<void> settle(const graph_core& g, run_state& r) {
+    if (r.put_queued) {
+        r.put_queued = false;
+        co_await r.session.put(r.out);
+    }
+    if (r.staged) {
+        r.staged = false;
+        const field_mask changed = std::exchange(r.unsaved, field_mask{});
+        r.parent_id = r.staged_parent;
+        co_await write_record(g, r, r.cp_id, r.step, r.staged_source, changed);
+    }
+}
+
+/// Exit durability: checkpoint `id` becomes the current one without being written. Fields it
+/// changes get version `id` for now (settle() stores them, whole, with the checkpoint written).
+void stage(const graph_core& g, run_state& r, const std::string& id, const char* source, const field_mask& changed) {
+    if (!r.staged) r.staged_parent = r.parent_id; // the newest stored checkpoint
+    r.staged = true;
+    r.staged_source = source;
+    for (std::size_t i = 0; i < g.st->n; ++i)
+        if (changed.test(i)) {
+            r.versions[i] = id;
+            r.saved_size[i] = std::size_t(-1);
+            r.delta_chain[i] = 0;
+        }
+    r.unsaved |= changed;
+}
+
+boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
+                                  const field_mask& changed) {
+    const auto& st = *g.st;
+    // async: the previous checkpoint's put ends before its record (`r.out`) is rebuilt
+    if (r.put_queued) co_await settle(g, r);
+    r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
+    r.cp_id = id;
+    r.cp_source = source;
+    r.step = step;
+    r.pending.clear();
+    if (!r.session) {
+        for (std::size_t i = 0; i < st.n; ++i)
+            if (changed.test(i)) r.versions[i] = id;
+        r.have_checkpoint = true;
+        co_return;
+    }
+    if (r.mode == durability::exit) {
+        stage(g, r, id, source, changed);
+        r.have_checkpoint = true;
+    } else {
+        co_await write_record(g, r, id, step, source, changed);
+    }
+    // Streamed as the run moves on (as LangGraph): with async durability while its put is still
+    // queued, with exit durability for a checkpoint written when the call ends.
     emit_checkpoint(g, r);
 }
 
@@ -1262,6 +1326,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.runtime = &env.cfg.runtime;
     f.run_id = &r.run_id;
     f.recursion_limit = env.cfg.recursion_limit;
+    f.mode = r.mode;
     const bool streams_tasks = env.wants(stream_mode::tasks) || env.wants(stream_mode::debug);
     if (streams_tasks) emit_task_start(env, r, t);
     // A cached node: a hit replays the saved outcome instead of running the node.
@@ -1338,8 +1403,11 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     if (durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
 }
 
+/// Runs the step's tasks, in parallel when there are several. With async durability the previous
+/// step's checkpoint is put beside them (the first of the group, so that a task's pending writes
+/// for that checkpoint follow it), and its failure is the call's error once the tasks are done.
 boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable) {
-    if (todo.size() == 1) {
+    if (todo.size() == 1 && !r.put_queued) {
         co_await run_task(env, r, *todo[0], durable);
         co_return;
     }
@@ -1347,7 +1415,12 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
     auto strand = boost::asio::make_strand(ex);
     using op_t = decltype(boost::asio::co_spawn(strand, std::declval<boost::asio::awaitable<void>>(), boost::asio::deferred));
     std::vector<op_t> ops_list;
-    ops_list.reserve(todo.size());
+    ops_list.reserve(todo.size() + 1);
+    if (r.put_queued) {
+        r.put_queued = false;
+        auto put = r.session.put(r.out);
+        ops_list.push_back(boost::asio::co_spawn(strand, std::move(put), boost::asio::deferred));
+    }
     for (task* t : todo) {
         auto aw = run_task(env, r, *t, durable);
         ops_list.push_back(boost::asio::co_spawn(strand, std::move(aw), boost::asio::deferred));
@@ -1356,7 +1429,7 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
     auto [order, errors] = co_await group.async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
     (void)order;
     for (auto& e : errors)
-        if (e) std::rethrow_exception(e); // a storage failure inside put_writes
+        if (e) std::rethrow_exception(e); // a storage failure: the checkpoint's put, or put_writes
 }
 
 [[noreturn]] void throw_failure(const graph_core& g, const task& t) {
@@ -1478,6 +1551,7 @@ void apply_resume(run_state& r, const resume_input& res) {
 /// `__interrupt__` event belongs to the step about to run (before) or to the step that ran
 /// (after), as LangGraph labels them.
 boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after) {
+    co_await settle(env.g, r); // the checkpoint the breakpoint is written against
     r.fr.seen = r.cp_id;
     std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
                                               std::string(names::breakpoint), boost::json::string(r.cp_id)}};
@@ -1493,6 +1567,45 @@ boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& 
                                 "recursion limit of " + std::to_string(limit) + " supersteps reached without hitting END (next: " +
                                     next + "); raise run_config::recursion_limit if the graph is meant to loop longer",
                                 {});
+}
+
+/// The writes of this step's tasks that were not saved as they finished (a single task, or
+/// exit durability): saved, after the checkpoint they belong to, when the call stops inside the
+/// step (an interrupt or a failure), so that continuing the thread does not run again the tasks
+/// that finished.
+boost::asio::awaitable<void> save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks) {
+    co_await settle(g, r);
+    std::vector<checkpoint::pending_write> ws;
+    for (auto& t : tasks) {
+        if (t.status == task_status::pending || t.cached || is_resume_mismatch(t)) continue;
+        auto w = task_writes(g, t);
+        ws.insert(ws.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
+    }
+    if (!ws.empty()) co_await r.session.put_writes(r.cp_id, std::move(ws));
+}
+
+/// Applies a single task's writes and routes from its node. Routing that reads no state (no
+/// conditional edge) runs first, and with exit durability a router reads a copy: a routing error
+/// (a router that throws, an unknown target) then leaves the state as the staged checkpoint has
+/// it, and that is what the failed call writes.
+void apply_and_route(const call_env& env, run_state& r, task& t, frontier& next) {
+    const auto& g = env.g;
+    const auto& st = *g.st;
+    if (!t.out.writes || g.nodes[static_cast<std::size_t>(t.node)].branches.empty()) {
+        route_after(g, t, r.state.get(), next);
+        track(st, r, t.out.writes); // before apply(), which takes the values
+        if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
+    } else if (r.mode == durability::exit && r.session) {
+        state_box local = r.state;
+        st.apply_copy(local.get(), t.out.writes.get());
+        route_after(g, t, local.get(), next);
+        track(st, r, t.out.writes);
+        r.state = std::move(local);
+    } else {
+        track(st, r, t.out.writes);
+        st.apply(r.state.get(), t.out.writes.get());
+        route_after(g, t, r.state.get(), next);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1546,13 +1659,14 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                 emit(env, r, stream_mode::updates, g.nodes[static_cast<std::size_t>(t.node)].name, encoded_writes(g, t), true);
         }
         // With several tasks, each task's writes are saved the moment it finishes; a single task's
-        // writes go with the step's checkpoint, which follows at once.
-        const bool durable = tasks.size() > 1;
+        // writes go with the step's checkpoint, which follows at once. With exit durability they
+        // are held until the call ends (then written only if it stops inside this step).
+        const bool durable = tasks.size() > 1 && r.mode != durability::exit;
         if (!todo.empty()) co_await run_tasks(env, r, std::move(todo), durable);
 
         for (auto& t : tasks)
             if (t.status == task_status::failed) {
-                if (!durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+                if (!durable && r.session) co_await save_held_writes(g, r, tasks);
                 throw_failure(g, t);
             }
         std::vector<interrupt_info> interrupts;
@@ -1563,9 +1677,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                 interrupts.insert(interrupts.end(), t.interrupts.begin(), t.interrupts.end());
             }
         if (any_interrupted) {
-            if (!durable && r.session)
-                for (auto& t : tasks)
-                    if (t.status == task_status::interrupted) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+            if (!durable && r.session) co_await save_held_writes(g, r, tasks);
             // One __interrupt__ event per interrupted task, as LangGraph.
             if (env.wants(stream_mode::updates))
                 for (const auto& t : tasks) {
@@ -1590,10 +1702,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         check_conflicts(g, tasks);
         forget_saved_sizes(r, settle_overwrites(g, tasks));
         field_mask changed;
-        for (const auto& t : tasks) {
-            changed |= t.out_fields;
-            track(st, r, t.out.writes);
-        }
+        for (const auto& t : tasks) changed |= t.out_fields;
         frontier next;
         next.barriers = r.fr.barriers;
         next.seen = r.fr.seen;
@@ -1603,8 +1712,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         writers.reserve(tasks.size());
         if (tasks.size() == 1) {
             auto& t = tasks[0];
-            if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
-            route_after(g, t, r.state.get(), next);
+            apply_and_route(env, r, t, next);
             writers.push_back(g.nodes[static_cast<std::size_t>(t.node)].name);
         } else {
             for (auto& t : tasks) {
@@ -1618,8 +1726,10 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                 }
                 writers.push_back(rt.name);
             }
-            for (auto& t : tasks)
+            for (auto& t : tasks) {
+                track(st, r, t.out.writes); // before apply(), which takes the values
                 if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
+            }
         }
         r.fr = std::move(next);
         r.last_writers = std::move(writers);
@@ -1648,15 +1758,26 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
 boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, update_box& input, std::int64_t step) {
     const auto& g = env.g;
     const auto& st = *g.st;
-    r.has_start_input = false;
-    r.start_input.clear();
     const field_mask changed = input.fields();
     forget_saved_sizes(r, input.overwrites());
-    if (input) st.apply(r.state.get(), input.get());
     frontier next;
     next.barriers = r.fr.barriers;
     next.seen = r.fr.seen;
-    successors(g, -1, r.state.get(), next);
+    if (g.start_branches.empty() || !input) {
+        successors(g, -1, r.state.get(), next);
+        if (input) st.apply(r.state.get(), input.get());
+    } else if (r.mode == durability::exit && r.session) {
+        // a router that fails leaves the state (and the staged input checkpoint) as they were
+        state_box local = r.state;
+        st.apply(local.get(), input.get());
+        successors(g, -1, local.get(), next);
+        r.state = std::move(local);
+    } else {
+        st.apply(r.state.get(), input.get());
+        successors(g, -1, r.state.get(), next);
+    }
+    r.has_start_input = false;
+    r.start_input.clear();
     r.fr = std::move(next);
     r.last_writers = {START};
     if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), step, "loop", changed);
@@ -1745,7 +1866,9 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
         throw thread_error(errc::thread_not_found, "cannot continue thread '" + r.thread_id() + "': it has no checkpoint",
                            {r.thread_id()});
     }
-    co_return co_await loop(env, r, skip_breakpoint);
+    auto result = co_await loop(env, r, skip_breakpoint);
+    co_await settle(g, r); // the call returns once its writes are stored
+    co_return result;
 }
 
 /// Releases the session's lease. A failure to release (a full disk, a lost connection) never
@@ -1762,6 +1885,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     if (r.session && r.thread_id().empty())
         throw thread_error(errc::invalid_input, "this graph has a checkpointer: pass run_config::thread_id to name the thread", {});
     const bool top = r.session && r.session.ns().empty();
+    r.mode = env.cfg.durability;
     r.env = &env;
     if (top) co_await r.session.acquire();
     std::exception_ptr failure;
@@ -1771,6 +1895,15 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
         if (top && env.cfg.keep_last > 0) co_await r.session.saver()->prune(r.thread_id(), env.cfg.keep_last);
     } catch (...) {
         failure = std::current_exception();
+    }
+    if (failure && r.session) {
+        // A failed call still leaves its last good checkpoint stored (async: the queued put;
+        // exit: the staged checkpoint); a write that fails here is the call's error.
+        try {
+            co_await settle(env.g, r);
+        } catch (...) {
+            failure = std::current_exception();
+        }
     }
     co_await release_quietly(r.session);
     if (failure) std::rethrow_exception(failure);
@@ -1987,6 +2120,7 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     run_config cfg;
     cfg.thread_id = *f.thread_id;
     cfg.recursion_limit = f.recursion_limit;
+    cfg.durability = f.mode; // a subgraph writes its checkpoints as its parent does
     if (f.runtime) cfg.runtime = *f.runtime; // the subgraph's nodes see the caller's dependencies
     cfg.allow_drift = true;
     // The namespace belongs to this task: a checkpoint there that still has work (next nodes,

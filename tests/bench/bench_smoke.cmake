@@ -2,6 +2,7 @@
 # the first pair that exits non-zero. Usage: cmake -DBENCH=<exe> -DDB_DIR=<dir> -P bench_smoke.cmake
 set(pairs
   "chain20 none" "chain20 memory" "chain20 sqlite_normal"
+  "durability memory" "durability sqlite_normal"
   "fanout8 memory" "fanout8 sqlite_normal"
   "hitl memory" "hitl sqlite_normal"
   "throughput memory" "throughput sqlite_normal"

@@ -73,6 +73,23 @@ runtime_context runtime_of(const T& deps) noexcept {
 template <class T>
 runtime_context runtime_of(const T&& deps) = delete;
 
+/// @brief When a call writes its checkpoints (LangGraph's `durability`). Every mode leaves the
+/// same checkpoint at the end of a call (done, interrupted, drained or failed); they differ in
+/// what survives a process that dies during the call.
+enum class durability : unsigned char {
+    /// Each step's checkpoint is written before the next step starts: a crash loses at most the
+    /// step that was running (the default).
+    sync,
+    /// A step's checkpoint is written while the next step's nodes run (one write in flight at
+    /// most, in order); the call returns, interrupts or fails only after its writes are stored, and
+    /// a failed write is the call's error. A crash loses at most one more step than `sync`.
+    async,
+    /// Checkpoints are written once, when the call ends: done, interrupted (with what a resume
+    /// needs), drained, or failed (the last good state and the failing task's error). A crash
+    /// loses the whole call: the thread stays at the checkpoint it had before.
+    exit,
+};
+
 /// @brief How one call runs. Every member is optional; write it where you call:
 /// `co_await app.invoke(input, {.thread_id = "chat-42"})`.
 struct run_config {
@@ -82,6 +99,8 @@ struct run_config {
     bool allow_drift = false;             ///< resume a thread written by a different graph shape
     std::size_t keep_last = 0;            ///< retention: after the call, keep only the newest N checkpoints (0 = all)
     runtime_context runtime;              ///< the caller's dependencies for the nodes (`ctx.runtime<T>()`)
+    /// when checkpoints are written (subgraphs follow their parent's mode)
+    stategraph::durability durability = stategraph::durability::sync;
 };
 static_assert(std::is_trivially_destructible_v<run_config>,
               "run_config must stay trivially destructible (g++ 12 destroys braced temporaries in co_await twice)");

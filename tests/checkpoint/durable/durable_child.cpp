@@ -19,9 +19,14 @@
 //       answer. With together=1 it appends its pid to <dir>/ready once its saver is open and
 //       starts when <dir>/go exists (at most 30 s later), so that the racers start at once.
 //
+//   durable_child durability-chain <db> <thread> <notes> <sync|async|exit> <put ms> <node ms> <input|continue>
+//       the slow chain in that durability mode, each checkpoint put slowed by <put ms> and noted
+//       ("put"/"stored" of node "checkpoint") in <notes>, on new input or continuing the thread
+//
 // Exit codes: 0 done as expected, 10 + errc value for a stategraph error, 2 other failures,
 // 3 the start signal (race modes) never came.
 #include "durable_graphs.hpp"
+#include "forwarding_saver.hpp"
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/checkpoint/testing/run.hpp>
@@ -127,6 +132,23 @@ int main_impl(int argc, char** argv) {
         auto r = run(app.invoke(sg::update<ask_state>{}.set<&ask_state::count>(std::atoi(argv[5])), cfg));
         std::cout << (r.values.trail.empty() ? std::string("nothing") : r.values.trail.back()) << "\n";
         return r.values.trail == std::vector<std::string>{"looked up " + std::string(argv[5])} ? 0 : 3;
+    }
+    if (mode == "durability-chain") {
+        if (argc < 9) return 2;
+        const std::string notes = argv[4], durability = argv[5], input = argv[8];
+        if (durability == "sync") cfg.durability = sg::durability::sync;
+        else if (durability == "async") cfg.durability = sg::durability::async;
+        else if (durability == "exit") cfg.durability = sg::durability::exit;
+        else return 2;
+        auto slow = std::make_shared<durable::slow_put_saver>(
+            open_saver(db), std::chrono::milliseconds(std::atoi(argv[6])),
+            [notes](const char* event, std::int64_t step) { note_task(notes, event, "checkpoint", step); });
+        auto app = slow_chain_graph(notes, std::atoi(argv[7])).compile({.checkpointer = slow});
+        auto r = retry_busy([&] {
+            return input == "input" ? run(app.invoke(sg::update<chain_state>{}, cfg)) : run(app.invoke(sg::continue_run, cfg));
+        });
+        std::cout << "done: " << r.values.log.size() << " entries\n";
+        return r.interrupted() ? 2 : 0;
     }
     if (mode == "disk-full") {
         if (argc < 5) return 2;

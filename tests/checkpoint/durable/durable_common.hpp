@@ -1,6 +1,6 @@
 #pragma once
 // Shared helpers of the durable-thread tests: the two checkpointers behind one test body,
-// temporary directories, a byte-counting saver wrapper, and small JSON helpers.
+// temporary directories, a byte-counting saver wrapper (on forwarding_saver.hpp), and small JSON helpers.
 
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
@@ -11,6 +11,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "forwarding_saver.hpp"
 #include "run_awaitable.hpp"
 
 #include <unistd.h>
@@ -24,6 +25,12 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+
+namespace stategraph {
+inline std::ostream& operator<<(std::ostream& os, durability d) {
+    return os << (d == durability::sync ? "sync" : d == durability::async ? "async" : "exit");
+}
+} // namespace stategraph
 
 namespace durable {
 
@@ -39,6 +46,13 @@ inline std::ostream& operator<<(std::ostream& os, saver_kind k) {
 }
 inline const saver_kind all_savers[] = {saver_kind::memory, saver_kind::sqlite};
 inline auto savers() { return boost::unit_test::data::make(all_savers); }
+
+/// The durability modes (run_config::durability) the mode tests run in.
+inline const sg::durability all_modes[] = {sg::durability::sync, sg::durability::async, sg::durability::exit};
+inline auto modes() { return boost::unit_test::data::make(all_modes); }
+inline const char* mode_name(sg::durability d) {
+    return d == sg::durability::sync ? "sync" : d == sg::durability::async ? "async" : "exit";
+}
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
 class temp_dir {
@@ -82,9 +96,9 @@ struct saver_env {
 
 /// Forwards to another saver and counts what it is asked to store (the bytes of the JSON text
 /// of values, versions, frontier, metadata and pending writes).
-class counting_saver final : public cp::saver {
+class counting_saver final : public forwarding_saver {
 public:
-    explicit counting_saver(std::shared_ptr<cp::saver> inner) : inner_(std::move(inner)) {}
+    explicit counting_saver(std::shared_ptr<cp::saver> inner) : forwarding_saver(std::move(inner)) {}
 
     std::size_t bytes() const { return bytes_; }
     std::size_t puts() const { return puts_; }
@@ -103,62 +117,17 @@ public:
         bytes_ += n;
         last_put_ = n;
         ++puts_;
-        co_await inner_->put(thread_id, ns, c);
+        co_await inner().put(thread_id, ns, c);
     }
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<cp::pending_write> writes) override {
         for (const auto& w : writes)
             bytes_ += json::serialize(w.value).size() + w.channel.size() + w.task_id.size() + w.task_name.size();
         ++write_calls_;
-        co_await inner_->put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
+        co_await inner().put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
     }
-    boost::asio::awaitable<std::optional<cp::checkpoint_tuple>> get(std::string thread_id, std::string ns,
-                                                                    std::optional<std::string> id) override {
-        co_return co_await inner_->get(std::move(thread_id), std::move(ns), std::move(id));
-    }
-    boost::asio::awaitable<std::vector<cp::checkpoint_tuple>> list(std::string thread_id, std::string ns,
-                                                                   cp::list_options o) override {
-        co_return co_await inner_->list(std::move(thread_id), std::move(ns), std::move(o));
-    }
-    boost::asio::awaitable<void> delete_thread(std::string thread_id) override {
-        co_await inner_->delete_thread(std::move(thread_id));
-    }
-    boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override {
-        co_await inner_->prune(std::move(thread_id), keep_last);
-    }
-    boost::asio::awaitable<cp::thread_stats> stats(std::string thread_id) override {
-        co_return co_await inner_->stats(std::move(thread_id));
-    }
-    boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override {
-        co_await inner_->copy_thread(std::move(from), std::move(to));
-    }
-    boost::asio::awaitable<std::vector<cp::thread_info>> list_threads(cp::thread_query query) override {
-        co_return co_await inner_->list_threads(query);
-    }
-    boost::asio::awaitable<cp::sweep_result> sweep(cp::ttl_policy policy) override {
-        co_return co_await inner_->sweep(policy);
-    }
-    boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override {
-        co_return co_await inner_->cache_get(std::move(ns), std::move(key));
-    }
-    boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
-                                           std::chrono::milliseconds ttl) override {
-        co_await inner_->cache_put(std::move(ns), std::move(key), std::move(value), ttl);
-    }
-    boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) override {
-        co_return co_await inner_->cache_clear(std::move(namespaces));
-    }
-    boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override {
-        co_await inner_->put_graph(std::move(signature), std::move(shape));
-    }
-    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override {
-        co_return co_await inner_->get_graph(std::move(signature));
-    }
-    boost::asio::awaitable<void> acquire(std::string thread_id) override { co_await inner_->acquire(std::move(thread_id)); }
-    boost::asio::awaitable<void> release(std::string thread_id) override { co_await inner_->release(std::move(thread_id)); }
 
 private:
-    std::shared_ptr<cp::saver> inner_;
     std::size_t fail_from_ = std::size_t(-1);
     std::size_t bytes_ = 0, puts_ = 0, write_calls_ = 0, last_put_ = 0;
 };

@@ -308,4 +308,33 @@ inline sg::state_graph<race_state> race_graph(std::string notes, race_timing t, 
     return g;
 }
 
+// -- slow chain: what each durability mode keeps when its process is SIGKILLed ---------------
+struct chain_state {
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(chain_state, (), (log))
+inline auto reducers(sg::for_state<chain_state>) { return sg::reducers{sg::reduce<&chain_state::log>(sg::append)}; }
+
+inline constexpr int slow_chain_length = 6;
+
+/// START -> n0 -> n1 -> ... -> n5 -> END; each node notes its start and end in `notes` (with
+/// its step) and takes `node_ms` on a timer.
+inline sg::state_graph<chain_state> slow_chain_graph(std::string notes, int node_ms) {
+    using st = chain_state;
+    sg::state_graph<st> g("slow_chain");
+    std::string prev(sg::START);
+    for (int i = 0; i < slow_chain_length; ++i) {
+        const std::string name = "n" + std::to_string(i);
+        g.add_node(name, [notes, name, node_ms](const st&, sg::context& ctx) -> boost::asio::awaitable<sg::update<st>> {
+            auto entry = co_await timed_task(notes, name, node_ms, ctx.step());
+            (void)entry;
+            co_return sg::update<st>{}.set<&st::log>({name});
+        });
+        g.add_edge(prev, name);
+        prev = name;
+    }
+    g.add_edge(prev, sg::END);
+    return g;
+}
+
 } // namespace durable::graphs

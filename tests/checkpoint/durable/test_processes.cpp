@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 using namespace durable;
@@ -174,6 +175,93 @@ BOOST_AUTO_TEST_CASE(a_side_effect_runs_once_across_a_kill) {
     c = graphs::read_counts(counts);
     BOOST_TEST(c["send.start"] == 3);
     BOOST_TEST(c["email"] == 1);
+}
+
+// Issue 12, feature 1, under SIGKILL: what each durability mode promises. The thread first runs
+// the slow chain once (steps -1..6). A second call (input step 7, START 8, n0..n5 steps 9..14)
+// runs in a child with every checkpoint put slowed to 250 ms, and is SIGKILLed the moment n3
+// (step 12) starts:
+// - sync: every finished step survives: n0, n1, n2 (head step 11), n3 is next;
+// - async: every step but the one in flight: n2's checkpoint was being put beside n3 (the notes
+//   show its put started and never stored), so the head is n1's step 10 and n2 is next;
+// - exit: nothing of the call: the thread is exactly at the checkpoint it had before.
+// Then a new process continues the thread (exit: invokes it again): the chain completes and
+// no node whose step survived runs again.
+BOOST_DATA_TEST_CASE(sigkill_per_durability_mode, modes(), mode) {
+    using graphs::chain_state;
+    temp_dir dir;
+    const std::string db = dir.file("chain.db"), notes = dir.file("notes"), name = mode_name(mode);
+    BOOST_REQUIRE_EQUAL(run_child({"durability-chain", db, "t", notes, "sync", "0", "0", "input"}), 0);
+    auto saver = std::make_shared<cp::sqlite_saver>(cp::sqlite_options{.path = db});
+    auto app = graphs::slow_chain_graph("", 0).compile({.checkpointer = saver});
+    const auto before = run(app.get_state("t"));
+    const auto history_before = run(app.get_state_history("t")).size();
+    BOOST_REQUIRE_EQUAL(before.step, 6);
+    BOOST_REQUIRE_EQUAL(before.values.log.size(), 6u);
+    const auto notes_from = std::filesystem::file_size(notes);
+
+    pid_t child = spawn({"durability-chain", db, "t", notes, name, "250", "400", "input"});
+    auto started = [&](const std::string& node) {
+        for (const auto& n : graphs::read_notes(notes, notes_from))
+            if (n.pid == child && n.event == "start" && n.node == node) return true;
+        return false;
+    };
+    bool seen = false;
+    for (auto until = std::chrono::steady_clock::now() + 60s; !seen && std::chrono::steady_clock::now() < until;) {
+        seen = started("n3");
+        if (!seen) std::this_thread::sleep_for(1ms);
+    }
+    ::kill(child, SIGKILL);
+    BOOST_REQUIRE_MESSAGE(seen, "n3 never started in the child");
+    BOOST_REQUIRE_EQUAL(wait_child(child), -SIGKILL);
+
+    std::set<std::int64_t> put_started, stored;
+    for (const auto& n : graphs::read_notes(notes, notes_from)) {
+        if (n.pid != child || n.node != "checkpoint") continue;
+        (n.event == "put" ? put_started : stored).insert(n.step);
+    }
+    auto s = run(app.get_state("t"));
+    const std::vector<std::string> first{"n0", "n1", "n2", "n3", "n4", "n5"};
+    auto log_with = [&](std::size_t k) {
+        auto log = first;
+        log.insert(log.end(), first.begin(), first.begin() + static_cast<std::ptrdiff_t>(k));
+        return log;
+    };
+    if (mode == sg::durability::sync) {
+        BOOST_TEST(s.step == 11);
+        BOOST_TEST(s.values.log == log_with(3));
+        BOOST_TEST(s.next == (std::vector<std::string>{"n3"}));
+        BOOST_TEST(stored.count(11) == 1u); // stored before n3 started
+    } else if (mode == sg::durability::async) {
+        // async's promise: n2's checkpoint is put beside n3 (sync would have stored it before n3
+        // started); a kill later than 250 ms after n3's start would also fail here
+        BOOST_REQUIRE_MESSAGE(put_started.count(11) == 1 && stored.count(11) == 0,
+                              "n2's checkpoint was not in flight while n3 ran");
+        BOOST_TEST(s.step == 10);
+        BOOST_TEST(s.values.log == log_with(2));
+        BOOST_TEST(s.next == (std::vector<std::string>{"n2"}));
+    } else {
+        BOOST_TEST(put_started.empty()); // exit puts nothing before the call ends
+        BOOST_TEST(s.checkpoint_id == before.checkpoint_id);
+        BOOST_TEST(s.step == 6);
+        BOOST_TEST(s.values.log == first);
+        BOOST_TEST(s.next.empty());
+        BOOST_TEST(run(app.get_state_history("t")).size() == history_before);
+    }
+
+    // A new process goes on: continues the thread (sync, async) or invokes it again (exit).
+    const auto notes_mid = std::filesystem::file_size(notes);
+    BOOST_REQUIRE_EQUAL(run_child({"durability-chain", db, "t", notes, name, "0", "0",
+                                   mode == sg::durability::exit ? "input" : "continue"}),
+                        0);
+    auto done = run(app.get_state("t"));
+    BOOST_TEST(done.values.log == log_with(6));
+    BOOST_TEST(done.next.empty());
+    std::vector<std::string> rerun;
+    for (const auto& n : graphs::read_notes(notes, notes_mid))
+        if (n.event == "start" && n.node != "checkpoint") rerun.push_back(n.node);
+    const std::size_t kept = mode == sg::durability::sync ? 3 : mode == sg::durability::async ? 2 : 0;
+    BOOST_TEST(rerun == std::vector<std::string>(first.begin() + static_cast<std::ptrdiff_t>(kept), first.end()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,424 @@
+// Durability modes (issue 12, feature 1), per call as LangGraph's `durability`: which checkpoints
+// a call leaves in each mode, that interrupts, breakpoints, failures and drains end at a thread
+// that resumes or continues in every mode, that async puts a step's checkpoint while the next
+// step's nodes run and returns only once it is stored, and that subgraphs follow their parent.
+// What survives a SIGKILL in each mode is in test_processes.cpp.
+#include "durable_common.hpp"
+
+#include <stategraph/drain.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <mutex>
+
+using namespace durable;
+using namespace std::chrono_literals;
+
+namespace dm {
+struct st {
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(st, (), (log))
+inline auto reducers(sg::for_state<st>) { return sg::reducers{sg::reduce<&st::log>(sg::append)}; }
+
+struct step_source {
+    std::int64_t step;
+    std::string source;
+    bool operator==(const step_source&) const = default;
+};
+inline std::ostream& operator<<(std::ostream& os, const step_source& s) { return os << s.step << ":" << s.source; }
+} // namespace dm
+
+namespace {
+using dm::st;
+using dm::step_source;
+using upd = sg::update<st>;
+using strings = std::vector<std::string>;
+
+sg::run_config in_mode(const std::string& thread_id, sg::durability mode) {
+    sg::run_config c;
+    c.thread_id = thread_id;
+    c.durability = mode;
+    return c;
+}
+
+auto logger(counters& side, std::string name) {
+    return [&side, name](const st&) {
+        side.bump(name);
+        return upd{}.set<&st::log>({name});
+    };
+}
+
+/// a -> b -> c
+sg::state_graph<st> chain3(counters& side) {
+    sg::state_graph<st> g("chain3");
+    g.add_node("a", logger(side, "a")).add_node("b", logger(side, "b")).add_node("c", logger(side, "c"));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    return g;
+}
+
+template <class App>
+std::vector<step_source> history_of(const App& app, const std::string& thread_id) {
+    std::vector<step_source> out;
+    for (const auto& s : run(app.get_state_history(thread_id))) out.push_back({s.step, s.source});
+    return out;
+}
+} // namespace
+
+BOOST_TEST_DONT_PRINT_LOG_VALUE(std::vector<step_source>)
+
+BOOST_AUTO_TEST_SUITE(durability_modes)
+
+// sync and async leave a checkpoint per step (input, START, a, b, c); exit leaves one, the last,
+// with no parent on a new thread and the thread's previous head as parent on the next call.
+BOOST_DATA_TEST_CASE(checkpoints_a_call_leaves, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(r.step == 3);
+    auto h = history_of(app, "t");
+    const std::vector<step_source> every_step{{3, "loop"}, {2, "loop"}, {1, "loop"}, {0, "loop"}, {-1, "input"}};
+    if (mode == sg::durability::exit) BOOST_TEST((h == std::vector<step_source>{{3, "loop"}}));
+    else BOOST_TEST((h == every_step));
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(s.next.empty());
+    BOOST_TEST(s.checkpoint_id == r.checkpoint_id);
+    const std::string first_head = s.checkpoint_id;
+    if (mode == sg::durability::exit) BOOST_TEST(s.parent_checkpoint_id.empty());
+
+    // a second call on the thread: its values build on the first's
+    auto r2 = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_TEST(r2.values.log == (strings{"a", "b", "c", "a", "b", "c"}));
+    auto h2 = history_of(app, "t");
+    BOOST_TEST(h2.size() == (mode == sg::durability::exit ? 2u : 10u));
+    BOOST_TEST(h2.front().step == 8);
+    auto s2 = run(app.get_state("t"));
+    BOOST_TEST(s2.values.log == (strings{"a", "b", "c", "a", "b", "c"}));
+    if (mode == sg::durability::exit) BOOST_TEST(s2.parent_checkpoint_id == first_head);
+    // every stored checkpoint reads back whole (exit stores the fields of the steps it skipped)
+    for (const auto& snap : run(app.get_state_history("t")))
+        BOOST_TEST(snap.values.log.size() ==
+                       static_cast<std::size_t>(snap.step <= 3 ? std::max<std::int64_t>(0, snap.step)
+                                                               : std::max<std::int64_t>(3, snap.step - 2)),
+                   "step " << snap.step);
+}
+
+// An interrupt in every mode: the call stops with the interrupt stored (exit: the staged step's
+// checkpoint is written first, then the interrupt against it), and a resume in the same mode
+// finishes without running the finished nodes again, also a parallel sibling of the asker.
+BOOST_DATA_TEST_CASE(interrupts_resume_in_every_mode, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g("ask");
+    g.add_node("a", logger(side, "a")).add_node("sibling", logger(side, "sibling")).add_node("c", logger(side, "c"));
+    g.add_node("ask", [&side](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
+        side.bump("ask");
+        auto pending = ctx.interrupt<int>(json::value("how many?"));
+        int n = co_await std::move(pending);
+        co_return upd{}.set<&st::log>({"ask=" + std::to_string(n)});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "ask").add_edge("a", "sibling").add_edge("ask", "c").add_edge("sibling", "c");
+    g.add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    BOOST_REQUIRE_EQUAL(r.interrupts.size(), 1u);
+    BOOST_TEST(r.values.log == (strings{"a", "sibling"}));
+    auto h = history_of(app, "t");
+    if (mode == sg::durability::exit) BOOST_TEST((h == std::vector<step_source>{{1, "loop"}}));
+    else BOOST_TEST(h.size() == 3u);
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.next == (strings{"ask"}));
+    BOOST_TEST(s.values.log == (strings{"a", "sibling"})); // the sibling's write was stored
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
+    for (const auto& t : s.tasks) BOOST_TEST(t.interrupts.size() == (t.name == "ask" ? 1u : 0u), t.name);
+
+    auto done = run(app.invoke(sg::resume(7), in_mode("t", mode)));
+    BOOST_TEST(!done.interrupted());
+    BOOST_TEST(done.values.log == (strings{"a", "ask=7", "sibling", "c"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["sibling"] == 1);
+    BOOST_TEST(side["ask"] == 2);
+    BOOST_TEST(run(app.get_state("t")).values.log == (strings{"a", "ask=7", "sibling", "c"}));
+    BOOST_TEST(history_of(app, "t").size() == (mode == sg::durability::exit ? 2u : 5u));
+}
+
+// A static breakpoint in every mode: the call stops before b with a's step stored; continuing
+// passes the breakpoint.
+BOOST_DATA_TEST_CASE(breakpoints_continue_in_every_mode, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver, .interrupt_before = {"b"}});
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_TEST(r.interrupted());
+    BOOST_TEST(r.next == (strings{"b"}));
+    BOOST_TEST(history_of(app, "t").size() == (mode == sg::durability::exit ? 1u : 3u));
+    BOOST_TEST(run(app.get_state("t")).next == (strings{"b"}));
+    auto done = run(app.invoke(sg::continue_run, in_mode("t", mode)));
+    BOOST_TEST(!done.interrupted());
+    BOOST_TEST(done.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(side["a"] == 1);
+}
+
+// A node failing for good in every mode: the call fails with the node's error, the thread is at
+// the last good step (exit writes it then, once) with the failure recorded on the task, and
+// continuing the thread runs only what failed, not a parallel sibling that finished.
+BOOST_DATA_TEST_CASE(a_failed_call_leaves_a_thread_that_continues, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    bool fail = true;
+    sg::state_graph<st> g("fails");
+    g.add_node("a", logger(side, "a")).add_node("b", logger(side, "b")).add_node("ok", logger(side, "ok"));
+    g.add_node("boom", [&side, &fail](const st&) {
+        side.bump("boom");
+        if (fail) throw std::runtime_error("upstream is down");
+        return upd{}.set<&st::log>({"boom"});
+    });
+    g.add_node("d", logger(side, "d"));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "boom").add_edge("b", "ok");
+    g.add_edge("boom", "d").add_edge("ok", "d").add_edge("d", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    std::string msg;
+    BOOST_TEST(error_of([&] { run(app.invoke(upd{}, in_mode("t", mode))); }, &msg) == sg::errc::node_failed);
+    BOOST_TEST(msg.find("upstream is down") != std::string::npos, msg);
+    auto h = history_of(app, "t");
+    if (mode == sg::durability::exit) BOOST_TEST((h == std::vector<step_source>{{2, "loop"}}));
+    else BOOST_TEST(h.size() == 4u);
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.step == 2);
+    BOOST_TEST(s.values.log == (strings{"a", "b", "ok"})); // ok's write is stored beside the failure
+    BOOST_TEST(s.next == (strings{"boom"}));
+    BOOST_REQUIRE_EQUAL(s.tasks.size(), 2u);
+    for (const auto& t : s.tasks)
+        if (t.name == "boom") BOOST_TEST((t.error && t.error->find("upstream") != std::string::npos));
+        else BOOST_TEST(!t.error);
+
+    fail = false;
+    auto r = run(app.invoke(sg::continue_run, in_mode("t", mode)));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "boom", "ok", "d"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["b"] == 1);
+    BOOST_TEST(side["ok"] == 1);
+    BOOST_TEST(side["boom"] == 2);
+}
+
+// A router that throws after a node's writes with exit durability: the staged state stored by the
+// failed call is the one before that node (continuing runs the node once more, and its write is
+// not there twice).
+BOOST_DATA_TEST_CASE(a_failing_router_in_exit_mode_stores_the_state_before_it, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    bool fail = true;
+    sg::state_graph<st> g("router");
+    g.add_node("a", logger(side, "a")).add_node("b", logger(side, "b")).add_node("c", logger(side, "c"));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("c", sg::END);
+    g.add_conditional_edges("b", [&fail](const st&) -> std::string {
+        if (fail) throw std::runtime_error("router broke");
+        return "c";
+    }, {"c"});
+    auto app = g.compile({.checkpointer = env.saver});
+    BOOST_CHECK_THROW(run(app.invoke(upd{}, in_mode("t", sg::durability::exit))), std::runtime_error);
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.log == (strings{"a"}));
+    BOOST_TEST(s.next == (strings{"b"}));
+    fail = false;
+    auto r = run(app.invoke(sg::continue_run, in_mode("t", sg::durability::exit)));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+}
+
+// A drain in exit mode writes the step it stopped at; invoking again continues.
+BOOST_DATA_TEST_CASE(a_drain_in_exit_mode_is_stored, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g("drain");
+    g.add_node("a", [&side](const st&) {
+        side.bump("a");
+        sg::request_drain();
+        return upd{}.set<&st::log>({"a"});
+    });
+    g.add_node("b", logger(side, "b"));
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    struct cancel_on_exit {
+        ~cancel_on_exit() { sg::cancel_drain(); }
+    } cancel;
+    auto r = run(app.invoke(upd{}, in_mode("t", sg::durability::exit)));
+    sg::cancel_drain();
+    BOOST_TEST(r.drained());
+    BOOST_TEST((history_of(app, "t") == std::vector<step_source>{{1, "loop"}}));
+    BOOST_TEST(run(app.get_state("t")).next == (strings{"b"}));
+    auto done = run(app.invoke(sg::continue_run, in_mode("t", sg::durability::exit)));
+    BOOST_TEST(done.values.log == (strings{"a", "b"}));
+    BOOST_TEST(side["a"] == 1);
+}
+
+// async: the put of a step's checkpoint (slowed to 40 ms) is under way while the next node runs,
+// and the call returns only once the last put is stored; sync: a node starts only after the
+// previous step's put is stored. exit: one put.
+BOOST_DATA_TEST_CASE(async_puts_beside_the_next_step, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    std::mutex m;
+    std::vector<std::string> events;
+    auto note = [&](const std::string& e) {
+        std::lock_guard l(m);
+        events.push_back(e);
+    };
+    auto slow = std::make_shared<slow_put_saver>(env.saver, 40ms, [&](const char* event, std::int64_t step) {
+        note(std::string(event) + " " + std::to_string(step));
+    });
+    sg::state_graph<st> g("slow");
+    for (std::string n : {"a", "b", "c"})
+        g.add_node(n, [&note, n](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
+            note("node " + std::to_string(ctx.step()));
+            boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, 20ms);
+            co_await t.async_wait(boost::asio::use_awaitable);
+            co_return upd{}.set<&st::log>({n});
+        });
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = slow});
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    const auto seen = events; // what had happened when the call returned
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+    auto at = [&](const std::string& e) {
+        auto it = std::find(seen.begin(), seen.end(), e);
+        BOOST_TEST_REQUIRE((it != seen.end()), e << " never happened");
+        return it - seen.begin();
+    };
+    if (mode == sg::durability::exit) {
+        BOOST_TEST((seen == strings{"node 1", "node 2", "node 3", "put 3", "stored 3"}));
+        return;
+    }
+    for (int step = -1; step <= 3; ++step) BOOST_TEST(at("put " + std::to_string(step)) < at("stored " + std::to_string(step)));
+    BOOST_TEST(seen.back() == "stored 3"); // nothing was left in flight
+    BOOST_TEST(std::count_if(seen.begin(), seen.end(), [](const std::string& e) { return e.rfind("stored", 0) == 0; }) == 5);
+    for (int step = 1; step <= 3; ++step) {
+        const auto node = at("node " + std::to_string(step));
+        const auto prev_stored = at("stored " + std::to_string(step - 1));
+        if (mode == sg::durability::sync) BOOST_TEST(prev_stored < node, "step " << step);
+        else BOOST_TEST((at("put " + std::to_string(step - 1)) < node && node < prev_stored), "step " << step);
+    }
+}
+
+// A put that fails in the background is the call's error (async), also when it is noticed after
+// the next step's node finished; the thread is at the last stored checkpoint and continues.
+BOOST_DATA_TEST_CASE(a_failed_background_put_is_the_calls_error, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    auto failing = std::make_shared<counting_saver>(env.saver);
+    failing->fail_puts_from(3); // input, START and a's step are stored; b's is refused
+    auto first = chain3(side).compile({.checkpointer = failing});
+    std::string msg;
+    const auto e = error_of([&] { run(first.invoke(upd{}, in_mode("t", mode))); }, &msg);
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    if (mode == sg::durability::exit) {
+        // exit puts once, at the end (the first put: stored); then a refused final put leaves
+        // the thread as it was before the call
+        BOOST_TEST(e == sg::errc::ok, msg);
+        BOOST_TEST(history_of(app, "t").size() == 1u);
+        failing->fail_puts_from(0);
+        BOOST_TEST(error_of([&] { run(first.invoke(upd{}, in_mode("t", mode))); }) == sg::errc::storage_failure);
+        BOOST_TEST(history_of(app, "t").size() == 1u); // the thread as before the failed call
+        BOOST_TEST(run(app.get_state("t")).values.log == (strings{"a", "b", "c"}));
+        return;
+    }
+    BOOST_TEST(e == sg::errc::storage_failure, msg);
+    BOOST_TEST(side["c"] == (mode == sg::durability::async ? 1 : 0)); // async noticed it after c ran
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.step == 1);
+    BOOST_TEST(s.values.log == (strings{"a"}));
+    auto r = run(app.invoke(sg::continue_run, in_mode("t", mode)));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+}
+
+// Subgraphs follow their parent's mode: in exit mode the parent and the subgraph each store one
+// checkpoint; an interrupt inside the subgraph resumes in every mode.
+BOOST_DATA_TEST_CASE(subgraphs_follow_the_parents_mode, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> sub("sub");
+    sub.add_node("s1", logger(side, "s1"));
+    sub.add_node("s2", [&side](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
+        side.bump("s2");
+        auto pending = ctx.interrupt<std::string>(json::value("name?"));
+        std::string name = co_await std::move(pending);
+        co_return upd{}.set<&st::log>({"s2=" + name});
+    });
+    sub.add_edge(sg::START, "s1").add_edge("s1", "s2").add_edge("s2", sg::END);
+    sg::state_graph<st> g("parent");
+    g.add_node("pre", logger(side, "pre")).add_node("sub", sub.compile()).add_node("post", logger(side, "post"));
+    g.add_edge(sg::START, "pre").add_edge("pre", "sub").add_edge("sub", "post").add_edge("post", sg::END);
+    auto counting = std::make_shared<counting_saver>(env.saver);
+    auto app = g.compile({.checkpointer = counting});
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    // parent: input, START, pre; subgraph: input, START, s1 (exit: one of each)
+    BOOST_TEST(counting->puts() == (mode == sg::durability::exit ? 2u : 6u));
+    auto done = run(app.invoke(sg::resume(std::string("x")), in_mode("t", mode)));
+    BOOST_TEST(done.values.log == (strings{"pre", "s1", "s2=x", "post"}));
+    BOOST_TEST(side["s1"] == 1);
+    BOOST_TEST(side["pre"] == 1);
+}
+
+// Replaying from an earlier checkpoint in exit mode forks the thread with one checkpoint: the
+// branch's last step, its parent the checkpoint replayed from; the steps after it run again.
+BOOST_DATA_TEST_CASE(replay_in_exit_mode_writes_one_checkpoint_on_the_branch, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    run(app.invoke(upd{}, in_mode("t", sg::durability::sync)));
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 5u);
+    const auto& after_a = h[2]; // step 1: a ran, b next
+    BOOST_REQUIRE_EQUAL(after_a.step, 1);
+    auto cfg = in_mode("t", sg::durability::exit);
+    cfg.checkpoint_id = after_a.checkpoint_id;
+    auto r = run(app.invoke(sg::continue_run, cfg));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["b"] == 2);
+    auto h2 = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h2.size(), 6u);
+    BOOST_TEST(h2[0].checkpoint_id == r.checkpoint_id);
+    BOOST_TEST(h2[0].parent_checkpoint_id == after_a.checkpoint_id);
+    BOOST_TEST(h2[0].step == 4); // the fork (2), b (3), c (4)
+    BOOST_TEST(h2[0].values.log == (strings{"a", "b", "c"}));
+}
+
+// The `checkpoints` stream shows every step's checkpoint in every mode, as LangGraph emits them
+// whatever the durability; exit stores only the last of them.
+BOOST_DATA_TEST_CASE(checkpoint_events_in_every_mode, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    std::vector<std::int64_t> steps;
+    std::string last_id;
+    sg::stream_handler on_event = [&](const sg::stream_event& e) {
+        if (e.mode != sg::stream_mode::checkpoints) return;
+        steps.push_back(e.step);
+        last_id = std::string(e.data.at("config").at("configurable").at("checkpoint_id").as_string());
+    };
+    auto r = run(app.stream(upd{}, in_mode("t", mode), sg::stream_mode::checkpoints, on_event));
+    BOOST_TEST(steps == (std::vector<std::int64_t>{-1, 0, 1, 2, 3}));
+    BOOST_TEST(last_id == r.checkpoint_id);
+    BOOST_TEST(run(app.get_state("t")).checkpoint_id == last_id);
+}
+
+// keep_last prunes after the final write in every mode.
+BOOST_DATA_TEST_CASE(keep_last_prunes_after_the_final_write, savers() * modes(), kind, mode) {
+    saver_env env(kind);
+    counters side;
+    auto app = chain3(side).compile({.checkpointer = env.saver});
+    auto cfg = in_mode("t", mode);
+    cfg.keep_last = 1;
+    run(app.invoke(upd{}, cfg));
+    auto r = run(app.invoke(upd{}, cfg));
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 1u);
+    BOOST_TEST(h[0].checkpoint_id == r.checkpoint_id);
+    BOOST_TEST(h[0].values.log.size() == 6u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
