@@ -240,12 +240,18 @@ struct redis_saver::impl {
         }
     }
 
-    asio::awaitable<void> load_scripts(redis::connection& c) {
+    /// Loads the scripts on a connection (and names it, when it is new).
+    asio::awaitable<void> load_scripts(redis::connection& c, bool fresh) {
         std::vector<command> load{command{"SCRIPT", "LOAD", std::string(write_script)},
                                   command{"SCRIPT", "LOAD", std::string(lease_script)}};
+        if (fresh && !opt.client_name.empty()) {
+            std::string name = opt.client_name;
+            std::replace_if(name.begin(), name.end(), [](unsigned char ch) { return ch <= ' '; }, '_');
+            load.push_back(command{"CLIENT", "SETNAME", std::move(name)});
+        }
         auto r = co_await c.run(load);
-        if (r.at(0).is_error() || r.at(1).is_error())
-            throw redis::protocol_error("SCRIPT LOAD: " + r[0].str + r[1].str);
+        for (const auto& x : r)
+            if (x.is_error()) throw redis::protocol_error("setting the connection up: " + x.str);
         write_sha = r[0].str;
         lease_sha = r[1].str;
     }
@@ -262,7 +268,7 @@ struct redis_saver::impl {
             try {
                 if (!c->is_open()) {
                     co_await c->connect(ep);
-                    co_await load_scripts(*c);
+                    co_await load_scripts(*c, true);
                 }
                 for (auto& cmd : cmds)
                     if (cmd.size() > 1 && cmd[0] == "EVALSHA") {
@@ -281,7 +287,7 @@ struct redis_saver::impl {
                 // The server forgot the scripts (SCRIPT FLUSH, a restart behind a proxy): load
                 // them again on this connection and send the round again.
                 try {
-                    co_await load_scripts(*c);
+                    co_await load_scripts(*c, false);
                 } catch (const std::exception& e) {
                     last = e.what();
                     c->close();

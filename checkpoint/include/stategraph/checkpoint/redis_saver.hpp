@@ -58,6 +58,9 @@ struct redis_options {
     /// @brief How many times an operation is tried when the connection drops or cannot be made
     /// (with a short, growing pause in between) before it fails with `storage_failure`.
     int attempts = 4;
+    /// @brief The name of the saver's connections on the server (`CLIENT SETNAME`; spaces become
+    /// underscores), to tell them apart in `CLIENT LIST`. Empty: unnamed.
+    std::string client_name = "stategraph";
     /// @brief At most this many connections are open at once (the others wait for one).
     std::size_t pool_size = 4;
 };
