@@ -20,6 +20,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <deque>
 #include <map>
@@ -123,9 +124,19 @@ std::string glob_literal(std::string_view s) {
     return out;
 }
 
-std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
+/// The first of `n` consecutive arrival numbers for pending writes: microseconds since the epoch
+/// (time-ordered across processes, exact in a sorted set's double score), strictly increasing in
+/// this process.
+std::int64_t reserve_seq(std::size_t n) {
+    static std::atomic<std::int64_t> last{0};
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto cur = last.load();
+    std::int64_t start = 0;
+    do {
+        start = std::max(now, cur + 1);
+    } while (!last.compare_exchange_weak(cur, start + static_cast<std::int64_t>(n) - 1));
+    return start;
 }
 
 /// Appends `words` as operations of at most `chunk_words` words: `head` then pairs (or singles).
@@ -414,7 +425,7 @@ struct redis_saver::impl {
     /// Plans the operations of `put`.
     std::vector<command> plan_put(const std::string& thread, const std::string& ns, const checkpoint& cp) const {
         std::vector<command> ops;
-        command vals{"HSET", tkey(thread, "vals")};
+        std::vector<std::string> vals; // field, bytes
         for (const auto& [channel, value] : cp.values) {
             const std::string name(channel);
             const auto& version = version_of(cp, name);
@@ -428,7 +439,7 @@ struct redis_saver::impl {
             vals.push_back(join({ns, name, version}));
             vals.push_back(codec::seal(bytes, {ns, name, version}));
         }
-        if (vals.size() > 2) ops.push_back(std::move(vals));
+        add_chunked(ops, command{"HSET", tkey(thread, "vals")}, vals, 2);
         ops.push_back(command{"HSET", tkey(thread, "cp"), join({ns, cp.id}), entry_of(ns, cp, codec::encode_record(cp))});
         ops.push_back(command{"ZADD", tkey(thread, "ids"), "0", join({ns, cp.id})});
         ops.push_back(command{"HMAX", tkey(thread, "meta"), "newest", cp.id});
@@ -831,7 +842,7 @@ struct redis_saver::impl {
         std::vector<thread_info> out;
         std::size_t skipped = 0;
         // Root heads are read in batches: all of them with a filter, only the page without one.
-        const std::size_t batch = q.metadata.empty() ? std::max<std::size_t>(q.offset + q.limit, 1) : 64;
+        const std::size_t batch = q.metadata.empty() && q.limit ? q.offset + q.limit : 256;
         for (std::size_t at = 0; at < hs.size();) {
             const std::size_t end = std::min(hs.size(), at + batch);
             std::vector<command> cmds;
@@ -1090,8 +1101,8 @@ asio::awaitable<void> redis_saver::put_writes(std::string thread_id, std::string
                                               std::vector<pending_write> writes) {
     if (writes.empty()) co_return;
     std::vector<command> ops;
-    command set{"HSET", impl_->tkey(thread_id, "writes")};
-    const auto base = now_us();
+    std::vector<std::string> set; // field, bytes
+    const auto base = reserve_seq(writes.size());
     std::int64_t n = 0;
     for (const auto& w : writes) {
         auto field = join({ns, checkpoint_id, w.task_id, w.channel});
@@ -1100,7 +1111,7 @@ asio::awaitable<void> redis_saver::put_writes(std::string thread_id, std::string
         set.push_back(join({w.task_name, codec::seal(boost::json::serialize(w.value),
                                                      {ns, checkpoint_id, w.task_id, w.task_name, w.channel})}));
     }
-    ops.push_back(std::move(set));
+    add_chunked(ops, command{"HSET", impl_->tkey(thread_id, "writes")}, set, 2);
     auto op = impl_->write_op(thread_id, std::move(ops));
     co_await impl_->call(std::move(op));
 }

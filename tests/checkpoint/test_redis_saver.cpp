@@ -257,6 +257,29 @@ BOOST_AUTO_TEST_CASE(server_down_is_a_typed_error) {
     BOOST_TEST(contains(e->what(), "chat-42"), e->what());
 }
 
+/// Values of several megabytes, and a step writing thousands of channels, go through (replies
+/// arrive in many reads; a script's operations are split below Lua's limit).
+BOOST_AUTO_TEST_CASE(large_values_and_many_channels) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    boost::json::object values{{"big", std::string(3 * 1024 * 1024, 'x')}};
+    for (int i = 0; i < 5000; ++i) values["c" + std::to_string(i)] = i;
+    auto cp = next_cp(nullptr, -1, "input", values);
+    put(*s, "t", "", cp);
+    std::vector<pending_write> w;
+    for (int i = 0; i < 3000; ++i) w.push_back(write_of("task" + std::to_string(i), "node", "c1", i));
+    run(s->put_writes("t", "", cp.id, w));
+    auto got = get(*s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp, values);
+    BOOST_TEST_REQUIRE(got->writes.size() == 3000u);
+    BOOST_TEST(got->writes[2999].task_id == "task2999");
+    run(s->copy_thread("t", "u"));
+    auto copied = get(*s, "u", "");
+    BOOST_TEST_REQUIRE(copied.has_value());
+    BOOST_TEST(copied->cp.values.at("big").as_string().size() == 3u * 1024 * 1024);
+    BOOST_TEST(copied->writes.size() == 3000u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(malformed_url_is_refused) {
