@@ -4,6 +4,7 @@
 #include <stategraph/checkpoint/redis_saver.hpp>
 
 #include <stategraph/checkpoint/conformance.hpp>
+#include <stategraph/stategraph.hpp>
 
 #include "redis_connection.hpp" // checkpoint/src: a second connection, to damage data and kill clients
 
@@ -163,6 +164,34 @@ std::string closed_port() {
     return std::to_string(port);
 }
 
+// A graph run on the Redis saver: interrupted in one "process", resumed in another.
+struct chat {
+    std::string question;
+    std::string answer;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(chat, (), (question, answer, log))
+auto reducers(stategraph::for_state<chat>) { return stategraph::reducers{stategraph::reduce<&chat::log>(stategraph::append)}; }
+
+asio::awaitable<stategraph::update<chat>> ask(const chat& s, stategraph::context& ctx) {
+    auto question = "which " + s.question + "?";
+    auto answer = co_await ctx.interrupt<std::string>(question);
+    std::vector<std::string> entry{"ask:" + answer};
+    co_return stategraph::update<chat>{}.set<&chat::answer>(answer).set<&chat::log>(std::move(entry));
+}
+
+stategraph::update<chat> reply(const chat& s) {
+    std::vector<std::string> entry{"reply:" + s.answer};
+    return stategraph::update<chat>{}.set<&chat::log>(std::move(entry));
+}
+
+stategraph::compiled_graph<chat> chat_graph(std::shared_ptr<saver> s) {
+    stategraph::state_graph<chat> g("chat");
+    g.add_node("ask", ask).add_node("reply", reply);
+    g.add_edge(stategraph::START, "ask").add_edge("ask", "reply").add_edge("reply", stategraph::END);
+    return g.compile({.checkpointer = std::move(s)});
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_saver_server, *boost::unit_test::precondition(redis_configured))
@@ -238,6 +267,32 @@ BOOST_AUTO_TEST_CASE(dropped_connection_is_retried) {
     BOOST_TEST(all.size() == 4u);
     BOOST_TEST(all.front().cp.values.at("a") == 4);
     BOOST_TEST(all.front().writes.size() == 1u);
+}
+
+/// The engine on the Redis saver: a run interrupted by one saver is resumed by another on the
+/// same server (another process), with its history and pending interrupt kept there.
+BOOST_AUTO_TEST_CASE(graph_interrupt_resume_on_redis) {
+    auto a = make_saver(options_with(fresh_prefix()));
+    auto first = chat_graph(a);
+    auto input = stategraph::update<chat>{}.set<&chat::question>("Thomas");
+    auto r = stategraph::run_sync(first.invoke(std::move(input), {.thread_id = "chat-42"}));
+    BOOST_TEST_REQUIRE(r.interrupted());
+    BOOST_TEST(r.interrupts.at(0).value.as_string() == "which Thomas?");
+    {
+        auto b = std::make_shared<redis_saver>(a->options());
+        auto second = chat_graph(b);
+        auto state = stategraph::run_sync(second.get_state("chat-42"));
+        BOOST_TEST(state.next == std::vector<std::string>{"ask"});
+        auto done = stategraph::run_sync(second.invoke(stategraph::resume(std::string("Thomas Berger")), {.thread_id = "chat-42"}));
+        BOOST_TEST(!done.interrupted());
+        BOOST_TEST(done.values.log == (std::vector<std::string>{"ask:Thomas Berger", "reply:Thomas Berger"}),
+                   boost::test_tools::per_element());
+        auto history = stategraph::run_sync(second.get_state_history("chat-42"));
+        BOOST_TEST(history.size() >= 3u);
+    }
+    auto last = run(a->get("chat-42", "", std::nullopt));
+    BOOST_TEST_REQUIRE(last.has_value());
+    BOOST_TEST(last->cp.values.at("answer") == "Thomas Berger");
 }
 
 /// A server that is not there: a typed error naming the thread, after the configured attempts.
