@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 namespace stategraph::checkpoint {
@@ -1070,9 +1071,40 @@ struct redis_saver::impl {
     }
 
     /// Runs `op` on the saver's thread; the caller resumes on its own executor.
+    ///
+    /// The caller's executor is kept busy by a work guard that travels with the completion and
+    /// dies on the caller's side, and the saver's thread touches nothing of the caller's once its
+    /// `post` returned: the completion waits for that moment before it resumes the caller. So a
+    /// caller that resumes and at once destroys its io_context (a context per call, as
+    /// `run_sync` makes) never does so while the saver's thread is still signalling it.
     template <class T>
-    asio::awaitable<T> call(asio::awaitable<T> op) {
-        return asio::co_spawn(io, std::move(op), asio::use_awaitable);
+    asio::awaitable<T> call(asio::awaitable<T>& op) {
+        struct outcome {
+            std::conditional_t<std::is_void_v<T>, bool, std::optional<T>> value{};
+            std::exception_ptr error;
+            std::atomic<bool> posted{false};
+        };
+        auto out = std::make_shared<outcome>();
+        auto initiate = [this, &op, out](auto handler) {
+            auto work = asio::make_work_guard(asio::get_associated_executor(handler));
+            auto done = [out, handler = std::move(handler), work = std::move(work)](std::exception_ptr e,
+                                                                                   auto&&... v) mutable {
+                out->error = e;
+                if constexpr (!std::is_void_v<T>)
+                    if (!e) out->value.emplace(std::move(v)...);
+                auto ex = work.get_executor();
+                asio::post(ex, [out, handler = std::move(handler), work = std::move(work)]() mutable {
+                    out->posted.wait(false);
+                    std::move(handler)();
+                });
+                out->posted.store(true);
+                out->posted.notify_one();
+            };
+            asio::co_spawn(io, std::move(op), std::move(done));
+        };
+        co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(initiate, asio::use_awaitable);
+        if (out->error) std::rethrow_exception(out->error);
+        if constexpr (!std::is_void_v<T>) co_return std::move(*out->value);
     }
 };
 
@@ -1094,7 +1126,7 @@ const redis_options& redis_saver::options() const noexcept { return impl_->opt; 
 asio::awaitable<void> redis_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     auto ops = impl_->plan_put(thread_id, ns, cp);
     auto op = impl_->write_op(thread_id, std::move(ops));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
@@ -1113,92 +1145,92 @@ asio::awaitable<void> redis_saver::put_writes(std::string thread_id, std::string
     }
     add_chunked(ops, command{"HSET", impl_->tkey(thread_id, "writes")}, set, 2);
     auto op = impl_->write_op(thread_id, std::move(ops));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<std::optional<checkpoint_tuple>> redis_saver::get(std::string thread_id, std::string ns,
                                                                   std::optional<std::string> checkpoint_id) {
     auto op = impl_->get_op(std::move(thread_id), std::move(ns), std::move(checkpoint_id));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::list(std::string thread_id, std::string ns,
                                                                  list_options options) {
     auto op = impl_->list_op(std::move(thread_id), std::move(ns), std::move(options));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::delete_thread(std::string thread_id) {
     auto op = impl_->delete_op(std::move(thread_id));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::prune(std::string thread_id, std::size_t keep_last) {
     auto op = impl_->prune_op(std::move(thread_id), keep_last);
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<thread_stats> redis_saver::stats(std::string thread_id) {
     auto op = impl_->stats_op(std::move(thread_id));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::copy_thread(std::string from, std::string to) {
     auto op = impl_->copy_op(std::move(from), std::move(to));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<std::vector<thread_info>> redis_saver::list_threads(thread_query query) {
     auto op = impl_->list_threads_op(query);
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<sweep_result> redis_saver::sweep(ttl_policy policy) {
     auto op = impl_->sweep_op(policy);
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<std::optional<boost::json::value>> redis_saver::cache_get(std::string ns, std::string key) {
     auto op = impl_->cache_get_op(std::move(ns), std::move(key));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::cache_put(std::string ns, std::string key, boost::json::value value,
                                              std::chrono::milliseconds ttl) {
     auto bytes = codec::seal(boost::json::serialize(value), {ns, key});
     auto op = impl_->cache_put_op(std::move(ns), std::move(key), std::move(bytes), ttl);
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<std::size_t> redis_saver::cache_clear(std::vector<std::string> namespaces) {
     auto op = impl_->cache_clear_op(std::move(namespaces));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::put_graph(std::string signature, std::vector<std::string> shape) {
     auto bytes = codec::seal(codec::encode_value(codec::shape_json(shape), nullptr, signature), {graph_channel, signature});
     auto op = impl_->put_graph_op(std::move(signature), std::move(bytes));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<std::optional<std::vector<std::string>>> redis_saver::get_graph(std::string signature) {
     auto op = impl_->get_graph_op(std::move(signature));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::acquire(std::string thread_id) {
     auto op = impl_->acquire_op(std::move(thread_id));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<void> redis_saver::release(std::string thread_id) {
     auto op = impl_->release_op(std::move(thread_id));
-    co_await impl_->call(std::move(op));
+    co_await impl_->call(op);
 }
 
 asio::awaitable<std::optional<std::string>> redis_saver::break_lease(std::string thread_id) {
     auto op = impl_->break_op(std::move(thread_id));
-    co_return co_await impl_->call(std::move(op));
+    co_return co_await impl_->call(op);
 }
 
 } // namespace stategraph::checkpoint
