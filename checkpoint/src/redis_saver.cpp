@@ -632,17 +632,31 @@ struct redis_saver::impl {
         co_return out;
     }
 
+    /// `load`, read again once when it finds a value or record missing or unreadable: a prune or
+    /// delete_thread of another client may have run between its round trips. A second failure is
+    /// real damage.
+    asio::awaitable<std::vector<checkpoint_tuple>> load_consistent(std::string thread, std::string ns, list_options o,
+                                                                   std::optional<std::string> exact) {
+        for (int attempt = 0;; ++attempt) {
+            try {
+                co_return co_await load(thread, ns, o, exact);
+            } catch (const checkpoint_error& e) {
+                if (e.kind() != errc::corrupt_checkpoint || attempt > 0) throw;
+            }
+        }
+    }
+
     asio::awaitable<std::optional<checkpoint_tuple>> get_op(std::string thread, std::string ns, std::optional<std::string> id) {
         list_options o;
         o.limit = 1;
-        auto got = co_await load(thread, ns, o, id);
+        auto got = co_await load_consistent(thread, ns, o, id);
         if (got.empty()) co_return std::nullopt;
         co_return std::move(got.front());
     }
 
     asio::awaitable<std::vector<checkpoint_tuple>> list_op(std::string thread, std::string ns, list_options o) {
         std::optional<std::string> any;
-        co_return co_await load(thread, ns, o, any);
+        co_return co_await load_consistent(thread, ns, o, any);
     }
 
     asio::awaitable<void> delete_op(std::string thread) {
