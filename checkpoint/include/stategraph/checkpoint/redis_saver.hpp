@@ -18,8 +18,9 @@
 /// - `P:threads`: set of thread ids (listing and sweeping; ids whose keys expired are dropped
 ///   from it when met);
 /// - `P:graphs`: hash graph signature -> sealed shape (shared by every thread);
-/// - `P:cache:<ns>:<key>`: a node-cache entry (string, Redis TTL); `P:cachekeys:<ns>` the set of
-///   keys ever put in a namespace and `P:cachens` the set of namespaces (for `cache_clear`).
+/// - `P:cache:<ns> NUL <key>`: a node-cache entry (string, Redis TTL); `P:cachekeys:<ns>` the set
+///   of keys put in a namespace since its last clear and `P:cachens` the set of namespaces (for
+///   `cache_clear`, which counts entries that expired on their own too).
 ///
 /// Atomicity: every write on a thread (`put`, `put_writes`, `delete_thread`, `prune`,
 /// `copy_thread` on its target, `sweep` of it) is one Lua script (`EVALSHA`), which first checks
