@@ -270,8 +270,9 @@ struct redis_saver::impl {
 
     /// Runs `cmds` in one round trip on a pooled connection, connecting (again) when needed and
     /// trying up to `attempts` times when the connection fails; throws `storage_failure` naming
-    /// `thread` then.
-    asio::awaitable<std::vector<reply>> exec(std::vector<command> cmds, const std::string& thread) {
+    /// `thread` then. `*retried` (when given) says whether an earlier try may have reached the server.
+    asio::awaitable<std::vector<reply>> exec(std::vector<command> cmds, const std::string& thread,
+                                             bool* retried = nullptr) {
         std::string last;
         for (int attempt = 1;; ++attempt) {
             auto c = co_await take();
@@ -306,7 +307,10 @@ struct redis_saver::impl {
                 }
             }
             give(std::move(c));
-            if (out) co_return std::move(*out);
+            if (out) {
+                if (retried) *retried = attempt > 1;
+                co_return std::move(*out);
+            }
             if (attempt >= opt.attempts || stopping) break;
             asio::steady_timer pause(io, std::chrono::milliseconds(20 << std::min(attempt, 5)));
             auto pausing = pause.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -317,9 +321,9 @@ struct redis_saver::impl {
     }
 
     /// One command's reply; an error reply is thrown as `storage_failure`.
-    asio::awaitable<reply> one(command cmd, const std::string& thread) {
+    asio::awaitable<reply> one(command cmd, const std::string& thread, bool* retried = nullptr) {
         std::vector<command> cmds{std::move(cmd)};
-        auto r = co_await exec(std::move(cmds), thread);
+        auto r = co_await exec(std::move(cmds), thread, retried);
         if (r.at(0).is_error()) failed(thread, "Redis answered: " + r[0].str);
         co_return std::move(r[0]);
     }
@@ -345,7 +349,7 @@ struct redis_saver::impl {
     /// Runs the write script on `thread` with `ops`; returns its status ("OK", "EXISTS",
     /// "CHANGED", "BUSY") after taking over a lease whose holder is provably gone; throws
     /// `lease_lost`, and `thread_busy` unless `f` is `nobody` (then "BUSY" is returned).
-    asio::awaitable<std::string> fenced(std::string thread, std::vector<command> ops, fence f) {
+    asio::awaitable<std::string> fenced(std::string thread, std::vector<command> ops, fence f, bool* retried = nullptr) {
         for (int round = 0;; ++round) {
             const bool ours = held.count(thread) != 0;
             command cmd{"EVALSHA", std::string(write_marker)};
@@ -360,7 +364,7 @@ struct redis_saver::impl {
                 cmd.push_back(std::to_string(op.size()));
                 cmd.insert(cmd.end(), op.begin(), op.end());
             }
-            auto r = co_await one(std::move(cmd), thread);
+            auto r = co_await one(std::move(cmd), thread, retried);
             if (!r.is_array() || r.elements.empty()) failed(thread, "unexpected answer of the write script");
             const auto status = r.elements[0].str;
             if (status == "LOST") {
@@ -808,7 +812,18 @@ struct redis_saver::impl {
         add_chunked(ops, command{"ZADD", tkey(to, "wseq")}, seqs, 2);
         if (!r[5].is_nil()) ops.push_back(command{"HSET", tkey(to, "meta"), "newest", r[5].str});
         ops.push_back(command{"SADD", threads_key(), to});
-        auto status = co_await fenced(to, std::move(ops), fence::ours_or_free);
+        bool exec_retried = false;
+        auto status = co_await fenced(to, std::move(ops), fence::ours_or_free, &exec_retried);
+        if (status == "EXISTS" && exec_retried) {
+            // A retried copy whose first try was stored (its answer lost with the connection)
+            // finds exactly the source's checkpoints there: that is success, not a clash.
+            command ids{"ZRANGE", tkey(to, "ids"), "0", "-1"};
+            auto there = co_await one(std::move(ids), to);
+            std::vector<std::string> want, got;
+            for (const auto& m : r[0].elements) want.push_back(m.str);
+            for (const auto& m : there.elements) got.push_back(m.str);
+            if (want == got) status = "OK";
+        }
         if (status == "EXISTS")
             throw checkpoint_error(errc::thread_exists,
                                    "copy_thread: thread " + quote(to) + " exists already (copying " + quote(from) +
