@@ -10,7 +10,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <charconv>
 #include <cstdlib>
@@ -102,7 +101,7 @@ reply convert(const redisReply& r) {
 }
 
 [[noreturn]] void throw_timeout() {
-    throw boost::system::system_error(asio::error::timed_out, "no answer from the Redis server in time");
+    throw network_error("no answer from the Redis server in time");
 }
 
 } // namespace
@@ -125,7 +124,7 @@ asio::awaitable<void> connection::connect(const endpoint& where) {
     asio::ip::tcp::resolver resolver(socket_.get_executor());
     auto resolving = resolver.async_resolve(where.host, where.port, asio::as_tuple(asio::use_awaitable));
     auto [rec, results] = co_await std::move(resolving);
-    if (rec) throw boost::system::system_error(rec, "resolving " + where.host);
+    if (rec) throw network_error("resolving " + where.host + ": " + rec.message());
     timer_.expires_after(timeout_);
     auto connecting = asio::async_connect(socket_, results, asio::as_tuple(asio::use_awaitable));
     auto waiting = timer_.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -136,7 +135,7 @@ asio::awaitable<void> connection::connect(const endpoint& where) {
     }
     if (auto ec = std::get<0>(std::get<0>(done)); ec) {
         close();
-        throw boost::system::system_error(ec, "connecting to " + where.host + ":" + where.port);
+        throw network_error("connecting to " + where.host + ":" + where.port + ": " + ec.message());
     }
     socket_.set_option(asio::ip::tcp::no_delay(true));
     reader_.reset(redisReaderCreate());
@@ -163,13 +162,13 @@ asio::awaitable<std::size_t> connection::read_some(char* data, std::size_t size)
     auto [ec, n] = std::get<0>(done);
     if (ec) {
         close();
-        throw boost::system::system_error(ec, "reading from the Redis server");
+        throw network_error("reading from the Redis server: " + ec.message());
     }
     co_return n;
 }
 
 asio::awaitable<std::vector<reply>> connection::run(const std::vector<command>& cmds) {
-    if (!socket_.is_open() || !reader_) throw boost::system::system_error(asio::error::not_connected, "Redis connection");
+    if (!socket_.is_open() || !reader_) throw network_error("the Redis connection is not open");
     std::string out;
     for (const auto& c : cmds) out += format(c);
     auto writing = asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
@@ -177,7 +176,7 @@ asio::awaitable<std::vector<reply>> connection::run(const std::vector<command>& 
     (void)written;
     if (wec) {
         close();
-        throw boost::system::system_error(wec, "writing to the Redis server");
+        throw network_error("writing to the Redis server: " + wec.message());
     }
     std::vector<reply> replies;
     replies.reserve(cmds.size());

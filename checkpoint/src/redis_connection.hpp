@@ -59,6 +59,13 @@ inline std::string join_fields(std::initializer_list<std::string_view> parts) {
 /// @brief The RESP bytes of `cmd` (hiredis's formatter).
 std::string format(const command& cmd);
 
+/// @brief The connection failed (refused, reset, closed by the server, timed out); it is closed
+/// and may be connected again. The message names what was being done and the system's reason.
+class network_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 /// @brief The server answered with something this client cannot read (a protocol error); the
 /// connection is closed.
 class protocol_error : public std::runtime_error {
@@ -68,7 +75,7 @@ public:
 
 /// @brief A connection. Not thread-safe: one command round at a time, on its executor.
 /// Network failures (refused, reset, closed by the server, timed out) are thrown as
-/// `boost::system::system_error`; the connection is then closed and may be connected again.
+/// `network_error`; the connection is then closed and may be connected again.
 class connection {
 public:
     connection(boost::asio::any_io_executor ex, std::chrono::milliseconds timeout);

@@ -11,6 +11,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -293,6 +294,31 @@ BOOST_AUTO_TEST_CASE(graph_interrupt_resume_on_redis) {
     auto last = run(a->get("chat-42", "", std::nullopt));
     BOOST_TEST_REQUIRE(last.has_value());
     BOOST_TEST(last->cp.values.at("answer") == "Thomas Berger");
+}
+
+/// How long a step's write and a read take here (printed with --log_level=message; no threshold:
+/// loopback round trips on a shared machine vary tenfold).
+BOOST_AUTO_TEST_CASE(latency_report) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    auto prev = next_cp(nullptr, -1, "input", boost::json::object{{"messages", boost::json::array{"hi"}}});
+    put(*s, "t", "", prev);
+    std::vector<double> puts, gets;
+    for (int i = 0; i < 300; ++i) {
+        auto cp = next_cp(&prev, i, "loop", boost::json::object{{"n", i}, {"text", std::string(200, 'x')}});
+        auto t0 = std::chrono::steady_clock::now();
+        put(*s, "t", "", cp);
+        auto t1 = std::chrono::steady_clock::now();
+        (void)get(*s, "t", "");
+        auto t2 = std::chrono::steady_clock::now();
+        puts.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        gets.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+        prev = cp;
+    }
+    std::sort(puts.begin(), puts.end());
+    std::sort(gets.begin(), gets.end());
+    BOOST_TEST_MESSAGE("redis_saver on " << redis_url() << ": put median " << puts[puts.size() / 2] << " us, get median "
+                                         << gets[gets.size() / 2] << " us (300 steps)");
+    BOOST_TEST(list(*s, "t", "", list_options{}).size() == 301u);
 }
 
 /// A server that is not there: a typed error naming the thread, after the configured attempts.
