@@ -18,12 +18,18 @@
 // {"mode", "ns", "step", "node", "data"}.
 // break-lease removes the lease a process holds on the chat (see the README's "Leases"): for a
 // holder on a crashed host; a dead process on this host is taken over by the next call anyway.
+// --checkpointer redis://HOST:PORT[/DB] (chat, resume, state, history, break-lease) keeps the
+// checkpoints on a Redis server (keys under "global_supervisor:") instead of FILE.checkpoints;
+// the memory stays in FILE. Needs a build with the Redis saver (STATEGRAPH_WITH_REDIS).
 
 #include "graph.hpp"
 #include "services.hpp"
 #include "utf8.hpp"
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#ifdef STATEGRAPH_HAVE_REDIS
+#include <stategraph/checkpoint/redis_saver.hpp>
+#endif
 #include <stategraph/drain.hpp>
 
 #include <csignal>
@@ -62,7 +68,8 @@ constexpr const char* usage_text =
     "  global_supervisor history --db FILE --thread ID [--json]\n"
     "  global_supervisor dot     [--db FILE --thread ID]\n"
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
-    "  global_supervisor break-lease --db FILE --thread ID\n";
+    "  global_supervisor break-lease --db FILE --thread ID\n"
+    "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT keeps the checkpoints on Redis)\n";
 
 struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -91,13 +98,13 @@ args parse(int argc, char** argv) {
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model", "stream"}},
-        {"resume", {"db", "thread", "user", "model-url", "model", "stream"}},
-        {"state", {"db", "thread"}},
-        {"history", {"db", "thread"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer"}},
+        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer"}},
+        {"state", {"db", "thread", "checkpointer"}},
+        {"history", {"db", "thread", "checkpointer"}},
         {"dot", {"db", "thread"}},
         {"demo", {"db", "model-url", "model"}},
-        {"break-lease", {"db", "thread"}},
+        {"break-lease", {"db", "thread", "checkpointer"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -143,6 +150,26 @@ T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
     return f.get();
 }
 
+/// The checkpointer: a Redis server (`--checkpointer redis://...`) or the SQLite file beside `db`.
+std::shared_ptr<sg::checkpoint::saver> make_checkpointer(const args& a, const std::string& db) {
+    if (auto url = a.get("checkpointer")) {
+        if (url->rfind("redis://", 0) != 0)
+            throw usage_error(a.command + ": --checkpointer takes redis://HOST:PORT (got '" + *url + "')");
+#ifdef STATEGRAPH_HAVE_REDIS
+        sg::checkpoint::redis_options ro;
+        ro.url = *url;
+        ro.key_prefix = "global_supervisor";
+        ro.client_name = "global_supervisor";
+        return std::make_shared<sg::checkpoint::redis_saver>(ro);
+#else
+        throw usage_error(a.command + ": --checkpointer redis://: this build has no Redis saver (STATEGRAPH_WITH_REDIS=OFF)");
+#endif
+    }
+    sg::checkpoint::sqlite_options so;
+    so.path = gs::checkpoint_path(db);
+    return std::make_shared<sg::checkpoint::sqlite_saver>(so);
+}
+
 /// Everything one process needs: the services (memory + brain) and the compiled graph.
 struct app {
     boost::asio::io_context& io;
@@ -151,7 +178,7 @@ struct app {
 
     app(boost::asio::io_context& io_, const args& a, const std::string& db, bool create) : io(io_) {
         if (!create && !fs::exists(db)) throw std::runtime_error("no database at '" + db + "'");
-        if (!create && !fs::exists(gs::checkpoint_path(db)))
+        if (!create && !a.get("checkpointer") && !fs::exists(gs::checkpoint_path(db)))
             throw std::runtime_error("database '" + db + "' has no checkpoints (" + gs::checkpoint_path(db) + ")");
         gs::services::options o;
         o.db = db;
@@ -165,9 +192,7 @@ struct app {
             o.model = std::make_shared<gs::llm_brain>(model, oo.model);
         }
         svc = std::make_unique<gs::services>(std::move(o));
-        sg::checkpoint::sqlite_options so;
-        so.path = gs::checkpoint_path(db);
-        graph = gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(so), *svc);
+        graph = gs::build_graph(make_checkpointer(a, db), *svc);
     }
 };
 
@@ -308,13 +333,11 @@ int cmd_history(const args& a) {
 
 int cmd_break_lease(const args& a) {
     std::string db = a.need("db"), thread = a.need("thread");
-    if (!fs::exists(gs::checkpoint_path(db)))
+    if (!a.get("checkpointer") && !fs::exists(gs::checkpoint_path(db)))
         throw std::runtime_error("database '" + db + "' has no checkpoints (" + gs::checkpoint_path(db) + ")");
     boost::asio::io_context io;
-    sg::checkpoint::sqlite_options so;
-    so.path = gs::checkpoint_path(db);
-    sg::checkpoint::sqlite_saver saver(so);
-    auto holder = run(io, saver.break_lease(thread));
+    auto saver = make_checkpointer(a, db);
+    auto holder = run(io, saver->break_lease(thread));
     if (holder) std::cout << "thread " << thread << ": removed the lease held by " << *holder << "\n";
     else std::cout << "thread " << thread << ": no lease was held\n";
     return 0;

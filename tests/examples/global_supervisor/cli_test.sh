@@ -3,7 +3,8 @@
 #   chat / resume / state / history / dot, --json output parsed with python3,
 #   an interrupt in one process and its resume in another,
 #   error exits (missing thread, nothing pending, bad flag) that lose nothing,
-#   the DOT output rendered by dot -Tsvg, --json output that stays valid UTF-8, and break-lease.
+#   the DOT output rendered by dot -Tsvg, --json output that stays valid UTF-8, break-lease, and
+#   the checkpoints on Redis (--checkpointer, when STATEGRAPH_TEST_REDIS is set).
 # usage: cli_test.sh path/to/global_supervisor
 set -euo pipefail
 
@@ -199,6 +200,41 @@ assert again[-1]["data"]["next"] == [], again[-1]
 PY
 expect_error 2 "--stream with an unknown mode" -- "$bin" chat --db "$db" --thread t6 --stream tasks,tokens "Hi"
 ok "--stream prints task and checkpoint events"
+
+# 12. --checkpointer redis://: the checkpoints on the Redis server of STATEGRAPH_TEST_REDIS (set by
+#     scripts/test), the memory in the file; interrupted in one process, resumed in another.
+if [ -z "${STATEGRAPH_TEST_REDIS:-}" ]; then
+  echo "skip: --checkpointer redis:// (STATEGRAPH_TEST_REDIS is not set)"
+else
+  rdb="$work/redis-chat.db"
+  rthread="cli-redis-$$-$(date +%s%N)"
+  redis=(--checkpointer "$STATEGRAPH_TEST_REDIS")
+  rc=0
+  "$bin" chat --db "$rdb" --thread "$rthread" "${redis[@]}" --json "Thomas is traveling to Mallorca" \
+    >"$work/r_thomas.json" 2>"$work/r_err" || rc=$?
+  if [ "$rc" -eq 2 ] && grep -q "no Redis saver" "$work/r_err"; then
+    echo "skip: --checkpointer redis:// (built without the Redis saver)"
+  else
+    [ "$rc" -eq 0 ] || fail "redis chat: exit $rc: $(cat "$work/r_err")"
+    [ "$(json "$work/r_thomas.json" 'j["status"]')" = interrupted ] || fail "redis: not interrupted"
+    [ ! -e "$rdb.checkpoints" ] || fail "redis: a checkpoint file was written beside the memory"
+    "$bin" state --db "$rdb" --thread "$rthread" "${redis[@]}" --json >"$work/r_state.json"
+    [ "$(json "$work/r_state.json" 'j["next"]')" = "['disambiguation_blocking']" ] || fail "redis: state next"
+    "$bin" resume --db "$rdb" --thread "$rthread" "${redis[@]}" --json "Thomas Berger" >"$work/r_resume.json"
+    [ "$(json "$work/r_resume.json" 'j["status"]')" = done ] || fail "redis: resume status"
+    json "$work/r_resume.json" 'j["reply"]' | grep -q "Thomas Berger" || fail "redis: resume reply"
+    "$bin" history --db "$rdb" --thread "$rthread" "${redis[@]}" --json >"$work/r_history.json"
+    [ "$(json "$work/r_history.json" 'len(j) > 10')" = True ] || fail "redis: history length"
+    "$bin" break-lease --db "$rdb" --thread "$rthread" "${redis[@]}" | grep -q "no lease was held" || fail "redis: break-lease"
+    expect_error 2 "--checkpointer that is not redis://" -- "$bin" state --db "$rdb" --thread "$rthread" --checkpointer postgres://x
+    if command -v redis-cli >/dev/null; then
+      redis-cli -u "$STATEGRAPH_TEST_REDIS" --scan --pattern "global_supervisor:{$rthread}:*" | \
+        while read -r k; do redis-cli -u "$STATEGRAPH_TEST_REDIS" del "$k" >/dev/null; done
+      redis-cli -u "$STATEGRAPH_TEST_REDIS" srem global_supervisor:threads "$rthread" >/dev/null
+    fi
+    ok "--checkpointer redis:// (interrupt and resume in two processes, state, history, break-lease)"
+  fi
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2

@@ -1,0 +1,372 @@
+#define BOOST_TEST_MODULE test_redis_saver
+#include <boost/test/unit_test.hpp>
+
+#include <stategraph/checkpoint/redis_saver.hpp>
+
+#include <stategraph/checkpoint/conformance.hpp>
+#include <stategraph/stategraph.hpp>
+
+#include "redis_connection.hpp" // checkpoint/src: a second connection, to damage data and kill clients
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+namespace {
+
+using namespace stategraph::checkpoint;
+using namespace stategraph::checkpoint::testing;
+using stategraph::errc;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+/// The server the tests run against: `STATEGRAPH_TEST_REDIS` (scripts/test starts one and sets it).
+std::string redis_url() {
+    const char* url = std::getenv("STATEGRAPH_TEST_REDIS");
+    return url ? url : "";
+}
+
+boost::test_tools::assertion_result redis_configured(boost::unit_test::test_unit_id) {
+    boost::test_tools::assertion_result r(!redis_url().empty());
+    if (!r)
+        r.message() << "STATEGRAPH_TEST_REDIS is not set (e.g. redis://127.0.0.1:6379): the Redis saver is not tested; "
+                       "scripts/test starts a private redis-server and sets it";
+    return r;
+}
+
+asio::awaitable<std::vector<redis::reply>> raw_round(std::vector<redis::command> cmds) {
+    auto ex = co_await asio::this_coro::executor;
+    redis::connection c(ex, std::chrono::seconds(5));
+    const auto where = redis::parse_url(redis_url());
+    co_await c.connect(where);
+    co_return co_await c.run(cmds);
+}
+
+/// Runs `cmds` on a connection of the test's own (another client, as another process would be).
+std::vector<redis::reply> raw(std::vector<redis::command> cmds) {
+    auto op = raw_round(std::move(cmds));
+    return run(std::move(op));
+}
+
+redis::reply raw1(redis::command cmd) {
+    std::vector<redis::command> cmds{std::move(cmd)};
+    return raw(std::move(cmds)).at(0);
+}
+
+/// Deletes every key under `prefix`.
+void drop_prefix(const std::string& prefix) {
+    raw1({"EVAL", "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end return 0", "0",
+          prefix + ":*"});
+}
+
+std::string fresh_prefix() {
+    static std::atomic<int> n{0};
+    return "sgtest:" + std::to_string(::getpid()) + ":" + std::to_string(n++) + ":" +
+           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+redis_options options_with(const std::string& prefix) {
+    redis_options o;
+    o.url = redis_url();
+    o.key_prefix = prefix;
+    o.lease_ttl = 600ms;
+    return o;
+}
+
+/// A saver on a fresh prefix; its keys go with it.
+std::shared_ptr<redis_saver> make_saver(redis_options o) {
+    auto* s = new redis_saver(std::move(o));
+    return std::shared_ptr<redis_saver>(s, [](redis_saver* p) {
+        const auto prefix = p->options().key_prefix;
+        delete p;
+        drop_prefix(prefix);
+    });
+}
+
+std::shared_ptr<saver> make_conformance_saver() { return make_saver(options_with(fresh_prefix())); }
+
+using redis::join_fields;
+std::string join(std::initializer_list<std::string_view> parts) { return join_fields(parts); }
+
+/// Damages what `s` stored, through a connection of the test's own.
+bool damage_stored(saver& s, const damage& where) {
+    const auto& prefix = dynamic_cast<redis_saver&>(s).options().key_prefix;
+    const auto key = [&](const char* what) { return prefix + ":{" + where.thread_id + "}:" + what; };
+    std::string hash, field;
+    switch (where.what) {
+    case part::value:
+        hash = key("vals");
+        field = join({where.ns, where.channel, where.checkpoint_id});
+        break;
+    case part::record:
+        hash = key("cp");
+        field = join({where.ns, where.checkpoint_id});
+        break;
+    case part::write: {
+        hash = key("writes");
+        const auto fields = raw1({"HKEYS", hash});
+        const auto want = join({where.ns, where.checkpoint_id, ""});
+        for (const auto& f : fields.elements)
+            if (f.str.rfind(want, 0) == 0 && f.str.size() > where.channel.size() &&
+                f.str.compare(f.str.size() - where.channel.size() - 1, std::string::npos, "\0" + where.channel) == 0)
+                field = f.str;
+        if (field.empty()) return false;
+        break;
+    }
+    }
+    auto stored = raw1({"HGET", hash, field});
+    if (stored.is_nil()) return false;
+    std::string bytes = stored.str;
+    if (where.flip) bytes[bytes.size() / 2] ^= 0x01;
+    else bytes = "\x01garbage\xff";
+    raw1({"HSET", hash, field, bytes});
+    return true;
+}
+
+capabilities redis_capabilities() {
+    capabilities c;
+    c.open_same_storage = [](saver& first) -> std::shared_ptr<saver> {
+        // Same prefix: another process on the same server. Its keys stay: the first owns them.
+        return std::make_shared<redis_saver>(dynamic_cast<redis_saver&>(first).options());
+    };
+    c.exclusive_leases = true;
+    c.lease_ttl = 600ms;
+    c.corrupt = damage_stored;
+    return c;
+}
+
+/// The conformance suite, when a server is configured; otherwise one skipped case that says why.
+[[maybe_unused]] const bool conformance_registered = [] {
+    if (!redis_url().empty()) {
+        register_suite("redis_saver_conformance", make_conformance_saver, redis_capabilities());
+        return true;
+    }
+    auto* tc = boost::unit_test::make_test_case([] {}, "redis_saver_conformance", __FILE__, __LINE__);
+    tc->add_precondition(redis_configured);
+    boost::unit_test::framework::master_test_suite().add(tc);
+    return false;
+}();
+
+/// A port nothing listens on.
+std::string closed_port() {
+    asio::io_context io;
+    asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    const auto port = a.local_endpoint().port();
+    a.close();
+    return std::to_string(port);
+}
+
+// A graph run on the Redis saver: interrupted in one "process", resumed in another.
+struct chat {
+    std::string question;
+    std::string answer;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(chat, (), (question, answer, log))
+auto reducers(stategraph::for_state<chat>) { return stategraph::reducers{stategraph::reduce<&chat::log>(stategraph::append)}; }
+
+asio::awaitable<stategraph::update<chat>> ask(const chat& s, stategraph::context& ctx) {
+    auto question = "which " + s.question + "?";
+    auto answer = co_await ctx.interrupt<std::string>(question);
+    std::vector<std::string> entry{"ask:" + answer};
+    co_return stategraph::update<chat>{}.set<&chat::answer>(answer).set<&chat::log>(std::move(entry));
+}
+
+stategraph::update<chat> reply(const chat& s) {
+    std::vector<std::string> entry{"reply:" + s.answer};
+    return stategraph::update<chat>{}.set<&chat::log>(std::move(entry));
+}
+
+stategraph::compiled_graph<chat> chat_graph(std::shared_ptr<saver> s) {
+    stategraph::state_graph<chat> g("chat");
+    g.add_node("ask", ask).add_node("reply", reply);
+    g.add_edge(stategraph::START, "ask").add_edge("ask", "reply").add_edge("reply", stategraph::END);
+    return g.compile({.checkpointer = std::move(s)});
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(redis_saver_server, *boost::unit_test::precondition(redis_configured))
+
+/// Every key of a thread expires together after `thread_ttl` without writes; each write starts
+/// it again.
+BOOST_AUTO_TEST_CASE(thread_ttl_expires_the_whole_thread) {
+    auto o = options_with(fresh_prefix());
+    o.thread_ttl = 700ms;
+    auto s = make_saver(o);
+    auto cp1 = next_cp(nullptr, -1, "input", boost::json::object{{"a", 1}});
+    put(*s, "t", "", cp1);
+    std::vector<pending_write> w{write_of("task", "node", "a", 2)};
+    run(s->put_writes("t", "", cp1.id, w));
+    put(*s, "keep", "", next_cp(nullptr, -1, "input", boost::json::object{{"k", 1}}));
+    for (const char* what : {"ids", "cp", "vals", "writes", "wseq", "meta"}) {
+        const auto ttl = raw1({"PTTL", o.key_prefix + ":{t}:" + what});
+        BOOST_TEST_CONTEXT(what) { BOOST_TEST((ttl.integer > 0 && ttl.integer <= 700)); }
+    }
+    // Writes refresh the time to live: "keep" is written again before it runs out, "t" is not.
+    std::this_thread::sleep_for(400ms);
+    auto keep = get(*s, "keep", "");
+    BOOST_TEST_REQUIRE(keep.has_value());
+    put(*s, "keep", "", next_cp(&keep->cp, 0, "loop", boost::json::object{{"k", 2}}));
+    std::this_thread::sleep_for(500ms);
+    BOOST_TEST(!get(*s, "t", "").has_value());
+    BOOST_TEST(run(s->stats("t")).checkpoints == 0u);
+    auto raw_left = raw1({"KEYS", o.key_prefix + ":{t}:*"});
+    BOOST_TEST(raw_left.elements.empty()); // nothing of it is left behind
+    BOOST_TEST(get(*s, "keep", "").has_value());
+    auto threads = run(s->list_threads({}));
+    BOOST_TEST_REQUIRE(threads.size() == 1u);
+    BOOST_TEST(threads[0].thread_id == "keep");
+    // The expired thread can start again from nothing.
+    put(*s, "t", "", next_cp(nullptr, -1, "input", boost::json::object{{"a", 5}}));
+    BOOST_TEST(get(*s, "t", "")->cp.values.at("a") == 5);
+}
+
+/// Kills every connection named `name` (CLIENT KILL from another client); returns how many.
+std::size_t kill_clients(const std::string& name) {
+    const auto listed = raw1({"CLIENT", "LIST", "TYPE", "normal"});
+    std::size_t killed = 0;
+    std::istringstream lines(listed.str);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find(" name=" + name + " ") == std::string::npos) continue;
+        const auto id = line.substr(3, line.find(' ') - 3); // "id=N addr=..."
+        killed += static_cast<std::size_t>(raw1({"CLIENT", "KILL", "ID", id}).integer);
+    }
+    return killed;
+}
+
+/// Connections killed by the server (CLIENT KILL from another client) are made again and the
+/// operation retried: nothing is lost or stored twice.
+BOOST_AUTO_TEST_CASE(dropped_connection_is_retried) {
+    auto o = options_with(fresh_prefix());
+    o.client_name = "sgtest-dropped-" + std::to_string(::getpid());
+    auto s = make_saver(o);
+    auto cp1 = next_cp(nullptr, -1, "input", boost::json::object{{"a", 1}});
+    put(*s, "t", "", cp1);
+    BOOST_TEST_REQUIRE(get(*s, "t", "").has_value());
+    for (int round = 0; round < 3; ++round) {
+        BOOST_TEST(kill_clients(o.client_name) >= 1u);
+        auto prev = get(*s, "t", ""); // the first command on a dead connection: retried on a new one
+        BOOST_TEST_REQUIRE(prev.has_value());
+        BOOST_TEST(kill_clients(o.client_name) >= 1u);
+        auto next = next_cp(&prev->cp, round, "loop", boost::json::object{{"a", round + 2}});
+        put(*s, "t", "", next);
+        std::vector<pending_write> w{write_of("task", "node", "a", round)};
+        BOOST_TEST(kill_clients(o.client_name) >= 1u);
+        run(s->put_writes("t", "", next.id, w));
+    }
+    auto all = list(*s, "t", "", list_options{});
+    BOOST_TEST(all.size() == 4u);
+    BOOST_TEST(all.front().cp.values.at("a") == 4);
+    BOOST_TEST(all.front().writes.size() == 1u);
+}
+
+/// The engine on the Redis saver: a run interrupted by one saver is resumed by another on the
+/// same server (another process), with its history and pending interrupt kept there.
+BOOST_AUTO_TEST_CASE(graph_interrupt_resume_on_redis) {
+    auto a = make_saver(options_with(fresh_prefix()));
+    auto first = chat_graph(a);
+    auto input = stategraph::update<chat>{}.set<&chat::question>("Thomas");
+    auto r = stategraph::run_sync(first.invoke(std::move(input), {.thread_id = "chat-42"}));
+    BOOST_TEST_REQUIRE(r.interrupted());
+    BOOST_TEST(r.interrupts.at(0).value.as_string() == "which Thomas?");
+    {
+        auto b = std::make_shared<redis_saver>(a->options());
+        auto second = chat_graph(b);
+        auto state = stategraph::run_sync(second.get_state("chat-42"));
+        BOOST_TEST(state.next == std::vector<std::string>{"ask"});
+        auto done = stategraph::run_sync(second.invoke(stategraph::resume(std::string("Thomas Berger")), {.thread_id = "chat-42"}));
+        BOOST_TEST(!done.interrupted());
+        BOOST_TEST(done.values.log == (std::vector<std::string>{"ask:Thomas Berger", "reply:Thomas Berger"}),
+                   boost::test_tools::per_element());
+        auto history = stategraph::run_sync(second.get_state_history("chat-42"));
+        BOOST_TEST(history.size() >= 3u);
+    }
+    auto last = run(a->get("chat-42", "", std::nullopt));
+    BOOST_TEST_REQUIRE(last.has_value());
+    BOOST_TEST(last->cp.values.at("answer") == "Thomas Berger");
+}
+
+/// How long a step's write and a read take here (printed with --log_level=message; no threshold:
+/// loopback round trips on a shared machine vary tenfold).
+BOOST_AUTO_TEST_CASE(latency_report) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    auto prev = next_cp(nullptr, -1, "input", boost::json::object{{"messages", boost::json::array{"hi"}}});
+    put(*s, "t", "", prev);
+    std::vector<double> puts, gets;
+    for (int i = 0; i < 300; ++i) {
+        auto cp = next_cp(&prev, i, "loop", boost::json::object{{"n", i}, {"text", std::string(200, 'x')}});
+        auto t0 = std::chrono::steady_clock::now();
+        put(*s, "t", "", cp);
+        auto t1 = std::chrono::steady_clock::now();
+        (void)get(*s, "t", "");
+        auto t2 = std::chrono::steady_clock::now();
+        puts.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        gets.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+        prev = cp;
+    }
+    std::sort(puts.begin(), puts.end());
+    std::sort(gets.begin(), gets.end());
+    BOOST_TEST_MESSAGE("redis_saver on " << redis_url() << ": put median " << puts[puts.size() / 2] << " us, get median "
+                                         << gets[gets.size() / 2] << " us (300 steps)");
+    BOOST_TEST(list(*s, "t", "", list_options{}).size() == 301u);
+}
+
+/// A server that is not there: a typed error naming the thread, after the configured attempts.
+BOOST_AUTO_TEST_CASE(server_down_is_a_typed_error) {
+    redis_options o;
+    o.url = "redis://127.0.0.1:" + closed_port();
+    o.attempts = 2;
+    o.timeout = 1s;
+    redis_saver s(o);
+    auto cp = next_cp(nullptr, -1, "input", boost::json::object{{"a", 1}});
+    auto e = expect_error(errc::storage_failure, [&] { put(s, "chat-42", "", cp); });
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "chat-42"), e->what());
+    BOOST_TEST((!e->names().empty() && e->names().front() == "chat-42"));
+    e = expect_error(errc::storage_failure, [&] { (void)get(s, "chat-42", ""); });
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "chat-42"), e->what());
+}
+
+/// Values of several megabytes, and a step writing thousands of channels, go through (replies
+/// arrive in many reads; a script's operations are split below Lua's limit).
+BOOST_AUTO_TEST_CASE(large_values_and_many_channels) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    boost::json::object values{{"big", std::string(3 * 1024 * 1024, 'x')}};
+    for (int i = 0; i < 5000; ++i) values["c" + std::to_string(i)] = i;
+    auto cp = next_cp(nullptr, -1, "input", values);
+    put(*s, "t", "", cp);
+    std::vector<pending_write> w;
+    for (int i = 0; i < 3000; ++i) w.push_back(write_of("task" + std::to_string(i), "node", "c1", i));
+    run(s->put_writes("t", "", cp.id, w));
+    auto got = get(*s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp, values);
+    BOOST_TEST_REQUIRE(got->writes.size() == 3000u);
+    BOOST_TEST(got->writes[2999].task_id == "task2999");
+    run(s->copy_thread("t", "u"));
+    auto copied = get(*s, "u", "");
+    BOOST_TEST_REQUIRE(copied.has_value());
+    BOOST_TEST(copied->cp.values.at("big").as_string().size() == 3u * 1024 * 1024);
+    BOOST_TEST(copied->writes.size() == 3000u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(malformed_url_is_refused) {
+    redis_options o;
+    o.url = "http://localhost";
+    expect_error(errc::storage_failure, [&] { redis_saver s(o); });
+    o.url = "redis://localhost:notaport";
+    expect_error(errc::storage_failure, [&] { redis_saver s(o); });
+}
