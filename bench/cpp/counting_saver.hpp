@@ -97,6 +97,16 @@ public:
     boost::asio::awaitable<checkpoint::sweep_result> sweep(checkpoint::ttl_policy policy) override {
         co_return co_await inner_->sweep(policy);
     }
+    boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override {
+        co_return co_await inner_->cache_get(std::move(ns), std::move(key));
+    }
+    boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
+                                           std::chrono::milliseconds ttl) override {
+        co_await inner_->cache_put(std::move(ns), std::move(key), std::move(value), ttl);
+    }
+    boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) override {
+        co_return co_await inner_->cache_clear(std::move(namespaces));
+    }
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override {
         co_await inner_->put_graph(std::move(signature), std::move(shape));
     }

@@ -8,6 +8,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include <boost/json/parse.hpp>
 #include <boost/json/serializer.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -104,6 +105,48 @@ boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std
         else list.push_back(std::move(w));
     }
     co_return;
+}
+
+boost::asio::awaitable<std::optional<boost::json::value>> memory_saver::cache_get(std::string ns, std::string key) {
+    std::string text;
+    {
+        std::lock_guard g(cache_mutex_);
+        auto it = cache_.find({ns, key});
+        if (it == cache_.end()) co_return std::nullopt;
+        if (it->second.expires && *it->second.expires <= std::chrono::steady_clock::now()) {
+            cache_.erase(it);
+            co_return std::nullopt;
+        }
+        text = it->second.json;
+    }
+    co_return boost::json::parse(text);
+}
+
+boost::asio::awaitable<void> memory_saver::cache_put(std::string ns, std::string key, boost::json::value value,
+                                                     std::chrono::milliseconds ttl) {
+    cache_entry e{boost::json::serialize(value), std::nullopt};
+    if (ttl.count() > 0) e.expires = std::chrono::steady_clock::now() + ttl;
+    std::lock_guard g(cache_mutex_);
+    cache_.insert_or_assign({std::move(ns), std::move(key)}, std::move(e));
+    co_return;
+}
+
+boost::asio::awaitable<std::size_t> memory_saver::cache_clear(std::vector<std::string> namespaces) {
+    std::lock_guard g(cache_mutex_);
+    std::size_t n = 0;
+    if (namespaces.empty()) {
+        n = cache_.size();
+        cache_.clear();
+        co_return n;
+    }
+    for (const auto& ns : namespaces) {
+        auto it = cache_.lower_bound({ns, std::string()});
+        while (it != cache_.end() && it->first.first == ns) {
+            it = cache_.erase(it);
+            ++n;
+        }
+    }
+    co_return n;
 }
 
 boost::asio::awaitable<void> memory_saver::put_graph(std::string signature, std::vector<std::string> shape) {

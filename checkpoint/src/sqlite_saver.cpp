@@ -167,6 +167,18 @@ CREATE TABLE settings (
     value BLOB NOT NULL
 ) WITHOUT ROWID;
 )sql";
+// Version 6: the node cache (saver::cache_put). Entries belong to no thread; `expires_at` is in
+// milliseconds since the epoch (NULL: never). Values are sealed, or encrypted, to (ns, key,
+// expires_at), so an entry moved to another key or given another expiry reads as corrupt.
+constexpr const char* migration_v6 = R"sql(
+CREATE TABLE cache (
+    ns         TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    value      BLOB NOT NULL,
+    expires_at INTEGER,
+    PRIMARY KEY (ns, key)
+) WITHOUT ROWID;
+)sql";
 
 constexpr const char* sql_v1_checkpoints =
     "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
@@ -290,7 +302,17 @@ constexpr std::string_view sql_get_setting = "SELECT value FROM settings WHERE n
 constexpr std::string_view sql_put_setting = "INSERT INTO settings(name, value) VALUES(?1, ?2)";
 constexpr std::string_view sql_holds_data =
     "SELECT EXISTS(SELECT 1 FROM checkpoints) OR EXISTS(SELECT 1 FROM blobs) OR EXISTS(SELECT 1 FROM writes) "
-    "OR EXISTS(SELECT 1 FROM graphs)";
+    "OR EXISTS(SELECT 1 FROM graphs) OR EXISTS(SELECT 1 FROM cache)";
+// Node cache.
+constexpr std::string_view sql_cache_get = "SELECT value, expires_at FROM cache WHERE ns = ?1 AND key = ?2";
+constexpr std::string_view sql_cache_put =
+    "INSERT OR REPLACE INTO cache(ns, key, value, expires_at) VALUES(?1, ?2, ?3, ?4)";
+constexpr std::string_view sql_cache_purge =
+    "DELETE FROM cache WHERE ns = ?1 AND expires_at IS NOT NULL AND expires_at <= ?2";
+constexpr std::string_view sql_cache_clear_ns = "DELETE FROM cache WHERE ns = ?1";
+constexpr std::string_view sql_cache_clear_all = "DELETE FROM cache";
+/// The channel name a cache entry is sealed to, beside its namespace, key and expiry.
+constexpr std::string_view cache_channel = "__cache__";
 /// The settings row of an encrypted file, and the text its value decrypts to with the right key.
 constexpr std::string_view encryption_setting = "encryption";
 constexpr std::string_view encryption_check = "stategraph encrypted file: xchacha20poly1305-ietf";
@@ -824,6 +846,7 @@ struct sqlite_saver::impl {
             {migration_v3},                                                             // -> v3
             {migration_v4},                                                             // -> v4
             {migration_v5},                                                             // -> v5
+            {migration_v6},                                                             // -> v6
         };
         static_assert(std::size(migrations) == sqlite_saver::schema_version,
                       "one migration per schema version: bump schema_version with the list");
@@ -1776,6 +1799,71 @@ struct sqlite_saver::impl {
         }
     }
 
+    // -- node cache ---------------------------------------------------------------------------
+    std::optional<boost::json::value> cache_get(const std::string& ns, const std::string& key) {
+        static const std::string none;
+        stmt s(*this, sql_cache_get, none, "reading the node cache");
+        s.bind_static(1, ns).bind_static(2, key);
+        if (!s.step()) return std::nullopt;
+        const std::string expires = s.is_null(1) ? std::string() : std::to_string(s.integer(1));
+        if (!s.is_null(1) && s.integer(1) <= now_ms()) return std::nullopt;
+        try {
+            std::string plain;
+            const auto text = reveal(s.bytes(0), {cache_channel, ns, key, expires}, plain);
+            boost::system::error_code ec;
+            auto v = boost::json::parse(text, ec, {}, json_options());
+            if (ec) throw codec::corrupt("its JSON does not parse: " + ec.message());
+            return v;
+        } catch (const codec::corrupt& e) {
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "node cache entry " + quote(key) + " of " + quote(ns) + ": " + e.what() + where(),
+                                   {ns, key});
+        }
+    }
+
+    void cache_put(const std::string& ns, const std::string& key, const boost::json::value& value,
+                   std::chrono::milliseconds ttl) {
+        static const std::string none;
+        const auto now = now_ms();
+        const std::optional<std::int64_t> expires =
+            ttl.count() > 0 ? std::optional<std::int64_t>(now + ttl.count()) : std::nullopt;
+        const auto bytes = protect(boost::json::serialize(value),
+                                   {cache_channel, ns, key, expires ? std::to_string(*expires) : std::string()});
+        transaction t(*this, true, none, "writing the node cache");
+        {
+            stmt s(*this, sql_cache_purge, none, "writing the node cache");
+            s.bind_static(1, ns).bind(2, now);
+            s.run();
+        }
+        {
+            stmt s(*this, sql_cache_put, none, "writing the node cache");
+            s.bind_static(1, ns).bind_static(2, key).bind_blob_static(3, bytes);
+            if (expires) s.bind(4, *expires);
+            else s.bind_null(4);
+            s.run();
+        }
+        t.commit();
+    }
+
+    std::size_t cache_clear(const std::vector<std::string>& namespaces) {
+        static const std::string none;
+        std::size_t n = 0;
+        transaction t(*this, true, none, "clearing the node cache");
+        if (namespaces.empty()) {
+            stmt s(*this, sql_cache_clear_all, none, "clearing the node cache");
+            s.run();
+            n = static_cast<std::size_t>(sqlite3_changes64(db.get()));
+        }
+        for (const auto& ns : namespaces) {
+            stmt s(*this, sql_cache_clear_ns, none, "clearing the node cache");
+            s.bind_static(1, ns);
+            s.run();
+            n += static_cast<std::size_t>(sqlite3_changes64(db.get()));
+        }
+        t.commit();
+        return n;
+    }
+
     void release(const std::string& thread) {
         // Forgotten first: a release that fails below (a full disk) leaves a row that simply
         // expires, and never makes this saver fence its own later writes.
@@ -1946,6 +2034,22 @@ boost::asio::awaitable<sweep_result> sqlite_saver::sweep(ttl_policy policy) {
         co_await on_saver_thread<void>(*impl_, std::move(one));
     }
     co_return result;
+}
+
+boost::asio::awaitable<std::optional<boost::json::value>> sqlite_saver::cache_get(std::string ns, std::string key) {
+    return on_saver_thread<std::optional<boost::json::value>>(
+        *impl_, [i = impl_.get(), ns = std::move(ns), key = std::move(key)] { return i->cache_get(ns, key); });
+}
+
+boost::asio::awaitable<void> sqlite_saver::cache_put(std::string ns, std::string key, boost::json::value value,
+                                                     std::chrono::milliseconds ttl) {
+    return on_saver_thread<void>(*impl_, [i = impl_.get(), ns = std::move(ns), key = std::move(key),
+                                          value = std::move(value), ttl] { i->cache_put(ns, key, value, ttl); });
+}
+
+boost::asio::awaitable<std::size_t> sqlite_saver::cache_clear(std::vector<std::string> namespaces) {
+    return on_saver_thread<std::size_t>(
+        *impl_, [i = impl_.get(), namespaces = std::move(namespaces)] { return i->cache_clear(namespaces); });
 }
 
 bool sqlite_saver::encryption_available() noexcept { return codec::cipher::available(); }

@@ -508,6 +508,65 @@ BOOST_AUTO_TEST_CASE(durable_across_reopen) {
     BOOST_TEST(after.checkpoints == 4u);
 }
 
+BOOST_AUTO_TEST_CASE(node_cache_survives_reopening_the_file) {
+    using namespace std::chrono_literals;
+    temp_dir dir;
+    const auto path = dir.file("db");
+    {
+        sqlite_saver s(options_for(path));
+        run(s.cache_put("g:a", "k", boost::json::object{{"writes", boost::json::object{{"x", 1}}}}, 0ms));
+        run(s.cache_put("g:a", "later", boost::json::value(2), 1h));
+    }
+    sqlite_saver again(options_for(path));
+    auto got = run(again.cache_get("g:a", "k"));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(*got == (boost::json::object{{"writes", boost::json::object{{"x", 1}}}}));
+    BOOST_TEST(run(again.cache_get("g:a", "later")).has_value());
+    raw_db raw(path);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM cache WHERE expires_at IS NULL") == 1);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM cache WHERE expires_at IS NOT NULL") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_v5_file_gains_the_cache_table) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    history h;
+    {
+        sqlite_saver s(options_for(path));
+        h.store(s);
+    }
+    {
+        raw_db raw(path);
+        raw.exec("DROP TABLE cache"); // (added by version 6)
+        raw.exec("PRAGMA user_version = 5");
+    }
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    BOOST_TEST(raw.integer("PRAGMA user_version") == 6);
+    h.check(s);
+    run(s.cache_put("g:a", "k", boost::json::value(1), std::chrono::milliseconds(0)));
+    BOOST_TEST(run(s.cache_get("g:a", "k")).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_tampered_or_moved_cache_entry_is_corrupt_by_name) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    run(s.cache_put("g:a", "k", boost::json::object{{"x", 1}}, std::chrono::milliseconds(0)));
+    run(s.cache_put("g:a", "other", boost::json::object{{"x", 2}}, std::chrono::milliseconds(0)));
+    raw_db raw(path);
+    // An entry moved under another key (its bytes copied) is caught by its seal.
+    raw.exec("UPDATE cache SET value = (SELECT value FROM cache WHERE key = 'k') WHERE key = 'other'");
+    auto moved = expect_error(errc::corrupt_checkpoint, [&] { run(s.cache_get("g:a", "other")); });
+    BOOST_TEST_REQUIRE(moved.has_value());
+    BOOST_TEST(moved->names() == (std::vector<std::string>{"g:a", "other"}), boost::test_tools::per_element());
+    // So is an expiry given to an entry that had none.
+    raw.exec("UPDATE cache SET expires_at = 99999999999999 WHERE key = 'k'");
+    auto expiry = expect_error(errc::corrupt_checkpoint, [&] { run(s.cache_get("g:a", "k")); });
+    BOOST_TEST_REQUIRE(expiry.has_value());
+    BOOST_TEST(expiry->names() == (std::vector<std::string>{"g:a", "k"}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(synchronous_modes_all_work) {
     temp_dir dir;
     for (auto mode : {sqlite_options::sync_mode::off, sqlite_options::sync_mode::normal,
@@ -744,6 +803,7 @@ BOOST_AUTO_TEST_CASE(v3_records_still_read_and_v4_seals_their_columns) {
             sqlite3_finalize(q);
         }
         raw.exec("DROP TABLE settings"); // (added by version 5)
+        raw.exec("DROP TABLE cache");    // (added by version 6)
         raw.exec("PRAGMA user_version = 3");
     }
     sqlite_saver s(options_for(path));

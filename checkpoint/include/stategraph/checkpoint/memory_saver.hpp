@@ -34,6 +34,10 @@ public:
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
     boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
     boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
+    boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override;
+    boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
+                                           std::chrono::milliseconds ttl) override;
+    boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) override;
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override;
     boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override;
 
@@ -81,6 +85,12 @@ private:
     std::array<shard, shard_count> shards_;
     mutable std::mutex graphs_mutex_;             // taken after a shard's mutex, never before
     std::map<std::string, std::string> graphs_;   // `__graph__` values by version (graph signature)
+    struct cache_entry {
+        std::string json; // the value's JSON text
+        std::optional<std::chrono::steady_clock::time_point> expires;
+    };
+    std::mutex cache_mutex_;
+    std::map<std::pair<std::string, std::string>, cache_entry> cache_; // (ns, key) -> entry
 };
 
 } // namespace stategraph::checkpoint

@@ -20,6 +20,11 @@
 /// metadata of their newest checkpoint) and `sweep` (a time to live: threads idle longer are
 /// deleted or pruned to their newest checkpoint). Ages are read from the checkpoint ids, which
 /// are time-ordered (`checkpoint_time`): no clock column is stored.
+///
+/// Node cache (every saver): `cache_get`, `cache_put` and `cache_clear` keep the outcomes of cached
+/// nodes by (namespace, key), apart from any thread, with an optional time to live; the engine
+/// stores a node's writes there (see `cache_policy`), so a saver that outlives its process keeps
+/// them across restarts.
 
 #include <stategraph/checkpoint/reserved.hpp>
 
@@ -216,6 +221,19 @@ public:
     /// the age is checked again, with the lease, in the transaction that removes the thread, so a
     /// thread written meanwhile is kept.
     virtual boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) = 0;
+
+    /// @brief The node-cache entry at (`ns`, `key`), or nullopt when there is none or it expired.
+    /// Throws `checkpoint_error(corrupt_checkpoint)` naming the namespace and key when the stored
+    /// entry cannot be read back.
+    virtual boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) = 0;
+    /// @brief Stores (or replaces) the node-cache entry at (`ns`, `key`); it expires `ttl` after
+    /// this call (zero or less: never). Entries belong to no thread: `delete_thread`, `prune`,
+    /// `copy_thread` and `sweep` leave them alone, and no lease is needed.
+    virtual boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
+                                                   std::chrono::milliseconds ttl) = 0;
+    /// @brief Deletes the node-cache entries of the namespaces `namespaces` (empty: of every
+    /// namespace); returns how many went, expired ones included.
+    virtual boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) = 0;
 
     /// @brief Stores the shape of the graph with `signature` (its lines, for explaining drift),
     /// once for all threads; storing a signature that is already there does nothing.

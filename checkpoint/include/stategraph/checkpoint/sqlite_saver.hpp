@@ -121,7 +121,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 5;
+    static constexpr int schema_version = 6;
     /// @brief Whether this build can encrypt (it was built with libsodium: `STATEGRAPH_WITH_SODIUM`).
     static bool encryption_available() noexcept;
 
@@ -145,6 +145,10 @@ public:
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
     boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
     boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
+    boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override;
+    boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
+                                           std::chrono::milliseconds ttl) override;
+    boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) override;
     boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override;
     boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override;
 
