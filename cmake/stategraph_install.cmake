@@ -5,7 +5,7 @@
 #   target_link_libraries(app PRIVATE stategraph::dsl stategraph::sqlite)
 #
 # core, checkpoint, graph and dsl need only Boost and Threads: they are always loaded, in
-# stategraphTargets.cmake. sqlite (SQLite 3) and nodes (OpenSSL) have export files of their own,
+# stategraphTargets.cmake. sqlite (SQLite 3), postgres (libpq) and nodes (OpenSSL) have export files of their own,
 # loaded, with their dependency, only when a component names them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -15,7 +15,7 @@ set(stategraph_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/stategraph)
 # Installed names match the in-tree aliases: stategraph_graph is stategraph::graph everywhere.
 set(stategraph_base_parts core checkpoint graph dsl)
 set(stategraph_optional_parts)
-foreach(part sqlite nodes)
+foreach(part sqlite postgres nodes)
   if(TARGET stategraph_${part})
     list(APPEND stategraph_optional_parts ${part})
   endif()
@@ -44,6 +44,9 @@ stategraph_install_parts(stategraphTargets ${stategraph_base_parts})
 if("sqlite" IN_LIST stategraph_optional_parts)
   stategraph_install_parts(stategraphSqliteTargets sqlite)
 endif()
+if("postgres" IN_LIST stategraph_optional_parts)
+  stategraph_install_parts(stategraphPostgresTargets postgres)
+endif()
 if("nodes" IN_LIST stategraph_optional_parts)
   stategraph_install_parts(stategraphNodesTargets nodes)
 endif()
@@ -52,7 +55,10 @@ endif()
 foreach(part core checkpoint graph dsl)
   set(exclude)
   if(part STREQUAL "checkpoint" AND NOT "sqlite" IN_LIST stategraph_optional_parts)
-    set(exclude PATTERN sqlite_saver.hpp EXCLUDE)
+    list(APPEND exclude PATTERN sqlite_saver.hpp EXCLUDE)
+  endif()
+  if(part STREQUAL "checkpoint" AND NOT "postgres" IN_LIST stategraph_optional_parts)
+    list(APPEND exclude PATTERN postgres_saver.hpp EXCLUDE)
   endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
           FILES_MATCHING PATTERN *.hpp ${exclude})
