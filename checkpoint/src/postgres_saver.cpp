@@ -170,6 +170,10 @@ constexpr std::string_view sql_heads = "SELECT thread_id, " STATEGRAPH_PG_CP " F
 constexpr std::string_view sql_get_blobs =
     "SELECT channel, version, value FROM stategraph_blobs WHERE thread_id = $1 AND ns = $2 "
     "AND (channel, version) IN (SELECT * FROM unnest($3::text[], $4::text[]))";
+// The links of appended-value chains: every version of each channel up to the newest link missing.
+constexpr std::string_view sql_get_chains =
+    "SELECT b.channel, b.version, b.value FROM stategraph_blobs b JOIN unnest($3::text[], $4::text[]) AS w(channel, upto) "
+    "ON b.channel = w.channel AND b.version <= w.upto COLLATE \"C\" WHERE b.thread_id = $1 AND b.ns = $2";
 constexpr std::string_view sql_get_graphs = "SELECT version, value FROM stategraph_graphs WHERE version = ANY($1::text[])";
 constexpr std::string_view sql_get_graph = "SELECT value FROM stategraph_graphs WHERE version = $1";
 constexpr std::string_view sql_get_writes =
@@ -462,21 +466,33 @@ struct postgres_saver::impl {
     }
 
     /// Fetches the stored values `wanted` (channel, version) of (thread, ns) into `values`, with
-    /// every version their appended items extend (a round trip per link of the longest chain);
-    /// `__graph__` values from the shared graphs first. Missing ones are simply absent.
+    /// every version their appended items extend; `__graph__` values from the shared graphs
+    /// first. Missing ones are simply absent. The first round trip asks for `wanted` exactly; when
+    /// appended items extend versions not read yet, the next asks, per channel, for every version
+    /// up to the newest such link, so a chain of any length costs one more round trip, not one
+    /// per link.
     asio::awaitable<void> fetch_values(pg::connection& conn, const std::string& thread, const std::string& ns,
                                        std::set<std::pair<std::string, std::string>> wanted, value_map& values) {
         std::set<std::pair<std::string, std::string>> asked;
-        while (!wanted.empty()) {
+        for (bool first = true; !wanted.empty(); first = false) {
             std::vector<std::string> channels, versions, graphs;
+            std::map<std::string, std::string> upto; // later rounds: channel -> newest link missing
             for (const auto& k : wanted) {
                 asked.insert(k);
-                channels.push_back(k.first);
-                versions.push_back(k.second);
-                if (k.first == graph_channel) graphs.push_back(k.second);
+                if (first) {
+                    channels.push_back(k.first);
+                    versions.push_back(k.second);
+                    if (k.first == graph_channel) graphs.push_back(k.second);
+                } else if (auto& u = upto[k.first]; u < k.second) {
+                    u = k.second;
+                }
+            }
+            for (const auto& [channel, version] : upto) {
+                channels.push_back(channel);
+                versions.push_back(version);
             }
             std::vector<pg::statement> batch;
-            batch.emplace_back(sql_get_blobs);
+            batch.emplace_back(first ? sql_get_blobs : sql_get_chains);
             batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
             if (!graphs.empty()) {
                 batch.emplace_back(sql_get_graphs);
@@ -497,7 +513,7 @@ struct postgres_saver::impl {
                     payload = std::string(codec::unseal(stored, {channel, version}));
                     if (auto ext = codec::split_value(payload, version).extends) {
                         std::pair<std::string, std::string> link{channel, *ext};
-                        if (!asked.count(link)) wanted.insert(std::move(link));
+                        if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
                     }
                 } catch (const std::exception& e) {
                     corrupt(thread, ns, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
@@ -505,6 +521,7 @@ struct postgres_saver::impl {
                 }
                 values.emplace(key, std::move(payload));
             }
+            std::erase_if(wanted, [&](const auto& k) { return values.count(k) != 0; }); // came in this round
         }
     }
 

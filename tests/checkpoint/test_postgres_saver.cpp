@@ -11,6 +11,8 @@
 
 #include <stategraph/checkpoint/conformance.hpp>
 
+#include "postgres_test_support.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -44,92 +46,9 @@ namespace {
 using namespace stategraph;
 using namespace stategraph::checkpoint;
 using namespace stategraph::checkpoint::testing;
+using namespace stategraph::checkpoint::pg_testing;
 namespace asio = boost::asio;
 using cp_t = stategraph::checkpoint::checkpoint;
-
-const char* server_url() {
-    const char* url = std::getenv("STATEGRAPH_TEST_POSTGRES");
-    return url && *url ? url : nullptr;
-}
-
-/// Skips a case (or a suite) when no server is configured.
-boost::test_tools::assertion_result server_configured(boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result r(server_url() != nullptr);
-    if (!r)
-        r.message() << "STATEGRAPH_TEST_POSTGRES is not set: the PostgreSQL saver is not tested (scripts/test starts "
-                       "a private server with scripts/pg-server and sets it; by hand: "
-                       "export STATEGRAPH_TEST_POSTGRES=$(scripts/pg-server start))";
-    return r;
-}
-
-std::string quoted(const std::string& name) { return "\"" + name + "\""; }
-
-/// A blocking admin connection (the tests' second connection, behind the saver's back).
-struct admin {
-    PGconn* c = nullptr;
-    explicit admin(const std::string& conninfo = server_url()) {
-        c = PQconnectdb(conninfo.c_str());
-        BOOST_REQUIRE_MESSAGE(PQstatus(c) == CONNECTION_OK, "admin connection: " << PQerrorMessage(c));
-        PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
-    }
-    admin(const admin&) = delete;
-    admin& operator=(const admin&) = delete;
-    ~admin() { PQfinish(c); }
-    /// Runs `sql` with text parameters; returns the first column of each row.
-    std::vector<std::string> query(const std::string& sql, const std::vector<std::string>& params = {}) {
-        std::vector<const char*> values;
-        for (const auto& p : params) values.push_back(p.c_str());
-        PGresult* r = PQexecParams(c, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                                   nullptr, 0);
-        const auto st = PQresultStatus(r);
-        std::vector<std::string> out;
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-            std::string msg = PQresultErrorMessage(r);
-            PQclear(r);
-            BOOST_FAIL(sql << ": " << msg);
-        }
-        for (int i = 0; i < PQntuples(r); ++i) out.emplace_back(PQgetvalue(r, i, 0), PQgetlength(r, i, 0));
-        if (st == PGRES_COMMAND_OK && PQcmdTuples(r)[0]) out.emplace_back(PQcmdTuples(r));
-        PQclear(r);
-        return out;
-    }
-};
-
-/// A schema name of its own for each saver the tests make (dropped when the saver goes).
-std::string fresh_schema() {
-    static std::atomic<int> counter{0};
-    static const auto salt = std::random_device{}();
-    return "sg_test_" + std::to_string(getpid()) + "_" + std::to_string(salt % 100000) + "_" + std::to_string(counter++);
-}
-
-postgres_options options_for(const std::string& schema, const std::string& conninfo = server_url()) {
-    postgres_options o;
-    o.conninfo = conninfo;
-    o.schema = schema;
-    o.lease_ttl = std::chrono::seconds(1);
-    o.pool_size = 4;
-    return o;
-}
-
-/// A saver on a schema of its own; the schema is dropped after the saver is destroyed.
-std::shared_ptr<postgres_saver> make_saver(postgres_options o) {
-    struct fixture {
-        std::string schema;
-        postgres_saver saver;
-        explicit fixture(postgres_options o) : schema(o.schema), saver(std::move(o)) {}
-        ~fixture() = default;
-    };
-    auto f = std::shared_ptr<fixture>(new fixture(std::move(o)), [](fixture* p) {
-        const auto schema = p->schema;
-        delete p;
-        try {
-            admin a;
-            a.query("DROP SCHEMA IF EXISTS " + quoted(schema) + " CASCADE");
-        } catch (...) {
-        }
-    });
-    return std::shared_ptr<postgres_saver>(f, &f->saver);
-}
 
 std::shared_ptr<saver> make_conformance_saver() { return make_saver(options_for(fresh_schema())); }
 
@@ -179,41 +98,6 @@ capabilities postgres_capabilities() {
     suite->add_precondition(server_configured);
     return true;
 }();
-
-/// The conninfo keyword of the server URL (user, dbname, password), via libpq's own parser.
-std::map<std::string, std::string> url_parts() {
-    std::map<std::string, std::string> out;
-    char* err = nullptr;
-    PQconninfoOption* opts = PQconninfoParse(server_url(), &err);
-    if (!opts) {
-        std::string m = err ? err : "?";
-        PQfreemem(err);
-        BOOST_FAIL("cannot parse STATEGRAPH_TEST_POSTGRES: " << m);
-    }
-    for (auto* o = opts; o->keyword; ++o)
-        if (o->val) out[o->keyword] = o->val;
-    PQconninfoFree(opts);
-    return out;
-}
-
-/// The server URL with another host and port (keyword form), and an application_name.
-std::string conninfo_via(const std::string& host, int port, const std::string& application) {
-    auto parts = url_parts();
-    parts["host"] = host;
-    parts["port"] = std::to_string(port);
-    parts["application_name"] = application;
-    parts.erase("hostaddr");
-    std::string out;
-    for (const auto& [k, v] : parts) {
-        std::string escaped;
-        for (char ch : v) {
-            if (ch == '\'' || ch == '\\') escaped += '\\';
-            escaped += ch;
-        }
-        out += k + "='" + escaped + "' ";
-    }
-    return out;
-}
 
 /// A TCP proxy in front of the server, on a thread of its own: `drop()` cuts every connection
 /// through it (as a restarted server does), `stop()` also stops listening (a server gone).
@@ -332,34 +216,13 @@ BOOST_AUTO_TEST_SUITE(postgres_saver_server, *boost::unit_test::precondition(ser
 /// step is retried on a new connection and lands once.
 BOOST_AUTO_TEST_CASE(terminated_backends_mid_run) {
     const std::string application = "sg_drop_" + std::to_string(getpid());
-    auto parts = url_parts();
-    auto o = options_for(fresh_schema(), conninfo_via(parts.count("host") ? parts["host"] : "127.0.0.1",
-                                                      parts.count("port") ? std::stoi(parts["port"]) : 5432, application));
+    auto o = options_for(fresh_schema(), conninfo_named(application));
     auto s = make_saver(o);
-    std::atomic<bool> done{false};
-    std::atomic<int> killed{0};
-    std::thread killer([&] {
-        admin a;
-        std::minstd_rand rng(42);
-        while (!done) {
-            auto n = a.query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
-                             {application});
-            if (!n.empty()) killed += std::stoi(n[0]);
-            std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 25));
-        }
-    });
-    std::vector<cp_t> cps;
-    try {
-        cps = run_steps(*s, "t", 80);
-    } catch (...) {
-        done = true;
-        killer.join();
-        throw;
-    }
-    done = true;
-    killer.join();
-    BOOST_TEST_MESSAGE("backends terminated during the run: " << killed.load());
-    BOOST_TEST(killed.load() > 0);
+    backend_killer killer(application);
+    auto cps = run_steps(*s, "t", 80);
+    const int killed = killer.stop();
+    BOOST_TEST_MESSAGE("backends terminated during the run: " << killed);
+    BOOST_TEST(killed > 0);
     check_history(*s, "t", cps);
     admin a;
     auto rows = a.query("SELECT count(*) FROM " + quoted(o.schema) + ".stategraph_checkpoints WHERE thread_id = 't'");
@@ -368,9 +231,9 @@ BOOST_AUTO_TEST_CASE(terminated_backends_mid_run) {
 
 /// Every connection cut at once (a restarted server, seen from the client), several times during a run.
 BOOST_AUTO_TEST_CASE(connections_cut_mid_run) {
-    auto parts = url_parts();
-    tcp_proxy proxy(parts.count("host") ? parts["host"] : "127.0.0.1", parts.count("port") ? std::stoi(parts["port"]) : 5432);
-    auto s = make_saver(options_for(fresh_schema(), conninfo_via("127.0.0.1", proxy.port(), "sg_cut")));
+    const auto [host, port] = server_address();
+    tcp_proxy proxy(host, port);
+    auto s = make_saver(options_for(fresh_schema(), conninfo_named("sg_cut", "127.0.0.1", proxy.port())));
     std::vector<cp_t> cps;
     for (int round = 0; round < 4; ++round) {
         auto more = run_steps(*s, "t" + std::to_string(round), 10);
@@ -383,9 +246,9 @@ BOOST_AUTO_TEST_CASE(connections_cut_mid_run) {
 
 /// A server that stays away: the call fails after `retry_for` with storage_failure naming the thread.
 BOOST_AUTO_TEST_CASE(unreachable_server_names_the_thread) {
-    auto parts = url_parts();
-    tcp_proxy proxy(parts.count("host") ? parts["host"] : "127.0.0.1", parts.count("port") ? std::stoi(parts["port"]) : 5432);
-    auto o = options_for(fresh_schema(), conninfo_via("127.0.0.1", proxy.port(), "sg_gone"));
+    const auto [host, port] = server_address();
+    tcp_proxy proxy(host, port);
+    auto o = options_for(fresh_schema(), conninfo_named("sg_gone", "127.0.0.1", proxy.port()));
     o.retry_for = std::chrono::milliseconds(1500);
     auto s = make_saver(o);
     auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
