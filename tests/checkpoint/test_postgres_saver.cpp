@@ -244,6 +244,39 @@ BOOST_AUTO_TEST_CASE(connections_cut_mid_run) {
     }
 }
 
+/// Skips a case when the tests were not given a way to restart the server.
+boost::test_tools::assertion_result restart_configured(boost::unit_test::test_unit_id) {
+    const char* cmd = std::getenv("STATEGRAPH_TEST_POSTGRES_RESTART");
+    boost::test_tools::assertion_result r(cmd && *cmd);
+    if (!r)
+        r.message() << "STATEGRAPH_TEST_POSTGRES_RESTART is not set (scripts/test sets it to \"scripts/pg-server restart\"): "
+                       "the server is not restarted mid-run";
+    return r;
+}
+
+/// The real server restarted (fast shutdown: every connection cut, the server away for a moment)
+/// while a run writes: the run goes on once it is back, and its history has every step once.
+BOOST_AUTO_TEST_CASE(server_restarted_mid_run, *boost::unit_test::precondition(restart_configured)) {
+    auto s = make_saver(options_for(fresh_schema()));
+    auto before = run_steps(*s, "before", 5);
+    std::atomic<int> status{-1};
+    std::thread restarter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        status = std::system(std::getenv("STATEGRAPH_TEST_POSTGRES_RESTART"));
+    });
+    std::vector<cp_t> during;
+    try {
+        during = run_steps(*s, "during", 150); // a few hundred ms: the restart lands inside it
+    } catch (...) {
+        restarter.join();
+        throw;
+    }
+    restarter.join();
+    BOOST_TEST(status.load() == 0);
+    check_history(*s, "before", before);
+    check_history(*s, "during", during);
+}
+
 /// A server that stays away: the call fails after `retry_for` with storage_failure naming the thread.
 BOOST_AUTO_TEST_CASE(unreachable_server_names_the_thread) {
     const auto [host, port] = server_address();
