@@ -225,6 +225,8 @@ constexpr std::string_view sql_thread_exists =
     "stategraph_writes WHERE thread_id = $1) OR EXISTS(SELECT 1 FROM stategraph_blobs WHERE thread_id = $1))::int";
 constexpr std::string_view sql_copy_source_checkpoints =
     "SELECT ns, id, parent_id, step, source, record FROM stategraph_checkpoints WHERE thread_id = $1";
+constexpr std::string_view sql_thread_checkpoint_ids =
+    "SELECT ns, id FROM stategraph_checkpoints WHERE thread_id = $1";
 constexpr std::string_view sql_copy_source_writes =
     "SELECT ns, checkpoint_id, task_id, task_name, channel, value, seq FROM stategraph_writes WHERE thread_id = $1";
 constexpr std::string_view sql_copy_checkpoint =
@@ -365,6 +367,7 @@ struct postgres_saver::impl {
         const std::string& thread; ///< named in errors ("" for calls about no thread)
         const char* what;          ///< "saving a checkpoint", ...
         std::string gone;          ///< a lease holder found provably gone: the fence lets it pass
+        int attempt = 0;           ///< 0 on the first try; more when a dropped connection is retried
     };
 
     /// The fence of a write on `c.thread` (first in its transaction, after BEGIN).
@@ -393,6 +396,7 @@ struct postgres_saver::impl {
         auto pause = opt.backoff;
         std::string why;
         for (int attempt = 0;; ++attempt) {
+            c.attempt = attempt;
             bool retry_now = false;
             try {
                 auto conn = co_await pool.get();
@@ -866,6 +870,22 @@ struct postgres_saver::impl {
             auto res = co_await conn.run(batch, query_timeout());
             const bool exists = res[2].integer(0, 0) != 0;
             const bool missing = res[3].rows() == 0;
+            if (exists && !missing && cc.attempt > 0) {
+                // A retry after a dropped connection: the first try may have committed the copy
+                // before its answer was lost. The target holding exactly the source's checkpoints
+                // is that copy: done.
+                std::vector<pg::statement> ids;
+                ids.emplace_back(sql_thread_checkpoint_ids);
+                ids.back().text(to);
+                auto got = co_await conn.run(ids, query_timeout());
+                std::set<std::pair<std::string, std::string>> source, target;
+                for (int i = 0; i < res[3].rows(); ++i) source.insert({res[3].text(i, 0), res[3].text(i, 1)});
+                for (int i = 0; i < got[0].rows(); ++i) target.insert({got[0].text(i, 0), got[0].text(i, 1)});
+                if (source == target) {
+                    co_await finish(conn, sql_commit, query_timeout());
+                    co_return true;
+                }
+            }
             if (exists || missing) {
                 co_await finish(conn, sql_rollback, query_timeout());
                 if (exists) throw common::copy_target_exists(from, to, where());
