@@ -6,6 +6,7 @@
 #include "cipher.hpp"
 #include "codec.hpp"
 #include "lease_owner.hpp"
+#include "saver_common.hpp"
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -317,29 +318,8 @@ constexpr std::string_view cache_channel = "__cache__";
 constexpr std::string_view encryption_setting = "encryption";
 constexpr std::string_view encryption_check = "stategraph encrypted file: xchacha20poly1305-ietf";
 
-std::int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-std::string format_utc(std::int64_t ms) {
-    std::time_t secs = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[64];
-    std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-    return buf;
-}
-
-boost::json::parse_options json_options() {
-    boost::json::parse_options o;
-    o.max_depth = 4096;         // serialize() has no depth limit; read back what we wrote
-    o.allow_invalid_utf8 = true; // likewise for strings holding arbitrary bytes
-    return o;
-}
-
-std::string quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+using common::now_ms;
+using common::quote;
 
 } // namespace
 
@@ -891,24 +871,12 @@ struct sqlite_saver::impl {
     // -- JSON -----------------------------------------------------------------------------
     [[noreturn]] void corrupt(const std::string& thread, const std::string& ns, const std::string& detail,
                               std::vector<std::string> names) const {
-        throw checkpoint_error(errc::corrupt_checkpoint,
-                               "thread " + quote(thread) + (ns.empty() ? "" : " namespace " + quote(ns)) + ": " +
-                                   detail + where(),
-                               std::move(names));
+        throw common::corrupt(thread, ns, detail, where(), std::move(names));
     }
 
     boost::json::value parse(std::string_view text, const std::string& thread, const std::string& ns,
                              const std::string& what, std::vector<std::string> names) const {
-        static const auto options = json_options();
-        boost::system::error_code ec;
-        boost::json::value v;
-        try {
-            v = boost::json::parse(text, ec, {}, options);
-        } catch (const std::exception& e) { // allocation failure and the like
-            corrupt(thread, ns, what + " cannot be read: " + e.what(), std::move(names));
-        }
-        if (ec) corrupt(thread, ns, what + " holds invalid JSON (" + ec.message() + ")", std::move(names));
-        return v;
+        return common::parse_stored(text, thread, ns, what, where(), std::move(names));
     }
 
     // -- checkpoints ----------------------------------------------------------------------
@@ -1088,8 +1056,7 @@ struct sqlite_saver::impl {
             pw.task_id = w.text(0);
             pw.task_name = w.text(1);
             pw.channel = w.text(2);
-            const std::string what = "checkpoint " + id + ": pending write of task " + quote(pw.task_id) + " (" +
-                                     pw.task_name + ") to channel " + quote(pw.channel);
+            const std::string what = common::write_label(id, pw);
             std::string_view text;
             std::string plain;
             try {
@@ -1137,19 +1104,11 @@ struct sqlite_saver::impl {
 
     [[noreturn]] void throw_lost(const std::string& thread, const std::string& holder) {
         lost.insert(thread);
-        throw checkpoint_error(errc::lease_lost,
-                               "thread " + quote(thread) + ": this saver's lease (" + owner + ") was " +
-                                   (holder.empty() ? std::string("broken") : "taken over by " + holder) +
-                                   "; the write was refused, so that two runs never write one thread. The thread "
-                                   "goes on from its last saved checkpoint" + where(),
-                               {thread});
+        throw common::lease_lost(thread, owner, holder, where());
     }
 
     [[noreturn]] void throw_busy(const std::string& thread, const std::string& holder, std::int64_t expires) const {
-        throw checkpoint_error(errc::thread_busy,
-                               "thread " + quote(thread) + " is busy: held by " + holder + " until " +
-                                   format_utc(expires) + where(),
-                               {thread});
+        throw common::thread_busy(thread, holder, expires, where());
     }
 
     // -- the operations (called with `mutex` held) ------------------------------------------
@@ -1331,11 +1290,7 @@ struct sqlite_saver::impl {
         {
             stmt s(*this, sql_thread_exists, to, what);
             s.bind_static(1, to);
-            if (s.step() && s.integer(0) != 0)
-                throw checkpoint_error(errc::thread_exists,
-                                       "copy_thread: thread " + quote(to) + " exists already (copying " + quote(from) +
-                                           " there would mix two threads); delete it first or choose another id" + where(),
-                                       {to, from});
+            if (s.step() && s.integer(0) != 0) throw common::copy_target_exists(from, to, where());
         }
         // Records and pending writes are sealed (or encrypted) to their thread: each is opened and
         // stored again under the new id. Values are bound to (channel, version) only and copy as
@@ -1366,11 +1321,7 @@ struct sqlite_saver::impl {
                 rows.push_back(std::move(r));
             }
         }
-        if (rows.empty())
-            throw checkpoint_error(errc::thread_not_found,
-                                   "copy_thread: thread " + quote(from) + " has no checkpoint to copy (to " + quote(to) + ")" +
-                                       where(),
-                                   {from, to});
+        if (rows.empty()) throw common::copy_source_missing(from, to, where());
         for (const auto& r : rows) {
             stmt s(*this, sql_copy_checkpoint, to, what);
             s.bind_static(1, to).bind_static(2, r.ns).bind_static(3, r.id).bind_static(4, r.parent_id);
@@ -1399,9 +1350,11 @@ struct sqlite_saver::impl {
                     w.value = protect(reveal(s.bytes(5), {from, w.ns, w.checkpoint_id, w.task_id, w.task_name, w.channel}, plain),
                                       {to, w.ns, w.checkpoint_id, w.task_id, w.task_name, w.channel});
                 } catch (const codec::corrupt& e) {
-                    corrupt(from, w.ns,
-                            "checkpoint " + w.checkpoint_id + ": pending write of task " + quote(w.task_id) + " (" +
-                                w.task_name + ") to channel " + quote(w.channel) + " cannot be read: " + e.what(),
+                    pending_write pw;
+                    pw.task_id = w.task_id;
+                    pw.task_name = w.task_name;
+                    pw.channel = w.channel;
+                    corrupt(from, w.ns, common::write_label(w.checkpoint_id, pw) + " cannot be read: " + e.what(),
                             {from, w.channel, w.task_name});
                 }
                 writes.push_back(std::move(w));
@@ -1436,10 +1389,8 @@ struct sqlite_saver::impl {
                 threads.push_back({s.text(0), s.text(1), s.is_null(3) ? std::string() : s.text(3),
                                    static_cast<std::size_t>(s.integer(2))});
         }
-        std::vector<thread_info> out;
-        std::size_t skipped = 0;
+        std::vector<thread_info> infos;
         for (auto& f : threads) {
-            if (filtered && q.limit && out.size() >= q.limit) break;
             thread_info info;
             info.thread_id = std::move(f.thread);
             info.newest_id = std::move(f.newest);
@@ -1455,17 +1406,10 @@ struct sqlite_saver::impl {
                     info.metadata = std::move(cp.metadata);
                 }
             }
-            if (filtered) {
-                if (info.checkpoint_id.empty() || !metadata_filter(*match).matches(info.metadata)) continue;
-                if (skipped < q.offset) {
-                    ++skipped;
-                    continue;
-                }
-            }
-            out.push_back(std::move(info));
+            infos.push_back(std::move(info));
         }
         t.commit();
-        return out;
+        return common::page_threads(std::move(infos), q, match);
     }
 
     /// Whether a run holds the thread's lease: this saver (it acquired the thread and did not lose
@@ -1807,18 +1751,14 @@ struct sqlite_saver::impl {
         if (!s.step()) return std::nullopt;
         const std::string expires = s.is_null(1) ? std::string() : std::to_string(s.integer(1));
         if (!s.is_null(1) && s.integer(1) <= now_ms()) return std::nullopt;
+        std::string plain;
+        std::string_view text;
         try {
-            std::string plain;
-            const auto text = reveal(s.bytes(0), {cache_channel, ns, key, expires}, plain);
-            boost::system::error_code ec;
-            auto v = boost::json::parse(text, ec, {}, json_options());
-            if (ec) throw codec::corrupt("its JSON does not parse: " + ec.message());
-            return v;
+            text = reveal(s.bytes(0), {cache_channel, ns, key, expires}, plain);
         } catch (const codec::corrupt& e) {
-            throw checkpoint_error(errc::corrupt_checkpoint,
-                                   "node cache entry " + quote(key) + " of " + quote(ns) + ": " + e.what() + where(),
-                                   {ns, key});
+            throw common::cache_corrupt(ns, key, e.what(), where());
         }
+        return common::cache_value(text, ns, key, where());
     }
 
     void cache_put(const std::string& ns, const std::string& key, const boost::json::value& value,

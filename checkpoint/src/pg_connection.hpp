@@ -1,0 +1,176 @@
+#pragma once
+/// @file pg_connection.hpp
+/// @brief libpq on Asio (private to checkpoint/src): a non-blocking connection whose socket
+/// waits on the awaiting coroutine's executor, statements sent in pipeline mode (a batch is one
+/// round trip), and a small pool of such connections.
+///
+/// A connection holds no Asio object between calls: each call wraps the socket in a
+/// `posix::stream_descriptor` on the caller's executor and releases it before returning, so a
+/// pooled connection serves coroutines of any io_context.
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace stategraph::checkpoint::pg {
+
+/// @brief The connection is gone or could not be made (retry on a new one).
+class connection_lost : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// @brief The server refused a statement (its SQLSTATE and message).
+class server_error : public std::runtime_error {
+public:
+    server_error(std::string sqlstate, const std::string& message, std::string primary = {})
+        : std::runtime_error(message), sqlstate_(std::move(sqlstate)), primary_(std::move(primary)) {}
+    const std::string& sqlstate() const noexcept { return sqlstate_; }
+    /// The error's primary message alone (no "ERROR:" prefix).
+    const std::string& primary() const noexcept { return primary_; }
+    /// Whether running the same statements again may succeed: connection failures (class 08),
+    /// a server shutting down or restarting (57P01-57P03), serialization failures and deadlocks.
+    bool transient() const noexcept;
+
+private:
+    std::string sqlstate_;
+    std::string primary_;
+};
+
+/// @brief One statement of a batch: SQL with $1.. parameters (text form, or binary for bytea).
+struct statement {
+    struct param {
+        std::optional<std::string> value; ///< nullopt: NULL
+        bool binary = false;              ///< sent as bytes (bytea), not as text
+    };
+    std::string_view sql; ///< must outlive the batch (the saver's SQL strings)
+    std::vector<param> params;
+
+    statement(std::string_view s) : sql(s) {}
+    statement& text(std::string v) {
+        params.push_back({std::move(v), false});
+        return *this;
+    }
+    statement& bytes(std::string v) {
+        params.push_back({std::move(v), true});
+        return *this;
+    }
+    statement& integer(std::int64_t v) { return text(std::to_string(v)); }
+    statement& null() {
+        params.push_back({std::nullopt, false});
+        return *this;
+    }
+};
+
+/// @brief The rows of one statement (binary result format). Owns its PGresult.
+class result {
+public:
+    result() = default;
+    explicit result(pg_result* r) noexcept;
+    result(result&& o) noexcept;
+    result& operator=(result&& o) noexcept;
+    result(const result&) = delete;
+    result& operator=(const result&) = delete;
+    ~result();
+
+    int rows() const noexcept;
+    bool is_null(int row, int col) const noexcept;
+    std::string_view bytes(int row, int col) const noexcept;
+    std::string text(int row, int col) const { return std::string(bytes(row, col)); }
+    /// An int2/int4/int8 (or bool) column, as sent in binary form.
+    std::int64_t integer(int row, int col) const;
+    /// Rows an INSERT/UPDATE/DELETE touched.
+    std::int64_t affected() const;
+
+private:
+    pg_result* r_ = nullptr;
+};
+
+/// @brief One non-blocking libpq connection.
+class connection {
+public:
+    ~connection();
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    /// @brief Opens a connection within `timeout`, then runs `setup` (if any). Throws
+    /// `connection_lost` when the server cannot be reached.
+    static boost::asio::awaitable<std::unique_ptr<connection>> open(const std::string& conninfo,
+                                                                    std::chrono::milliseconds timeout);
+
+    /// @brief Sends `batch` in one pipeline (one round trip) and returns one result per
+    /// statement. Throws `connection_lost` (the connection is then unusable) or `server_error`
+    /// (the first statement that failed; the rest of the batch was skipped by the server, and an
+    /// open transaction is rolled back). `timeout` bounds the whole exchange.
+    boost::asio::awaitable<std::vector<result>> run(const std::vector<statement>& batch,
+                                                    std::chrono::milliseconds timeout);
+
+    /// @brief Whether the connection is usable and outside any transaction (fit for the pool).
+    bool idle() const noexcept;
+    /// @brief The server process serving this connection.
+    int backend_pid() const noexcept;
+
+private:
+    explicit connection(pg_conn* c) noexcept : c_(c) {}
+    pg_conn* c_;
+};
+
+/// @brief At most `size` connections to one server, handed out one coroutine at a time.
+class pool {
+public:
+    /// `search_path`: set on every new connection (the saver's schema), "" for the default.
+    pool(std::string conninfo, std::string search_path, std::size_t size, std::chrono::milliseconds connect_timeout)
+        : conninfo_(std::move(conninfo)), search_path_(std::move(search_path)), size_(size ? size : 1),
+          connect_timeout_(connect_timeout) {}
+
+    /// @brief A connection borrowed from the pool; back to it at scope exit when still idle,
+    /// closed otherwise (lost, or left inside a transaction by an exception).
+    class lease {
+    public:
+        lease(pool& p, std::unique_ptr<connection> c) noexcept : p_(&p), c_(std::move(c)) {}
+        lease(lease&& o) noexcept : p_(o.p_), c_(std::move(o.c_)) {}
+        lease(const lease&) = delete;
+        lease& operator=(const lease&) = delete;
+        ~lease();
+        connection& operator*() const noexcept { return *c_; }
+        connection* operator->() const noexcept { return c_.get(); }
+        /// The connection is broken: close it instead of giving it back.
+        void discard() noexcept;
+
+    private:
+        pool* p_;
+        std::unique_ptr<connection> c_;
+    };
+
+    /// @brief An idle connection, a new one while fewer than `size` are open, or the first one
+    /// given back. Throws `connection_lost` when a new one cannot be opened.
+    boost::asio::awaitable<lease> get();
+    /// @brief Closes every idle connection (the next `get` opens new ones).
+    void clear();
+    /// @brief Server process ids of the idle connections.
+    std::vector<int> idle_pids() const;
+
+private:
+    void give_back(std::unique_ptr<connection> c) noexcept;
+
+    std::string conninfo_;
+    std::string search_path_;
+    std::size_t size_;
+    std::chrono::milliseconds connect_timeout_;
+    mutable std::mutex mutex_;
+    std::vector<std::unique_ptr<connection>> idle_;
+    std::size_t open_ = 0;
+};
+
+} // namespace stategraph::checkpoint::pg

@@ -1,0 +1,61 @@
+#pragma once
+/// @file saver_common.hpp
+/// @brief What the savers that store outside the process (SQLite, PostgreSQL) share: clocks,
+/// stored JSON, and the texts of their typed errors (private to checkpoint/src).
+
+#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/error.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/json/parse_options.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stategraph::checkpoint::common {
+
+/// @brief Milliseconds since the epoch (the savers' clock for leases and cache expiry).
+std::int64_t now_ms();
+/// @brief `ms` since the epoch as "YYYY-MM-DDTHH:MM:SS.mmmZ".
+std::string format_utc(std::int64_t ms);
+/// @brief `s` between single quotes, as the savers' messages name things.
+std::string quote(std::string_view s);
+/// @brief How stored JSON is read back: deep and with any bytes in strings, as it was written.
+const boost::json::parse_options& json_options();
+
+/// @brief `corrupt_checkpoint`: "thread 'T' namespace 'N': <detail><where>".
+checkpoint_error corrupt(const std::string& thread, const std::string& ns, const std::string& detail,
+                         const std::string& where, std::vector<std::string> names);
+/// @brief Stored JSON `text` of `what`; throws `corrupt` (as above) when it does not parse.
+boost::json::value parse_stored(std::string_view text, const std::string& thread, const std::string& ns,
+                                const std::string& what, const std::string& where, std::vector<std::string> names);
+/// @brief "checkpoint C: pending write of task 'T' (N) to channel 'X'".
+std::string write_label(const std::string& checkpoint_id, const pending_write& w);
+
+/// @brief `lease_lost`: this saver (`owner`) lost the thread's lease to `holder` ("" = broken).
+checkpoint_error lease_lost(const std::string& thread, const std::string& owner, const std::string& holder,
+                            const std::string& where);
+/// @brief `thread_busy`: `holder` holds the thread until `expires_ms`.
+checkpoint_error thread_busy(const std::string& thread, const std::string& holder, std::int64_t expires_ms,
+                             const std::string& where);
+/// @brief `thread_exists`: copy_thread's target `to` has data already.
+checkpoint_error copy_target_exists(const std::string& from, const std::string& to, const std::string& where);
+/// @brief `thread_not_found`: copy_thread's source `from` has no checkpoint.
+checkpoint_error copy_source_missing(const std::string& from, const std::string& to, const std::string& where);
+/// @brief `corrupt_checkpoint` for a node-cache entry that cannot be read back.
+checkpoint_error cache_corrupt(const std::string& ns, const std::string& key, const std::string& why,
+                               const std::string& where);
+/// @brief A node-cache entry's value from its checked JSON text; throws `cache_corrupt`.
+boost::json::value cache_value(std::string_view text, const std::string& ns, const std::string& key,
+                               const std::string& where);
+
+/// @brief The last step of `list_threads`: `infos` (newest first, each with its head's id and
+/// metadata filled in) matched against `match` and paged by `q` (offset and limit apply to
+/// matching threads; without a filter the storage has paged already).
+std::vector<thread_info> page_threads(std::vector<thread_info> infos, const thread_query& q,
+                                      const boost::json::object* match);
+
+} // namespace stategraph::checkpoint::common

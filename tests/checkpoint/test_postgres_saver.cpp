@@ -1,0 +1,334 @@
+// The PostgreSQL saver against a real server: the conformance suite, dropped connections
+// (pg_terminate_backend from a second connection, and a proxy that drops every connection as a
+// restarting server would), and a server that stays unreachable.
+//
+// The server comes from STATEGRAPH_TEST_POSTGRES (a libpq URL; scripts/test starts a private one
+// with scripts/pg-server and sets it). Unset: every case here is skipped, saying so.
+#define BOOST_TEST_MODULE postgres
+#include <boost/test/unit_test.hpp>
+
+#include <stategraph/checkpoint/postgres_saver.hpp>
+
+#include <stategraph/checkpoint/conformance.hpp>
+
+#include "postgres_test_support.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <libpq-fe.h>
+
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace stategraph;
+using namespace stategraph::checkpoint;
+using namespace stategraph::checkpoint::testing;
+using namespace stategraph::checkpoint::pg_testing;
+namespace asio = boost::asio;
+using cp_t = stategraph::checkpoint::checkpoint;
+
+std::shared_ptr<saver> make_conformance_saver() { return make_saver(options_for(fresh_schema())); }
+
+/// Damages a stored row behind the saver's back: garbage, or one byte changed in the middle.
+bool damage_rows(postgres_saver& s, const damage& d) {
+    admin a;
+    const std::string schema = quoted(s.options().schema);
+    const std::string set = d.flip ? "set_byte(value, length(value) / 2, get_byte(value, length(value) / 2) # 1)"
+                                   : "convert_to('garbage!', 'UTF8')";
+    std::vector<std::string> changed;
+    switch (d.what) {
+    case part::value:
+        changed = a.query("UPDATE " + schema + ".stategraph_blobs SET value = " + set +
+                              " WHERE thread_id = $1 AND ns = $2 AND channel = $3 AND version = $4",
+                          {d.thread_id, d.ns, d.channel, d.checkpoint_id});
+        break;
+    case part::record: {
+        std::string rset = set;
+        for (std::size_t p; (p = rset.find("value")) != std::string::npos;) rset.replace(p, 5, "record");
+        changed = a.query("UPDATE " + schema + ".stategraph_checkpoints SET record = " + rset +
+                              " WHERE thread_id = $1 AND ns = $2 AND id = $3",
+                          {d.thread_id, d.ns, d.checkpoint_id});
+        break;
+    }
+    case part::write:
+        changed = a.query("UPDATE " + schema + ".stategraph_writes SET value = " + set +
+                              " WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3 AND channel = $4",
+                          {d.thread_id, d.ns, d.checkpoint_id, d.channel});
+        break;
+    }
+    return !changed.empty() && changed.back() != "0";
+}
+
+capabilities postgres_capabilities() {
+    capabilities c;
+    c.open_same_storage = [](saver& first) -> std::shared_ptr<saver> {
+        return std::make_shared<postgres_saver>(dynamic_cast<postgres_saver&>(first).options());
+    };
+    c.exclusive_leases = true;
+    c.lease_ttl = std::chrono::seconds(1);
+    c.corrupt = [](saver& s, const damage& d) { return damage_rows(dynamic_cast<postgres_saver&>(s), d); };
+    return c;
+}
+
+[[maybe_unused]] const bool conformance_registered = [] {
+    auto* suite = register_suite("postgres_saver_conformance", make_conformance_saver, postgres_capabilities());
+    suite->add_precondition(server_configured);
+    return true;
+}();
+
+/// A TCP proxy in front of the server, on a thread of its own: `drop()` cuts every connection
+/// through it (as a restarted server does), `stop()` also stops listening (a server gone).
+class tcp_proxy {
+public:
+    tcp_proxy(const std::string& host, int port)
+        : target_(asio::ip::make_address(host), static_cast<unsigned short>(port)),
+          acceptor_(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+        asio::co_spawn(io_, accept(this), asio::detached);
+        thread_ = std::thread([this] { io_.run(); });
+    }
+    tcp_proxy(const tcp_proxy&) = delete;
+    tcp_proxy& operator=(const tcp_proxy&) = delete;
+    ~tcp_proxy() {
+        stop();
+        work_.reset();
+        io_.stop();
+        thread_.join();
+    }
+    int port() const { return acceptor_.local_endpoint().port(); }
+    void drop() {
+        std::promise<void> done;
+        asio::post(io_, [&] {
+            for (auto& s : sockets_) {
+                boost::system::error_code ec;
+                s->close(ec);
+            }
+            sockets_.clear();
+            done.set_value();
+        });
+        done.get_future().wait();
+    }
+    void stop() {
+        std::promise<void> done;
+        asio::post(io_, [&] {
+            boost::system::error_code ec;
+            acceptor_.close(ec);
+            done.set_value();
+        });
+        done.get_future().wait();
+        drop();
+    }
+
+private:
+    using socket_ptr = std::shared_ptr<asio::ip::tcp::socket>;
+    static asio::awaitable<void> accept(tcp_proxy* self) {
+        for (;;) {
+            auto client = std::make_shared<asio::ip::tcp::socket>(self->io_);
+            auto [ec] = co_await self->acceptor_.async_accept(*client, asio::as_tuple(asio::use_awaitable));
+            if (ec) co_return;
+            auto server = std::make_shared<asio::ip::tcp::socket>(self->io_);
+            auto [cec] = co_await server->async_connect(self->target_, asio::as_tuple(asio::use_awaitable));
+            if (cec) continue;
+            self->sockets_.push_back(client);
+            self->sockets_.push_back(server);
+            asio::co_spawn(self->io_, pump(client, server), asio::detached);
+            asio::co_spawn(self->io_, pump(server, client), asio::detached);
+        }
+    }
+    static asio::awaitable<void> pump(socket_ptr from, socket_ptr to) {
+        std::array<char, 16384> buf;
+        for (;;) {
+            auto [ec, n] = co_await from->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+            if (ec) break;
+            auto [wec, m] = co_await asio::async_write(*to, asio::buffer(buf.data(), n), asio::as_tuple(asio::use_awaitable));
+            if (wec) break;
+        }
+        boost::system::error_code ignored;
+        from->close(ignored);
+        to->close(ignored);
+    }
+
+    asio::io_context io_;
+    asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+    asio::ip::tcp::endpoint target_;
+    asio::ip::tcp::acceptor acceptor_;
+    std::vector<socket_ptr> sockets_;
+    std::thread thread_;
+};
+
+/// A run of `steps` checkpoints on thread `t` (each with a pending write), as the engine makes
+/// them: every step's put and put_writes must land exactly once, whatever happens to the connections.
+std::vector<cp_t> run_steps(saver& s, const std::string& thread, int steps) {
+    std::vector<cp_t> cps;
+    for (int i = 0; i < steps; ++i) {
+        json::object values{{"n", i}};
+        if (i == 0) values["big"] = std::string(3000, 'x');
+        cps.push_back(next_cp(cps.empty() ? nullptr : &cps.back(), i, i == 0 ? "input" : "loop", values));
+        put(s, thread, "", cps.back());
+        std::vector<pending_write> w{write_of("task" + std::to_string(i), "node", "n", i + 1)};
+        run(s.put_writes(thread, "", cps.back().id, w));
+    }
+    return cps;
+}
+
+/// The history of `thread` is exactly `cps`: no gap, no duplicate, every value and write in place.
+void check_history(saver& s, const std::string& thread, const std::vector<cp_t>& cps) {
+    auto all = list(s, thread, "", list_options{});
+    BOOST_TEST_REQUIRE(all.size() == cps.size());
+    for (std::size_t i = 0; i < cps.size(); ++i) {
+        const auto& got = all[cps.size() - 1 - i];
+        BOOST_TEST(got.cp.id == cps[i].id);
+        BOOST_TEST(got.cp.parent_id == cps[i].parent_id);
+        BOOST_TEST(got.cp.values.at("n") == static_cast<std::int64_t>(i));
+        BOOST_TEST(got.cp.values.at("big") == json::value(std::string(3000, 'x')));
+        BOOST_TEST_REQUIRE(got.writes.size() == 1u);
+        BOOST_TEST(got.writes[0].value == static_cast<std::int64_t>(i + 1));
+    }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(postgres_saver_server, *boost::unit_test::precondition(server_configured))
+
+/// pg_terminate_backend from a second connection, again and again while a run writes: every
+/// step is retried on a new connection and lands once.
+BOOST_AUTO_TEST_CASE(terminated_backends_mid_run) {
+    const std::string application = "sg_drop_" + std::to_string(getpid());
+    auto o = options_for(fresh_schema(), conninfo_named(application));
+    auto s = make_saver(o);
+    backend_killer killer(application);
+    auto cps = run_steps(*s, "t", 80);
+    const int killed = killer.stop();
+    BOOST_TEST_MESSAGE("backends terminated during the run: " << killed);
+    BOOST_TEST(killed > 0);
+    check_history(*s, "t", cps);
+    admin a;
+    auto rows = a.query("SELECT count(*) FROM " + quoted(o.schema) + ".stategraph_checkpoints WHERE thread_id = 't'");
+    BOOST_TEST(rows.at(0) == std::to_string(cps.size()));
+}
+
+/// Every connection cut at once (a restarted server, seen from the client), several times during a run.
+BOOST_AUTO_TEST_CASE(connections_cut_mid_run) {
+    const auto [host, port] = server_address();
+    tcp_proxy proxy(host, port);
+    auto s = make_saver(options_for(fresh_schema(), conninfo_named("sg_cut", "127.0.0.1", proxy.port())));
+    std::vector<cp_t> cps;
+    for (int round = 0; round < 4; ++round) {
+        auto more = run_steps(*s, "t" + std::to_string(round), 10);
+        proxy.drop();
+        cps = std::move(more);
+        check_history(*s, "t" + std::to_string(round), cps);
+        proxy.drop();
+    }
+}
+
+/// Skips a case when the tests were not given a way to restart the server.
+boost::test_tools::assertion_result restart_configured(boost::unit_test::test_unit_id) {
+    const char* cmd = std::getenv("STATEGRAPH_TEST_POSTGRES_RESTART");
+    boost::test_tools::assertion_result r(cmd && *cmd);
+    if (!r)
+        r.message() << "STATEGRAPH_TEST_POSTGRES_RESTART is not set (scripts/test sets it to \"scripts/pg-server restart\"): "
+                       "the server is not restarted mid-run";
+    return r;
+}
+
+/// The real server restarted (fast shutdown: every connection cut, the server away for a moment)
+/// while a run writes: the run goes on once it is back, and its history has every step once.
+BOOST_AUTO_TEST_CASE(server_restarted_mid_run, *boost::unit_test::precondition(restart_configured)) {
+    auto s = make_saver(options_for(fresh_schema()));
+    auto before = run_steps(*s, "before", 5);
+    std::atomic<int> status{-1};
+    std::thread restarter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        status = std::system(std::getenv("STATEGRAPH_TEST_POSTGRES_RESTART"));
+    });
+    std::vector<cp_t> during;
+    try {
+        during = run_steps(*s, "during", 150); // a few hundred ms: the restart lands inside it
+    } catch (...) {
+        restarter.join();
+        throw;
+    }
+    restarter.join();
+    BOOST_TEST(status.load() == 0);
+    check_history(*s, "before", before);
+    check_history(*s, "during", during);
+}
+
+/// A server that stays away: the call fails after `retry_for` with storage_failure naming the thread.
+BOOST_AUTO_TEST_CASE(unreachable_server_names_the_thread) {
+    const auto [host, port] = server_address();
+    tcp_proxy proxy(host, port);
+    auto o = options_for(fresh_schema(), conninfo_named("sg_gone", "127.0.0.1", proxy.port()));
+    o.retry_for = std::chrono::milliseconds(1500);
+    auto s = make_saver(o);
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    put(*s, "reachable", "", cp1);
+    proxy.stop();
+    const auto start = std::chrono::steady_clock::now();
+    auto cp2 = next_cp(nullptr, 0, "loop", json::object{{"a", 2}});
+    auto e = expect_error(errc::storage_failure, [&] { put(*s, "lonely-thread", "", cp2); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(has_name(*e, "lonely-thread"));
+    BOOST_TEST(contains(e->what(), "lonely-thread"), e->what());
+    BOOST_TEST(took >= std::chrono::milliseconds(1400));
+    BOOST_TEST(took < std::chrono::seconds(10));
+    // Reads fail the same way.
+    auto r = expect_error(errc::storage_failure, [&] { (void)get(*s, "reachable", ""); });
+    if (r) BOOST_TEST(has_name(*r, "reachable"));
+}
+
+/// A server that is not there at all when the saver opens: storage_failure at once.
+BOOST_AUTO_TEST_CASE(no_server_at_open) {
+    auto o = options_for(fresh_schema(), "host=127.0.0.1 port=1 dbname=x user=x connect_timeout=2");
+    o.retry_for = std::chrono::milliseconds(300);
+    try {
+        postgres_saver s(o);
+        BOOST_ERROR("opened a saver without a server");
+    } catch (const checkpoint_error& e) {
+        BOOST_TEST(e.kind() == errc::storage_failure, e.what());
+    }
+}
+
+/// The schema version is recorded; a newer one is refused with schema_too_new.
+BOOST_AUTO_TEST_CASE(schema_version) {
+    const auto schema = fresh_schema();
+    {
+        auto s = make_saver(options_for(schema));
+        admin a;
+        BOOST_TEST(a.query("SELECT version FROM " + quoted(schema) + ".stategraph_schema").at(0) ==
+                   std::to_string(postgres_saver::schema_version));
+        a.query("UPDATE " + quoted(schema) + ".stategraph_schema SET version = 999");
+        try {
+            postgres_saver again(options_for(schema));
+            BOOST_ERROR("opened a schema of a newer version");
+        } catch (const checkpoint_error& e) {
+            BOOST_TEST(e.kind() == errc::schema_too_new, e.what());
+        }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
