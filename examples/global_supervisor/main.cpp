@@ -18,9 +18,10 @@
 // {"mode", "ns", "step", "node", "data"}.
 // break-lease removes the lease a process holds on the chat (see the README's "Leases"): for a
 // holder on a crashed host; a dead process on this host is taken over by the next call anyway.
-// --checkpointer redis://HOST:PORT[/DB] (chat, resume, state, history, break-lease) keeps the
-// checkpoints on a Redis server (keys under "global_supervisor:") instead of FILE.checkpoints;
-// the memory stays in FILE. Needs a build with the Redis saver (STATEGRAPH_WITH_REDIS).
+// --checkpointer redis://HOST:PORT[/DB] or postgresql://... (chat, resume, state, history,
+// break-lease) keeps the checkpoints on a Redis server (keys under "global_supervisor:") or in
+// PostgreSQL (schema "global_supervisor") instead of FILE.checkpoints; the memory stays in FILE.
+// Needs a build with that saver (STATEGRAPH_WITH_REDIS, STATEGRAPH_WITH_POSTGRES).
 
 #include "graph.hpp"
 #include "services.hpp"
@@ -29,6 +30,9 @@
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 #ifdef STATEGRAPH_HAVE_REDIS
 #include <stategraph/checkpoint/redis_saver.hpp>
+#endif
+#ifdef STATEGRAPH_HAVE_POSTGRES
+#include <stategraph/checkpoint/postgres_saver.hpp>
 #endif
 #include <stategraph/drain.hpp>
 
@@ -69,7 +73,8 @@ constexpr const char* usage_text =
     "  global_supervisor dot     [--db FILE --thread ID]\n"
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
-    "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT keeps the checkpoints on Redis)\n";
+    "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
+    "   checkpoints on Redis or in PostgreSQL)\n";
 
 struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -150,11 +155,23 @@ T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
     return f.get();
 }
 
-/// The checkpointer: a Redis server (`--checkpointer redis://...`) or the SQLite file beside `db`.
+/// The checkpointer: a Redis server (`--checkpointer redis://...`), PostgreSQL
+/// (`--checkpointer postgresql://...`) or the SQLite file beside `db`.
 std::shared_ptr<sg::checkpoint::saver> make_checkpointer(const args& a, const std::string& db) {
     if (auto url = a.get("checkpointer")) {
+        if (url->rfind("postgres://", 0) == 0 || url->rfind("postgresql://", 0) == 0) {
+#ifdef STATEGRAPH_HAVE_POSTGRES
+            sg::checkpoint::postgres_options po;
+            po.conninfo = *url;
+            po.schema = "global_supervisor";
+            return std::make_shared<sg::checkpoint::postgres_saver>(po);
+#else
+            throw usage_error(a.command +
+                              ": --checkpointer postgresql://: this build has no PostgreSQL saver (STATEGRAPH_WITH_POSTGRES=OFF)");
+#endif
+        }
         if (url->rfind("redis://", 0) != 0)
-            throw usage_error(a.command + ": --checkpointer takes redis://HOST:PORT (got '" + *url + "')");
+            throw usage_error(a.command + ": --checkpointer takes redis://HOST:PORT or postgresql://... (got '" + *url + "')");
 #ifdef STATEGRAPH_HAVE_REDIS
         sg::checkpoint::redis_options ro;
         ro.url = *url;

@@ -4,7 +4,8 @@
 #   an interrupt in one process and its resume in another,
 #   error exits (missing thread, nothing pending, bad flag) that lose nothing,
 #   the DOT output rendered by dot -Tsvg, --json output that stays valid UTF-8, break-lease, and
-#   the checkpoints on Redis (--checkpointer, when STATEGRAPH_TEST_REDIS is set).
+#   the checkpoints on Redis or PostgreSQL (--checkpointer, when STATEGRAPH_TEST_REDIS /
+#   STATEGRAPH_TEST_POSTGRES are set).
 # usage: cli_test.sh path/to/global_supervisor
 set -euo pipefail
 
@@ -201,40 +202,44 @@ PY
 expect_error 2 "--stream with an unknown mode" -- "$bin" chat --db "$db" --thread t6 --stream tasks,tokens "Hi"
 ok "--stream prints task and checkpoint events"
 
-# 12. --checkpointer redis://: the checkpoints on the Redis server of STATEGRAPH_TEST_REDIS (set by
-#     scripts/test), the memory in the file; interrupted in one process, resumed in another.
-if [ -z "${STATEGRAPH_TEST_REDIS:-}" ]; then
-  echo "skip: --checkpointer redis:// (STATEGRAPH_TEST_REDIS is not set)"
-else
-  rdb="$work/redis-chat.db"
-  rthread="cli-redis-$$-$(date +%s%N)"
-  redis=(--checkpointer "$STATEGRAPH_TEST_REDIS")
-  rc=0
-  "$bin" chat --db "$rdb" --thread "$rthread" "${redis[@]}" --json "Thomas is traveling to Mallorca" \
-    >"$work/r_thomas.json" 2>"$work/r_err" || rc=$?
-  if [ "$rc" -eq 2 ] && grep -q "no Redis saver" "$work/r_err"; then
-    echo "skip: --checkpointer redis:// (built without the Redis saver)"
-  else
-    [ "$rc" -eq 0 ] || fail "redis chat: exit $rc: $(cat "$work/r_err")"
-    [ "$(json "$work/r_thomas.json" 'j["status"]')" = interrupted ] || fail "redis: not interrupted"
-    [ ! -e "$rdb.checkpoints" ] || fail "redis: a checkpoint file was written beside the memory"
-    "$bin" state --db "$rdb" --thread "$rthread" "${redis[@]}" --json >"$work/r_state.json"
-    [ "$(json "$work/r_state.json" 'j["next"]')" = "['disambiguation_blocking']" ] || fail "redis: state next"
-    "$bin" resume --db "$rdb" --thread "$rthread" "${redis[@]}" --json "Thomas Berger" >"$work/r_resume.json"
-    [ "$(json "$work/r_resume.json" 'j["status"]')" = done ] || fail "redis: resume status"
-    json "$work/r_resume.json" 'j["reply"]' | grep -q "Thomas Berger" || fail "redis: resume reply"
-    "$bin" history --db "$rdb" --thread "$rthread" "${redis[@]}" --json >"$work/r_history.json"
-    [ "$(json "$work/r_history.json" 'len(j) > 10')" = True ] || fail "redis: history length"
-    "$bin" break-lease --db "$rdb" --thread "$rthread" "${redis[@]}" | grep -q "no lease was held" || fail "redis: break-lease"
-    expect_error 2 "--checkpointer that is not redis://" -- "$bin" state --db "$rdb" --thread "$rthread" --checkpointer postgres://x
-    if command -v redis-cli >/dev/null; then
-      redis-cli -u "$STATEGRAPH_TEST_REDIS" --scan --pattern "global_supervisor:{$rthread}:*" | \
-        while read -r k; do redis-cli -u "$STATEGRAPH_TEST_REDIS" del "$k" >/dev/null; done
-      redis-cli -u "$STATEGRAPH_TEST_REDIS" srem global_supervisor:threads "$rthread" >/dev/null
-    fi
-    ok "--checkpointer redis:// (interrupt and resume in two processes, state, history, break-lease)"
+# 12. --checkpointer redis:// and postgresql://: the checkpoints on the server of
+#     STATEGRAPH_TEST_REDIS / STATEGRAPH_TEST_POSTGRES (both set by scripts/test), the memory in the
+#     file; interrupted in one process, resumed in another.
+# remote_checks NAME URL: runs the checks against the saver at URL ("" when the server is not set).
+remote_checks() {
+  local name=$1 url=$2
+  if [ -z "$url" ]; then
+    echo "skip: --checkpointer $name (its server is not set)"
+    return
   fi
+  local rdb="$work/$name-chat.db" rthread="cli-$name-$$-$(date +%s%N)" rc=0
+  local remote=(--checkpointer "$url")
+  "$bin" chat --db "$rdb" --thread "$rthread" "${remote[@]}" --json "Thomas is traveling to Mallorca" \
+    >"$work/r_thomas.json" 2>"$work/r_err" || rc=$?
+  if [ "$rc" -eq 2 ] && grep -q "this build has no" "$work/r_err"; then
+    echo "skip: --checkpointer $name (built without that saver)"
+    return
+  fi
+  [ "$rc" -eq 0 ] || fail "$name chat: exit $rc: $(cat "$work/r_err")"
+  [ "$(json "$work/r_thomas.json" 'j["status"]')" = interrupted ] || fail "$name: not interrupted"
+  [ ! -e "$rdb.checkpoints" ] || fail "$name: a checkpoint file was written beside the memory"
+  "$bin" state --db "$rdb" --thread "$rthread" "${remote[@]}" --json >"$work/r_state.json"
+  [ "$(json "$work/r_state.json" 'j["next"]')" = "['disambiguation_blocking']" ] || fail "$name: state next"
+  "$bin" resume --db "$rdb" --thread "$rthread" "${remote[@]}" --json "Thomas Berger" >"$work/r_resume.json"
+  [ "$(json "$work/r_resume.json" 'j["status"]')" = done ] || fail "$name: resume status"
+  json "$work/r_resume.json" 'j["reply"]' | grep -q "Thomas Berger" || fail "$name: resume reply"
+  "$bin" history --db "$rdb" --thread "$rthread" "${remote[@]}" --json >"$work/r_history.json"
+  [ "$(json "$work/r_history.json" 'len(j) > 10')" = True ] || fail "$name: history length"
+  "$bin" break-lease --db "$rdb" --thread "$rthread" "${remote[@]}" | grep -q "no lease was held" || fail "$name: break-lease"
+  ok "--checkpointer $name (interrupt and resume in two processes, state, history, break-lease)"
+}
+remote_checks redis "${STATEGRAPH_TEST_REDIS:-}"
+if [ -n "${STATEGRAPH_TEST_REDIS:-}" ] && command -v redis-cli >/dev/null; then
+  redis-cli -u "$STATEGRAPH_TEST_REDIS" --scan --pattern "global_supervisor:{cli-redis-$$-*" | \
+    while read -r k; do redis-cli -u "$STATEGRAPH_TEST_REDIS" del "$k" >/dev/null; done
 fi
+remote_checks postgresql "${STATEGRAPH_TEST_POSTGRES:-}"
+expect_error 2 "--checkpointer with an unknown scheme" -- "$bin" state --db "$db" --thread t1 --checkpointer mysql://x
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2
