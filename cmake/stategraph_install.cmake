@@ -66,6 +66,9 @@ foreach(part core checkpoint graph dsl)
   if(part STREQUAL "checkpoint" AND NOT "redis" IN_LIST stategraph_optional_parts)
     list(APPEND exclude PATTERN redis_saver.hpp EXCLUDE)
   endif()
+  if(part STREQUAL "checkpoint")
+    list(APPEND exclude PATTERN tiered_saver.hpp EXCLUDE) # stategraph::tiered is not exported
+  endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
           FILES_MATCHING PATTERN *.hpp ${exclude})
 endforeach()

@@ -1,0 +1,225 @@
+#include <stategraph/checkpoint/tiered_saver.hpp>
+
+#include <stategraph/error.hpp>
+
+#include <exception>
+#include <utility>
+
+namespace stategraph::checkpoint {
+
+namespace {
+
+bool holds_anything(const thread_stats& s) { return s.checkpoints > 0 || s.writes > 0; }
+
+} // namespace
+
+tiered_saver::tiered_saver(std::shared_ptr<saver> front, std::shared_ptr<saver> back)
+    : front_(std::move(front)), back_(std::move(back)) {
+    if (!front_ || !back_)
+        throw checkpoint_error(errc::storage_failure, "tiered_saver: both a front and a back saver are needed");
+}
+
+tiered_saver::~tiered_saver() = default;
+
+boost::asio::awaitable<bool> tiered_saver::front_takes(const std::string& thread) {
+    auto in_front = front_->stats(thread);
+    const auto f = co_await std::move(in_front);
+    if (holds_anything(f)) co_return true;
+    auto in_back = back_->stats(thread);
+    const auto b = co_await std::move(in_back);
+    co_return !holds_anything(b); // a new thread: both get it from its first write
+}
+
+boost::asio::awaitable<void> tiered_saver::write_front(const std::string& thread,
+                                                      boost::asio::awaitable<void> write) {
+    std::string reason;
+    try {
+        co_await std::move(write);
+        co_return;
+    } catch (const std::exception& e) {
+        reason = e.what();
+    }
+    try {
+        auto drop = front_->delete_thread(thread);
+        co_await std::move(drop);
+        co_return; // the front no longer has the thread: reads fall back to the back
+    } catch (const std::exception& e) {
+        reason += "; dropping the thread from the front failed too: ";
+        reason += e.what();
+    }
+    throw checkpoint_error(errc::storage_failure,
+                           "thread '" + thread + "': the front saver failed after the back stored the write (" +
+                               reason + "); the front may now be stale",
+                           {thread});
+}
+
+boost::asio::awaitable<void> tiered_saver::put(const std::string& thread_id, const std::string& ns,
+                                               const checkpoint& cp) {
+    auto takes = front_takes(thread_id);
+    const bool to_front = co_await std::move(takes);
+    auto back_put = back_->put(thread_id, ns, cp);
+    co_await std::move(back_put);
+    if (!to_front) co_return;
+    auto front_put = front_->put(thread_id, ns, cp);
+    auto mirrored = write_front(thread_id, std::move(front_put));
+    co_await std::move(mirrored);
+}
+
+boost::asio::awaitable<void> tiered_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                                      std::vector<pending_write> writes) {
+    auto takes = front_takes(thread_id);
+    const bool to_front = co_await std::move(takes);
+    auto copy = to_front ? writes : std::vector<pending_write>{};
+    auto back_put = back_->put_writes(thread_id, ns, checkpoint_id, std::move(writes));
+    co_await std::move(back_put);
+    if (!to_front) co_return;
+    auto front_put = front_->put_writes(thread_id, ns, checkpoint_id, std::move(copy));
+    auto mirrored = write_front(thread_id, std::move(front_put));
+    co_await std::move(mirrored);
+}
+
+boost::asio::awaitable<std::optional<checkpoint_tuple>> tiered_saver::get(std::string thread_id, std::string ns,
+                                                                          std::optional<std::string> checkpoint_id) {
+    auto front_get = front_->get(thread_id, ns, checkpoint_id);
+    auto got = co_await std::move(front_get);
+    if (got) co_return got;
+    auto back_get = back_->get(std::move(thread_id), std::move(ns), std::move(checkpoint_id));
+    co_return co_await std::move(back_get);
+}
+
+boost::asio::awaitable<std::vector<checkpoint_tuple>> tiered_saver::list(std::string thread_id, std::string ns,
+                                                                         list_options options) {
+    auto front_list = front_->list(thread_id, ns, options);
+    auto got = co_await std::move(front_list);
+    if (!got.empty()) co_return got;
+    auto back_list = back_->list(std::move(thread_id), std::move(ns), std::move(options));
+    co_return co_await std::move(back_list);
+}
+
+boost::asio::awaitable<void> tiered_saver::delete_thread(std::string thread_id) {
+    auto front_delete = front_->delete_thread(thread_id);
+    co_await std::move(front_delete);
+    auto back_delete = back_->delete_thread(std::move(thread_id));
+    co_await std::move(back_delete);
+}
+
+boost::asio::awaitable<void> tiered_saver::prune(std::string thread_id, std::size_t keep_last) {
+    auto back_prune = back_->prune(thread_id, keep_last);
+    co_await std::move(back_prune);
+    auto in_front = front_->stats(thread_id);
+    const auto f = co_await std::move(in_front);
+    if (!holds_anything(f)) co_return;
+    auto front_prune = front_->prune(thread_id, keep_last);
+    auto mirrored = write_front(thread_id, std::move(front_prune));
+    co_await std::move(mirrored);
+}
+
+boost::asio::awaitable<thread_stats> tiered_saver::stats(std::string thread_id) {
+    auto front_stats = front_->stats(thread_id);
+    const auto f = co_await std::move(front_stats);
+    if (holds_anything(f)) co_return f;
+    auto back_stats = back_->stats(std::move(thread_id));
+    co_return co_await std::move(back_stats);
+}
+
+boost::asio::awaitable<void> tiered_saver::copy_thread(std::string from, std::string to) {
+    auto back_copy = back_->copy_thread(from, to);
+    co_await std::move(back_copy);
+    auto in_front = front_->stats(from);
+    const auto f = co_await std::move(in_front);
+    if (!holds_anything(f)) co_return; // `to` is served by the back, as `from` is
+    auto front_copy = front_->copy_thread(from, to);
+    auto mirrored = write_front(to, std::move(front_copy));
+    co_await std::move(mirrored);
+}
+
+boost::asio::awaitable<std::vector<thread_info>> tiered_saver::list_threads(thread_query query) {
+    auto back_list = back_->list_threads(query);
+    co_return co_await std::move(back_list);
+}
+
+boost::asio::awaitable<sweep_result> tiered_saver::sweep(ttl_policy policy) {
+    auto back_sweep = back_->sweep(policy);
+    auto result = co_await std::move(back_sweep);
+    ttl_policy front_policy;
+    front_policy.older_than = policy.older_than;
+    front_policy.action = ttl_action::delete_thread;
+    auto front_sweep = front_->sweep(front_policy);
+    (void)co_await std::move(front_sweep);
+    co_return result;
+}
+
+boost::asio::awaitable<std::optional<boost::json::value>> tiered_saver::cache_get(std::string ns, std::string key) {
+    auto front_get = front_->cache_get(ns, key);
+    auto got = co_await std::move(front_get);
+    if (got) co_return got;
+    auto back_get = back_->cache_get(std::move(ns), std::move(key));
+    co_return co_await std::move(back_get);
+}
+
+boost::asio::awaitable<void> tiered_saver::cache_put(std::string ns, std::string key, boost::json::value value,
+                                                     std::chrono::milliseconds ttl) {
+    auto back_put = back_->cache_put(ns, key, value, ttl);
+    co_await std::move(back_put);
+    auto front_put = front_->cache_put(std::move(ns), std::move(key), std::move(value), ttl);
+    co_await std::move(front_put);
+}
+
+boost::asio::awaitable<std::size_t> tiered_saver::cache_clear(std::vector<std::string> namespaces) {
+    auto front_clear = front_->cache_clear(namespaces);
+    (void)co_await std::move(front_clear);
+    auto back_clear = back_->cache_clear(std::move(namespaces));
+    co_return co_await std::move(back_clear);
+}
+
+boost::asio::awaitable<void> tiered_saver::put_graph(std::string signature, std::vector<std::string> shape) {
+    auto back_put = back_->put_graph(signature, shape);
+    co_await std::move(back_put);
+    auto front_put = front_->put_graph(std::move(signature), std::move(shape));
+    co_await std::move(front_put);
+}
+
+boost::asio::awaitable<std::optional<std::vector<std::string>>> tiered_saver::get_graph(std::string signature) {
+    auto front_get = front_->get_graph(signature);
+    auto got = co_await std::move(front_get);
+    if (got) co_return got;
+    auto back_get = back_->get_graph(std::move(signature));
+    co_return co_await std::move(back_get);
+}
+
+boost::asio::awaitable<void> tiered_saver::acquire(std::string thread_id) {
+    auto a = back_->acquire(thread_id);
+    co_await std::move(a);
+    // A writer that died between the back's write and the front's left the front behind: with
+    // the lease held, compare the counts and drop a front copy that differs (reads fall back).
+    std::string failure;
+    try {
+        auto in_front = front_->stats(thread_id);
+        const auto f = co_await std::move(in_front);
+        if (!holds_anything(f)) co_return;
+        auto in_back = back_->stats(thread_id);
+        const auto b = co_await std::move(in_back);
+        if (f.checkpoints == b.checkpoints && f.writes == b.writes) co_return;
+        auto drop = front_->delete_thread(thread_id);
+        co_await std::move(drop);
+        co_return;
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    auto r = back_->release(thread_id);
+    co_await std::move(r);
+    throw checkpoint_error(errc::storage_failure,
+                           "thread '" + thread_id + "': checking the front saver's copy failed: " + failure, {thread_id});
+}
+
+boost::asio::awaitable<void> tiered_saver::release(std::string thread_id) {
+    auto r = back_->release(std::move(thread_id));
+    co_await std::move(r);
+}
+
+boost::asio::awaitable<std::optional<std::string>> tiered_saver::break_lease(std::string thread_id) {
+    auto b = back_->break_lease(std::move(thread_id));
+    co_return co_await std::move(b);
+}
+
+} // namespace stategraph::checkpoint
