@@ -22,6 +22,8 @@
 // break-lease) keeps the checkpoints on a Redis server (keys under "global_supervisor:") or in
 // PostgreSQL (schema "global_supervisor") instead of FILE.checkpoints; the memory stays in FILE.
 // Needs a build with that saver (STATEGRAPH_WITH_REDIS, STATEGRAPH_WITH_POSTGRES).
+// --checkpointer redis://... --fallback postgresql://... puts Redis in front of PostgreSQL (the
+// tiered saver: written to PostgreSQL first, read from Redis, PostgreSQL when Redis lost the chat).
 
 #include "graph.hpp"
 #include "services.hpp"
@@ -33,6 +35,9 @@
 #endif
 #ifdef STATEGRAPH_HAVE_POSTGRES
 #include <stategraph/checkpoint/postgres_saver.hpp>
+#endif
+#ifdef STATEGRAPH_HAVE_TIERED
+#include <stategraph/checkpoint/tiered_saver.hpp>
 #endif
 #include <stategraph/drain.hpp>
 
@@ -74,7 +79,8 @@ constexpr const char* usage_text =
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
-    "   checkpoints on Redis or in PostgreSQL)\n";
+    "   checkpoints on Redis or in PostgreSQL; --checkpointer redis://... --fallback postgresql://... puts Redis in\n"
+    "   front of PostgreSQL)\n";
 
 struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -103,13 +109,13 @@ args parse(int argc, char** argv) {
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer"}},
-        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer"}},
-        {"state", {"db", "thread", "checkpointer"}},
-        {"history", {"db", "thread", "checkpointer"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback"}},
+        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback"}},
+        {"state", {"db", "thread", "checkpointer", "fallback"}},
+        {"history", {"db", "thread", "checkpointer", "fallback"}},
         {"dot", {"db", "thread"}},
         {"demo", {"db", "model-url", "model"}},
-        {"break-lease", {"db", "thread", "checkpointer"}},
+        {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -155,10 +161,9 @@ T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
     return f.get();
 }
 
-/// The checkpointer: a Redis server (`--checkpointer redis://...`), PostgreSQL
-/// (`--checkpointer postgresql://...`) or the SQLite file beside `db`.
-std::shared_ptr<sg::checkpoint::saver> make_checkpointer(const args& a, const std::string& db) {
-    if (auto url = a.get("checkpointer")) {
+/// The saver at `url` (redis://... or postgresql://...), or null when `url` is empty.
+std::shared_ptr<sg::checkpoint::saver> saver_at(const args& a, const std::optional<std::string>& url) {
+    if (url) {
         if (url->rfind("postgres://", 0) == 0 || url->rfind("postgresql://", 0) == 0) {
 #ifdef STATEGRAPH_HAVE_POSTGRES
             sg::checkpoint::postgres_options po;
@@ -182,6 +187,25 @@ std::shared_ptr<sg::checkpoint::saver> make_checkpointer(const args& a, const st
         throw usage_error(a.command + ": --checkpointer redis://: this build has no Redis saver (STATEGRAPH_WITH_REDIS=OFF)");
 #endif
     }
+    return nullptr;
+}
+
+/// The checkpointer: a Redis server (`--checkpointer redis://...`), PostgreSQL
+/// (`--checkpointer postgresql://...`), Redis in front of PostgreSQL (`--fallback`), or the
+/// SQLite file beside `db`.
+std::shared_ptr<sg::checkpoint::saver> make_checkpointer(const args& a, const std::string& db) {
+    if (auto fallback = a.get("fallback")) {
+        auto front = a.get("checkpointer");
+        if (!front || front->rfind("redis://", 0) != 0 ||
+            (fallback->rfind("postgres://", 0) != 0 && fallback->rfind("postgresql://", 0) != 0))
+            throw usage_error(a.command + ": --fallback postgresql://... goes with --checkpointer redis://...");
+#ifdef STATEGRAPH_HAVE_TIERED
+        return std::make_shared<sg::checkpoint::tiered_saver>(saver_at(a, front), saver_at(a, fallback));
+#else
+        throw usage_error(a.command + ": --fallback: this build has no tiered saver (it needs both the Redis and the PostgreSQL saver)");
+#endif
+    }
+    if (auto remote = saver_at(a, a.get("checkpointer"))) return remote;
     sg::checkpoint::sqlite_options so;
     so.path = gs::checkpoint_path(db);
     return std::make_shared<sg::checkpoint::sqlite_saver>(so);

@@ -205,15 +205,18 @@ ok "--stream prints task and checkpoint events"
 # 12. --checkpointer redis:// and postgresql://: the checkpoints on the server of
 #     STATEGRAPH_TEST_REDIS / STATEGRAPH_TEST_POSTGRES (both set by scripts/test), the memory in the
 #     file; interrupted in one process, resumed in another.
-# remote_checks NAME URL: runs the checks against the saver at URL ("" when the server is not set).
+# remote_checks NAME URL [ARGS...]: runs the checks against the saver at URL ("" when the server
+# is not set), with ARGS added to every call. For "tiered" (Redis in front of PostgreSQL), Redis
+# loses the chat between the interrupt and the state/resume calls, as an eviction would.
 remote_checks() {
   local name=$1 url=$2
+  shift 2
   if [ -z "$url" ]; then
     echo "skip: --checkpointer $name (its server is not set)"
     return
   fi
   local rdb="$work/$name-chat.db" rthread="cli-$name-$$-$(date +%s%N)" rc=0
-  local remote=(--checkpointer "$url")
+  local remote=(--checkpointer "$url" "$@")
   "$bin" chat --db "$rdb" --thread "$rthread" "${remote[@]}" --json "Thomas is traveling to Mallorca" \
     >"$work/r_thomas.json" 2>"$work/r_err" || rc=$?
   if [ "$rc" -eq 2 ] && grep -q "this build has no" "$work/r_err"; then
@@ -223,6 +226,9 @@ remote_checks() {
   [ "$rc" -eq 0 ] || fail "$name chat: exit $rc: $(cat "$work/r_err")"
   [ "$(json "$work/r_thomas.json" 'j["status"]')" = interrupted ] || fail "$name: not interrupted"
   [ ! -e "$rdb.checkpoints" ] || fail "$name: a checkpoint file was written beside the memory"
+  if [ "$name" = tiered ]; then
+    [ -n "$(forget_in_redis "$rthread")" ] || fail "tiered: the chat was not in Redis"
+  fi
   "$bin" state --db "$rdb" --thread "$rthread" "${remote[@]}" --json >"$work/r_state.json"
   [ "$(json "$work/r_state.json" 'j["next"]')" = "['disambiguation_blocking']" ] || fail "$name: state next"
   "$bin" resume --db "$rdb" --thread "$rthread" "${remote[@]}" --json "Thomas Berger" >"$work/r_resume.json"
@@ -239,6 +245,21 @@ if [ -n "${STATEGRAPH_TEST_REDIS:-}" ] && command -v redis-cli >/dev/null; then
     while read -r k; do redis-cli -u "$STATEGRAPH_TEST_REDIS" del "$k" >/dev/null; done
 fi
 remote_checks postgresql "${STATEGRAPH_TEST_POSTGRES:-}"
+# forget_in_redis THREAD: deletes the chat's keys from Redis (from this process, as an eviction
+# or FLUSHDB would) and prints how many there were.
+forget_in_redis() {
+  redis-cli -u "$STATEGRAPH_TEST_REDIS" --scan --pattern "global_supervisor:{$1}:*" | while read -r k; do
+    redis-cli -u "$STATEGRAPH_TEST_REDIS" del "$k" >/dev/null
+    echo "$k"
+  done
+  redis-cli -u "$STATEGRAPH_TEST_REDIS" srem global_supervisor:threads "$1" >/dev/null
+}
+if [ -n "${STATEGRAPH_TEST_POSTGRES:-}" ] && command -v redis-cli >/dev/null; then
+  remote_checks tiered "${STATEGRAPH_TEST_REDIS:-}" --fallback "$STATEGRAPH_TEST_POSTGRES"
+else
+  echo "skip: --checkpointer redis:// --fallback postgresql:// (needs both servers and redis-cli)"
+fi
+expect_error 2 "--fallback without a Redis front" -- "$bin" state --db "$db" --thread t1 --fallback postgresql://x
 expect_error 2 "--checkpointer with an unknown scheme" -- "$bin" state --db "$db" --thread t1 --checkpointer mysql://x
 
 if [ "$failures" -ne 0 ]; then
