@@ -44,6 +44,23 @@ inline void check(bool ok, const std::string& what) {
 inline const std::vector<std::string> all_checkpointers{"none", "memory", "sqlite_normal", "sqlite_full"};
 inline const std::vector<std::string> with_saver{"memory", "sqlite_normal", "sqlite_full"};
 inline const std::vector<std::string> sqlite_only{"sqlite_normal", "sqlite_full"};
+/// @brief The checkpointers on a server, compiled in when their saver is (chain20 and supervisor
+/// run with them): "postgres" (URL from STATEGRAPH_BENCH_POSTGRES or STATEGRAPH_TEST_POSTGRES, a
+/// fresh schema per process) and "redis" (STATEGRAPH_BENCH_REDIS or STATEGRAPH_TEST_REDIS, a
+/// fresh key prefix per process). scripts/bench starts private servers for them.
+inline const std::vector<std::string> server_checkpointers{
+#ifdef STATEGRAPH_HAVE_POSTGRES
+    "postgres",
+#endif
+#ifdef STATEGRAPH_HAVE_REDIS
+    "redis",
+#endif
+};
+/// @brief `base` followed by the server checkpointers.
+inline std::vector<std::string> plus_servers(std::vector<std::string> base) {
+    base.insert(base.end(), server_checkpointers.begin(), server_checkpointers.end());
+    return base;
+}
 
 /// @brief One checkpointer set-up: the saver (null for "none") and, for SQLite, its file.
 struct checkpointer {

@@ -4,6 +4,12 @@
 
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#ifdef STATEGRAPH_HAVE_POSTGRES
+#include <stategraph/checkpoint/postgres_saver.hpp>
+#endif
+#ifdef STATEGRAPH_HAVE_REDIS
+#include <stategraph/checkpoint/redis_saver.hpp>
+#endif
 
 #include <boost/json/serialize.hpp>
 #include <boost/version.hpp>
@@ -52,6 +58,20 @@ std::string sqlite_pragma_text(const std::filesystem::path& file, const char* pr
     sqlite3_close_v2(db);
     return out;
 }
+/// The server URL of a server checkpointer: STATEGRAPH_BENCH_<NAME>, else STATEGRAPH_TEST_<NAME>.
+[[maybe_unused]] std::string server_url(const char* bench_var, const char* test_var) {
+    for (const char* v : {bench_var, test_var})
+        if (const char* u = std::getenv(v); u && *u) return u;
+    throw bench_error(std::string("no server: set ") + bench_var + " (or " + test_var +
+                      "); scripts/bench starts one");
+}
+
+/// A name no other run uses: "bench_<pid>_<microseconds>".
+[[maybe_unused]] std::string fresh_name() {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::system_clock::now().time_since_epoch()).count();
+    return "bench_" + std::to_string(getpid()) + "_" + std::to_string(us);
+}
 } // namespace
 
 std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const std::string& db_dir) {
@@ -62,6 +82,28 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         cp->saver = std::make_shared<checkpoint::memory_saver>();
         return cp;
     }
+#ifdef STATEGRAPH_HAVE_POSTGRES
+    if (kind == "postgres") {
+        checkpoint::postgres_options o;
+        o.conninfo = server_url("STATEGRAPH_BENCH_POSTGRES", "STATEGRAPH_TEST_POSTGRES");
+        o.schema = fresh_name(); // made on first use
+        cp->saver = std::make_shared<checkpoint::postgres_saver>(o);
+        cp->config["postgres_schema"] = o.schema;
+        cp->config["pool_size"] = o.pool_size;
+        return cp;
+    }
+#endif
+#ifdef STATEGRAPH_HAVE_REDIS
+    if (kind == "redis") {
+        checkpoint::redis_options o;
+        o.url = server_url("STATEGRAPH_BENCH_REDIS", "STATEGRAPH_TEST_REDIS");
+        o.key_prefix = fresh_name();
+        cp->saver = std::make_shared<checkpoint::redis_saver>(o);
+        cp->config["redis_key_prefix"] = o.key_prefix;
+        cp->config["pool_size"] = o.pool_size;
+        return cp;
+    }
+#endif
     using mode = checkpoint::sqlite_options::sync_mode;
     mode sync;
     if (kind == "sqlite_normal") sync = mode::normal;
@@ -236,7 +278,8 @@ int run_main(int argc, char** argv) {
     auto it = std::find_if(all.begin(), all.end(), [&](const scenario& s) { return s.name == name; });
     if (it == all.end()) usage(all, "unknown scenario \"" + name + "\"");
     const scenario& sc = *it;
-    if (std::find(all_checkpointers.begin(), all_checkpointers.end(), kind) == all_checkpointers.end())
+    if (std::find(all_checkpointers.begin(), all_checkpointers.end(), kind) == all_checkpointers.end() &&
+        std::find(server_checkpointers.begin(), server_checkpointers.end(), kind) == server_checkpointers.end())
         usage(all, "unknown checkpointer \"" + kind + "\"");
     if (std::find(sc.checkpointers.begin(), sc.checkpointers.end(), kind) == sc.checkpointers.end()) {
         std::string list_s;

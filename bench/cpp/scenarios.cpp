@@ -333,7 +333,7 @@ void add_scenarios(std::vector<scenario>& out) {
     {
         scenario s;
         s.name = "chain20";
-        s.checkpointers = all_checkpointers;
+        s.checkpointers = plus_servers(all_checkpointers);
         s.metrics = {{"us_per_node", "us"}};
         s.setup = [](setup_context& ctx) {
             auto io = std::make_shared<boost::asio::io_context>(1);
@@ -418,7 +418,7 @@ void add_scenarios(std::vector<scenario>& out) {
     {
         scenario s;
         s.name = "supervisor";
-        s.checkpointers = all_checkpointers;
+        s.checkpointers = plus_servers(all_checkpointers);
         s.warmup = 20;
         s.target_seconds = 5;
         s.min_runs = 20;

@@ -14,14 +14,14 @@
 // --smoke = --runs 2 --warmup 0 (and a smaller throughput batch), for CI.
 // Exit status: 0 ok, 1 a check or the run failed, 2 bad arguments.
 
-import { CHECKPOINTERS, makeCheckpointer } from "./lib/checkpointers.mjs";
+import { CHECKPOINTERS, SERVER_CHECKPOINTERS, makeCheckpointer } from "./lib/checkpointers.mjs";
 import { BenchError, median, now, percentile, us, versions } from "./lib/util.mjs";
 import { SCENARIOS } from "./scenarios.mjs";
 
 const USAGE = `usage: node run.mjs <scenario> <checkpointer> [--runs N] [--warmup N] [--smoke] [--db-dir DIR] [--durability sync|async|exit]
        node run.mjs --list
 scenarios: ${Object.keys(SCENARIOS).join(", ")}
-checkpointers: ${CHECKPOINTERS.join(", ")}`;
+checkpointers: ${[...CHECKPOINTERS, ...SERVER_CHECKPOINTERS].join(", ")}`;
 
 function usage(msg) {
   if (msg) process.stderr.write(`run.mjs: ${msg}\n`);
@@ -71,7 +71,7 @@ async function main() {
   const [name, kind] = args.positional;
   const scenario = SCENARIOS[name];
   if (!scenario) usage(`unknown scenario "${name}"`);
-  if (!CHECKPOINTERS.includes(kind)) usage(`unknown checkpointer "${kind}"`);
+  if (!CHECKPOINTERS.includes(kind) && !SERVER_CHECKPOINTERS.includes(kind)) usage(`unknown checkpointer "${kind}"`);
   if (!scenario.checkpointers.includes(kind)) usage(`scenario ${name} does not run with checkpointer "${kind}" (it runs with: ${scenario.checkpointers.join(", ")})`);
 
   const smoke = !!args.smoke;
@@ -79,7 +79,7 @@ async function main() {
   const metrics = scenario.metricsFor?.(kind) ?? scenario.metrics;
 
   const cpOpts = { dbDir: args.dbDir };
-  const cp = makeCheckpointer(kind, cpOpts);
+  const cp = await makeCheckpointer(kind, cpOpts);
   const ctx = {
     kind,
     cp,
@@ -152,7 +152,7 @@ async function main() {
     process.stdout.write(`${JSON.stringify(out)}\n`);
     await bench.close?.();
   } finally {
-    cp.close();
+    await cp.close();
   }
 }
 

@@ -9,7 +9,7 @@
 // makeCp() (another one of the same kind), invokeConfig(threadId), smoke}.
 
 import { Annotation, Command, END, START, StateGraph, interrupt } from "@langchain/langgraph";
-import { CHECKPOINTERS, storedBytes } from "./lib/checkpointers.mjs";
+import { CHECKPOINTERS, SERVER_CHECKPOINTERS, storedBytes } from "./lib/checkpointers.mjs";
 import {
   BLOCKING_ANSWER,
   BLOCKING_MESSAGE,
@@ -155,7 +155,7 @@ export const SCENARIOS = {
   },
 
   chain20: {
-    checkpointers: CHECKPOINTERS,
+    checkpointers: [...CHECKPOINTERS, ...SERVER_CHECKPOINTERS],
     warmup: 50,
     targetSeconds: 4,
     minRuns: 30,
@@ -279,7 +279,7 @@ export const SCENARIOS = {
     // One run = one complex turn and one blocking turn (interrupt, then
     // resume), each on a fresh thread. Without a checkpointer only the
     // complex turn can run (interrupt() needs one).
-    checkpointers: CHECKPOINTERS,
+    checkpointers: [...CHECKPOINTERS, ...SERVER_CHECKPOINTERS],
     warmup: 20,
     targetSeconds: 5,
     minRuns: 20,

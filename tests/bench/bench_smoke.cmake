@@ -9,6 +9,17 @@ set(pairs
   "supervisor none" "supervisor memory" "supervisor sqlite_normal"
   "checkpoint_size memory" "checkpoint_size sqlite_normal"
   "sqlite_commit sqlite_normal")
+# The server checkpointers only when a server is given (and the saver is built in): no server
+# is needed otherwise.
+execute_process(COMMAND ${BENCH} --list OUTPUT_VARIABLE listed)
+foreach(kind_var IN ITEMS "postgres;POSTGRES" "redis;REDIS")
+  list(GET kind_var 0 kind)
+  list(GET kind_var 1 var)
+  set(url "$ENV{STATEGRAPH_BENCH_${var}}$ENV{STATEGRAPH_TEST_${var}}")
+  if(NOT url STREQUAL "" AND listed MATCHES "chain20 ${kind}\n")
+    list(APPEND pairs "chain20 ${kind}" "supervisor ${kind}")
+  endif()
+endforeach()
 foreach(pair IN LISTS pairs)
   separate_arguments(args UNIX_COMMAND "${pair}")
   execute_process(COMMAND ${BENCH} ${args} --smoke --db-dir ${DB_DIR}

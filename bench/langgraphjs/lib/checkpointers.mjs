@@ -10,6 +10,14 @@
 // are set on our own handle before the saver's setup() creates its tables.
 // (setup() itself also runs "PRAGMA journal_mode=WAL"; it does not touch
 // synchronous.)
+//
+//   postgres       PostgresSaver (@langchain/langgraph-checkpoint-postgres) from
+//                  STATEGRAPH_BENCH_POSTGRES (or STATEGRAPH_TEST_POSTGRES), in a
+//                  fresh schema per process (setup() makes it; close() drops it)
+//
+// There is no "redis" kind here: @langchain/langgraph-checkpoint-redis needs
+// the RedisJSON and RediSearch modules (JSON.SET, FT.CREATE), which a plain
+// Redis server does not have; the C++ side runs "redis" alone.
 
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,8 +25,11 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { MemorySaver } from "@langchain/langgraph";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 
 export const CHECKPOINTERS = ["none", "memory", "sqlite_normal", "sqlite_full"];
+/** Checkpointers on a server (chain20 and supervisor run with them). */
+export const SERVER_CHECKPOINTERS = ["postgres"];
 
 const SYNC = { sqlite_normal: "NORMAL", sqlite_full: "FULL" };
 const SYNC_CODE = { 0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA" };
@@ -36,6 +47,7 @@ process.on("exit", () => {
 export function makeCheckpointer(kind, opts = {}) {
   if (kind === "none") return { kind, saver: undefined, config: {}, close() {} };
   if (kind === "memory") return { kind, saver: new MemorySaver(), config: {}, close() {} };
+  if (kind === "postgres") return makePostgres();
   if (!(kind in SYNC)) throw new Error(`unknown checkpointer "${kind}" (expected one of ${CHECKPOINTERS.join(", ")})`);
 
   const dir = mkdtempSync(join(opts.dbDir ?? tmpdir(), "lgjs-bench-"));
@@ -124,4 +136,29 @@ export function storedBytes(cp, threadId) {
     return { checkpoints: c.n, checkpoint_bytes: c.cb, metadata_bytes: c.mb, writes: w.n, writes_bytes: w.wb };
   }
   throw new Error(`checkpointer "${cp.kind}" stores nothing`);
+}
+
+/** PostgresSaver in a fresh schema: "bench_js_<pid>_<ms>". Async (setup() talks to the server). */
+async function makePostgres() {
+  const url = process.env.STATEGRAPH_BENCH_POSTGRES || process.env.STATEGRAPH_TEST_POSTGRES;
+  if (!url) throw new Error("no server: set STATEGRAPH_BENCH_POSTGRES (or STATEGRAPH_TEST_POSTGRES); scripts/bench starts one");
+  const schema = `bench_js_${process.pid}_${Date.now()}`;
+  const saver = PostgresSaver.fromConnString(url, { schema });
+  await saver.setup();
+  const cp = {
+    kind: "postgres",
+    saver,
+    config: { postgres_schema: schema },
+    closed: false,
+    async close() {
+      if (cp.closed) return;
+      cp.closed = true;
+      try {
+        await saver.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      } finally {
+        await saver.end();
+      }
+    },
+  };
+  return cp;
 }

@@ -61,6 +61,8 @@ export function versions(extra = {}) {
     "@langchain/langgraph-checkpoint",
     "@langchain/langgraph-checkpoint-sqlite",
     "better-sqlite3",
+    "@langchain/langgraph-checkpoint-postgres",
+    "pg",
   ]) {
     try {
       v[name] = pkgVersion(name);
