@@ -1,11 +1,11 @@
 #pragma once
 /// @file counting_saver.hpp
-/// @brief A saver that forwards to another one and counts what passes through: the calls
+/// @brief A saver that forwards to another one (a `forwarding_saver`) and counts what passes through: the calls
 /// (how many storage transactions a run costs) and, per thread, the serialized bytes of the
 /// checkpoint records (versions, frontier, metadata, signature) that `thread_stats::bytes`
 /// does not include. Used only in untimed passes and in `checkpoint_size`.
 
-#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/checkpoint/forwarding_saver.hpp>
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -19,7 +19,7 @@
 
 namespace stategraph::bench {
 
-class counting_saver final : public checkpoint::saver {
+class counting_saver final : public checkpoint::forwarding_saver {
 public:
     struct calls {
         std::size_t put = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0;
@@ -39,7 +39,7 @@ public:
         std::size_t values = 0; ///< channel values and pending-write values, as JSON text
     };
 
-    explicit counting_saver(std::shared_ptr<checkpoint::saver> inner) : inner_(std::move(inner)) {}
+    explicit counting_saver(std::shared_ptr<checkpoint::saver> inner) : forwarding_saver(std::move(inner)) {}
 
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
                                      const checkpoint::checkpoint& cp) override {
@@ -53,7 +53,7 @@ public:
                         boost::json::serialize(cp.metadata).size() + cp.signature.size();
             for (const auto& [k, v] : cp.values) b.values += boost::json::serialize(v).size();
         }
-        co_await inner_->put(thread_id, ns, cp);
+        co_await inner().put(thread_id, ns, cp);
     }
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<checkpoint::pending_write> writes) override {
@@ -63,63 +63,32 @@ public:
             auto& b = bytes_[thread_id];
             for (const auto& w : writes) b.values += boost::json::serialize(w.value).size();
         }
-        co_await inner_->put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
+        co_await inner().put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
     }
     boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                             std::optional<std::string> id) override {
         bump(&calls::get);
-        co_return co_await inner_->get(std::move(thread_id), std::move(ns), std::move(id));
+        co_return co_await inner().get(std::move(thread_id), std::move(ns), std::move(id));
     }
     boost::asio::awaitable<std::vector<checkpoint::checkpoint_tuple>> list(std::string thread_id, std::string ns,
                                                                            checkpoint::list_options o) override {
         bump(&calls::list);
-        co_return co_await inner_->list(std::move(thread_id), std::move(ns), std::move(o));
+        co_return co_await inner().list(std::move(thread_id), std::move(ns), std::move(o));
     }
     boost::asio::awaitable<void> delete_thread(std::string thread_id) override {
         {
             std::lock_guard lock(mutex_);
             bytes_.erase(thread_id);
         }
-        co_await inner_->delete_thread(std::move(thread_id));
-    }
-    boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override {
-        co_await inner_->prune(std::move(thread_id), keep_last);
-    }
-    boost::asio::awaitable<checkpoint::thread_stats> stats(std::string thread_id) override {
-        co_return co_await inner_->stats(std::move(thread_id));
-    }
-    boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override {
-        co_await inner_->copy_thread(std::move(from), std::move(to));
-    }
-    boost::asio::awaitable<std::vector<checkpoint::thread_info>> list_threads(checkpoint::thread_query query) override {
-        co_return co_await inner_->list_threads(query);
-    }
-    boost::asio::awaitable<checkpoint::sweep_result> sweep(checkpoint::ttl_policy policy) override {
-        co_return co_await inner_->sweep(policy);
-    }
-    boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override {
-        co_return co_await inner_->cache_get(std::move(ns), std::move(key));
-    }
-    boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
-                                           std::chrono::milliseconds ttl) override {
-        co_await inner_->cache_put(std::move(ns), std::move(key), std::move(value), ttl);
-    }
-    boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) override {
-        co_return co_await inner_->cache_clear(std::move(namespaces));
-    }
-    boost::asio::awaitable<void> put_graph(std::string signature, std::vector<std::string> shape) override {
-        co_await inner_->put_graph(std::move(signature), std::move(shape));
-    }
-    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(std::string signature) override {
-        co_return co_await inner_->get_graph(std::move(signature));
+        co_await inner().delete_thread(std::move(thread_id));
     }
     boost::asio::awaitable<void> acquire(std::string thread_id) override {
         bump(&calls::acquire);
-        co_await inner_->acquire(std::move(thread_id));
+        co_await inner().acquire(std::move(thread_id));
     }
     boost::asio::awaitable<void> release(std::string thread_id) override {
         bump(&calls::release);
-        co_await inner_->release(std::move(thread_id));
+        co_await inner().release(std::move(thread_id));
     }
 
     calls take_calls() {
@@ -138,7 +107,6 @@ private:
         ++(calls_.*m);
     }
 
-    std::shared_ptr<checkpoint::saver> inner_;
     std::mutex mutex_;
     calls calls_;
     std::map<std::string, bytes> bytes_;

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <stategraph/checkpoint/conformance.hpp>
+#include <stategraph/checkpoint/forwarding_saver.hpp>
 #include <stategraph/checkpoint/memory_saver.hpp>
 
 #include <chrono>
@@ -11,6 +12,10 @@
 // The saver conformance suite (stategraph/checkpoint/conformance.hpp). The in-memory saver's
 // storage is its own object: no second instance, no leases to share, nothing to damage.
 STATEGRAPH_SAVER_CONFORMANCE(memory_saver_conformance, [] { return std::make_shared<stategraph::checkpoint::memory_saver>(); })
+// A forwarding_saver (the base of wrapping savers) must keep every guarantee of the saver it wraps.
+STATEGRAPH_SAVER_CONFORMANCE(forwarding_saver_conformance, [] {
+    return std::make_shared<stategraph::checkpoint::forwarding_saver>(std::make_shared<stategraph::checkpoint::memory_saver>());
+})
 
 BOOST_AUTO_TEST_SUITE(memory_saver)
 
