@@ -2,7 +2,7 @@
 // it: a two-node graph on the SQLite checkpointer that stops before "ship"; a second saver on the
 // same file, as a second process would, continues the thread. "pack" reserves stock once through
 // `ctx.task` with the caller's warehouse passed as the runtime context, and "ship" resets the trail
-// with an overwrite; the calls are `co_await`ed with braced configs and a `[&]` lambda built in
+// with an overwrite; the calls (durability async) are `co_await`ed with braced configs and a `[&]` lambda built in
 // place, the spellings g++ 12 must survive (this program also runs under ASan in CI).
 // Usage: consumer <database file>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
@@ -45,7 +45,8 @@ boost::asio::awaitable<sg::run_result<order>> call(sg::compiled_graph<order> app
                                                    const warehouse& w, std::shared_ptr<int> tasks) {
     // Named first: a lambda capturing by value built inside co_await does not compile under g++ 12.
     auto count_starts = [tasks](const sg::stream_event& e) { *tasks += e.data.as_object().contains("input"); };
-    co_return co_await app.stream(std::move(in), {.thread_id = "order-1", .runtime = sg::runtime_of(w)},
+    co_return co_await app.stream(std::move(in),
+                                  {.thread_id = "order-1", .runtime = sg::runtime_of(w), .durability = sg::durability::async},
                                   sg::stream_mode::tasks, count_starts);
 }
 
