@@ -1,0 +1,55 @@
+#pragma once
+/// @file assistant.hpp
+/// @brief `assistant_spec`: a compiled graph as the server sees it (type-erased, JSON in and
+/// out), and `assistant_options`, how its runs are made.
+
+#include <stategraph/compiled_graph.hpp>
+
+#include <boost/json/object.hpp>
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace stategraph::server {
+
+/// @brief How the server runs one graph.
+struct assistant_options {
+    std::string description;
+    int recursion_limit = 25; ///< per run, unless the run's `config.recursion_limit` says otherwise
+    /// Turns a run's `input` into state fields before they are read (for example a chat's
+    /// `{"message": "hi"}` into the state's conversation field). Gets the thread id. May throw
+    /// `http_error` (422) naming what is wrong. Null: the input is the state's fields as they are.
+    std::function<boost::json::object(boost::json::object input, const std::string& thread_id)> input_adapter;
+};
+
+/// @brief A graph served as an assistant: its id, its engine tables, its options.
+struct assistant_spec {
+    std::string graph_id;
+    std::shared_ptr<const detail::graph_core> core;
+    assistant_options options;
+};
+
+template <class G>
+inline constexpr bool is_compiled_graph_v = false;
+template <class S>
+inline constexpr bool is_compiled_graph_v<compiled_graph<S>> = true;
+
+/// @brief The spec of compiled graph `g` served as `graph_id`. The graph needs a checkpointer:
+/// the server keeps every thread in it.
+/// @throws std::invalid_argument naming the graph when it has none, or when `graph_id` is empty.
+template <class G>
+assistant_spec make_assistant(std::string graph_id, const G& g, assistant_options options = {}) {
+    static_assert(is_compiled_graph_v<std::remove_cvref_t<G>>,
+                  "make_assistant(id, g): g must be a stategraph::compiled_graph<S>; call "
+                  "builder.compile({.checkpointer = saver}) on your state_graph first");
+    if (graph_id.empty()) throw std::invalid_argument("make_assistant: the graph id is empty");
+    if (!g.core() || !g.checkpointer())
+        throw std::invalid_argument("make_assistant: graph '" + graph_id +
+                                    "' has no checkpointer; compile it with one (the server keeps its threads there)");
+    return {std::move(graph_id), g.core(), std::move(options)};
+}
+
+} // namespace stategraph::server

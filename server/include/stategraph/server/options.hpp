@@ -1,0 +1,31 @@
+#pragma once
+/// @file options.hpp
+/// @brief `server_options`: where the server listens, its limits and its API keys.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace stategraph::server {
+
+/// @brief How the server listens and what it accepts.
+struct server_options {
+    std::string host = "127.0.0.1"; ///< the address to bind (loopback unless told otherwise)
+    unsigned short port = 8123;     ///< the LangGraph SDK's default; 0 picks a free port
+    std::size_t body_limit = 1 << 20;  ///< larger request bodies get 413
+    std::size_t header_limit = 16 << 10; ///< larger request headers get 431
+    /// a request must arrive whole within this time (slow clients get 408 and are closed)
+    std::chrono::milliseconds read_timeout{30'000};
+    /// `x-api-key` values accepted; empty: no authentication. A thread belongs to the key that
+    /// created it: another key gets 404 for it. Keys are never logged.
+    std::set<std::string> api_keys;
+    /// one line per request (method, path, status); null: silent
+    std::function<void(std::string_view)> log;
+    /// the `version` that `GET /info` reports
+    std::string version = "0.1.0";
+};
+
+} // namespace stategraph::server

@@ -1,0 +1,1520 @@
+// The LangGraph Agent Server HTTP API on Boost.Beast: HTTP/1.1 sessions, the routes, threads and
+// runs (queued per thread, streamed as Server-Sent Events with replay). One io_context thread:
+// nothing here locks.
+
+#include <stategraph/server/server.hpp>
+
+#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/detail/engine.hpp>
+#include <stategraph/error.hpp>
+#include <stategraph/topology.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+#include <boost/uuid/name_generator_sha1.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/string_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <list>
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace stategraph::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = net::ip::tcp;
+using net::awaitable;
+using net::use_awaitable;
+
+namespace sgsrv {
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers: ids, clocks, JSON fields
+
+std::string now_iso() {
+    auto now = std::chrono::system_clock::now();
+    auto t = std::chrono::system_clock::to_time_t(now);
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us));
+    return buf;
+}
+
+std::string iso_of(std::chrono::system_clock::time_point tp) {
+    auto t = std::chrono::system_clock::to_time_t(tp);
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count() % 1000000;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us));
+    return buf;
+}
+
+std::string new_uuid() {
+    static thread_local boost::uuids::random_generator gen;
+    return boost::uuids::to_string(gen());
+}
+
+/// LangGraph's default assistant id of a graph: uuid5(graph_id) in the namespace it uses.
+std::string assistant_uuid(const std::string& graph_id) {
+    boost::uuids::uuid ns = boost::uuids::string_generator()("6ba7b821-9dad-11d1-80b4-00c04fd430c8");
+    boost::uuids::name_generator_sha1 gen(ns);
+    return boost::uuids::to_string(gen(graph_id));
+}
+
+bool is_uuid(std::string_view s) {
+    if (s.size() != 36) return false;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') return false;
+        } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+const char* kind_name(const json::value& v) {
+    switch (v.kind()) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_: return "a number";
+    case json::kind::string: return "a string";
+    case json::kind::array: return "an array";
+    case json::kind::object: return "an object";
+    }
+    return "a value";
+}
+
+[[noreturn]] void wrong_type(const std::string& field, const char* wanted, const json::value& got) {
+    throw http_error(422, "field '" + field + "' must be " + wanted + " (got " + kind_name(got) + ")");
+}
+
+/// The field `k` when present and not null.
+const json::value* field(const json::object& o, std::string_view k) {
+    auto* v = o.if_contains(k);
+    return v && !v->is_null() ? v : nullptr;
+}
+std::optional<std::string> opt_string(const json::object& o, std::string_view k) {
+    auto* v = field(o, k);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) wrong_type(std::string(k), "a string", *v);
+    return std::string(v->get_string());
+}
+std::optional<json::object> opt_object(const json::object& o, std::string_view k) {
+    auto* v = field(o, k);
+    if (!v) return std::nullopt;
+    if (!v->is_object()) wrong_type(std::string(k), "an object", *v);
+    return v->get_object();
+}
+std::int64_t opt_int(const json::object& o, std::string_view k, std::int64_t dflt, std::int64_t lo, std::int64_t hi) {
+    auto* v = field(o, k);
+    if (!v) return dflt;
+    if (!v->is_int64() && !v->is_uint64()) wrong_type(std::string(k), "an integer", *v);
+    std::int64_t n = v->is_int64() ? v->get_int64() : static_cast<std::int64_t>(std::min<std::uint64_t>(v->get_uint64(), INT64_MAX));
+    if (n < lo || n > hi)
+        throw http_error(422, "field '" + std::string(k) + "' must be between " + std::to_string(lo) + " and " +
+                                  std::to_string(hi) + " (got " + std::to_string(n) + ")");
+    return n;
+}
+double opt_number(const json::object& o, std::string_view k, double dflt) {
+    auto* v = field(o, k);
+    if (!v) return dflt;
+    if (!v->is_number()) wrong_type(std::string(k), "a number", *v);
+    return v->to_number<double>();
+}
+std::string one_of(const json::object& o, std::string_view k, std::initializer_list<const char*> allowed) {
+    auto s = opt_string(o, k);
+    if (!s) return *allowed.begin();
+    std::string list;
+    for (const char* a : allowed) {
+        if (*s == a) return *s;
+        list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    throw http_error(422, "field '" + std::string(k) + "' must be one of " + list + " (got '" + *s + "')");
+}
+
+/// Whether `v` contains `pattern` (JSON containment, as LangGraph's metadata filters).
+bool contains(const json::value& v, const json::value& pattern) {
+    if (pattern.is_object()) {
+        if (!v.is_object()) return false;
+        for (const auto& [k, p] : pattern.get_object()) {
+            auto* x = v.get_object().if_contains(k);
+            if (!x || !contains(*x, p)) return false;
+        }
+        return true;
+    }
+    return v == pattern;
+}
+
+std::string percent_decode(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+            out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+            i += 2;
+        } else if (s[i] == '+') {
+            out.push_back(' ');
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// State JSON through the engine's per-state table
+
+json::object state_to_json(const detail::state_table& st, const void* s) {
+    json::object o;
+    if (!s) return o;
+    for (std::size_t i = 0; i < st.n; ++i) o[st.names[i]] = st.to_json(s, i, {});
+    return o;
+}
+
+/// An update from client JSON; a mistake is a 422 naming the field.
+detail::update_box update_of(const detail::state_table& st, const json::object& values, const std::string& what) {
+    detail::update_box u(st);
+    for (const auto& [k, v] : values) {
+        int i = st.index_of(k);
+        if (i < 0) {
+            std::string names;
+            for (const auto& n : st.names) names += (names.empty() ? "" : ", ") + n;
+            throw http_error(422, what + ": unknown state field '" + std::string(k) + "' (the fields are: " + names + ")");
+        }
+        try {
+            st.from_json(u.values(), static_cast<std::size_t>(i), v, errc::invalid_input, what + "." + std::string(k));
+        } catch (const std::exception& e) {
+            throw http_error(422, what + ": field '" + std::string(k) + "' does not fit the state: " + e.what());
+        }
+        st.mark(u.get(), static_cast<std::size_t>(i));
+    }
+    return u;
+}
+
+json::array interrupts_json(const std::vector<interrupt_info>& list) {
+    json::array a;
+    for (const auto& i : list) a.push_back(json::object{{"id", i.id}, {"value", i.value}});
+    return a;
+}
+
+json::value checkpoint_ref(const std::string& thread_id, const std::string& id) {
+    if (id.empty()) return nullptr;
+    return json::object{{"thread_id", thread_id}, {"checkpoint_ns", ""}, {"checkpoint_id", id}, {"checkpoint_map", nullptr}};
+}
+
+/// A snapshot as LangGraph's ThreadState.
+json::object thread_state(const detail::state_table& st, const std::string& thread_id, const detail::snapshot_data& d) {
+    json::object o;
+    o["values"] = state_to_json(st, d.values.get());
+    json::array next;
+    for (const auto& n : d.next) next.push_back(json::string(n));
+    o["next"] = std::move(next);
+    json::array tasks, all;
+    for (const auto& t : d.tasks) {
+        json::object task{{"id", t.id},
+                          {"name", t.name},
+                          {"path", json::array{"__pregel_pull", json::string(t.name)}},
+                          {"error", t.error ? json::value(*t.error) : json::value(nullptr)},
+                          {"interrupts", interrupts_json(t.interrupts)},
+                          {"checkpoint", nullptr},
+                          {"state", nullptr},
+                          {"result", t.result ? json::value(*t.result) : json::value(nullptr)}};
+        tasks.push_back(std::move(task));
+        for (const auto& i : t.interrupts) all.push_back(json::object{{"id", i.id}, {"value", i.value}});
+    }
+    o["tasks"] = std::move(tasks);
+    o["checkpoint"] = checkpoint_ref(thread_id, d.checkpoint_id);
+    o["parent_checkpoint"] = checkpoint_ref(thread_id, d.parent_checkpoint_id);
+    json::object meta = d.metadata;
+    meta["step"] = d.step;
+    if (!d.source.empty()) meta["source"] = d.source;
+    o["metadata"] = std::move(meta);
+    auto when = checkpoint::checkpoint_time(d.checkpoint_id);
+    o["created_at"] = when ? json::value(iso_of(*when)) : json::value(nullptr);
+    o["interrupts"] = std::move(all);
+    return o;
+}
+
+json::object empty_thread_state() {
+    return json::object{{"values", json::object{}}, {"next", json::array{}},   {"tasks", json::array{}},
+                        {"checkpoint", nullptr},    {"parent_checkpoint", nullptr}, {"metadata", nullptr},
+                        {"created_at", nullptr},    {"interrupts", json::array{}}};
+}
+
+/// An engine error as the HTTP answer to a client's request (not a run's failure).
+[[noreturn]] void rethrow_as_http(const std::exception& e) {
+    if (auto* h = dynamic_cast<const http_error*>(&e)) throw *h;
+    if (auto* g = dynamic_cast<const graph_error*>(&e)) {
+        auto c = static_cast<errc>(g->code().value());
+        if (g->code().category() == stategraph_category()) {
+            switch (c) {
+            case errc::checkpoint_not_found:
+            case errc::thread_not_found: throw http_error(404, g->what());
+            case errc::thread_busy:
+            case errc::lease_lost:
+            case errc::thread_exists: throw http_error(409, g->what());
+            case errc::invalid_input:
+            case errc::invalid_route:
+            case errc::graph_drift:
+            case errc::nothing_to_resume:
+            case errc::resume_type_mismatch:
+            case errc::unknown_interrupt_id:
+            case errc::ambiguous_resume: throw http_error(422, g->what());
+            default: break;
+            }
+        }
+    }
+    throw http_error(500, std::string("internal error: ") + e.what());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+struct assistant_rec {
+    assistant_spec spec;
+    std::string assistant_id;
+    std::string created_at;
+    const detail::state_table& table() const { return *spec.core->st; }
+};
+
+struct sse_event {
+    std::string name; ///< "metadata", "values", "updates|sub:1", "error", ...
+    std::string data; ///< JSON on one line
+};
+
+struct run_rec {
+    std::string run_id, thread_id, assistant_id, graph_id, owner;
+    std::string created_at, updated_at;
+    std::string status = "pending";
+    json::object metadata, kwargs;
+    std::string multitask = "reject";
+    std::set<std::string> modes; ///< stream modes asked for (event names)
+    bool subgraphs = false;
+    bool stateless = false, keep_thread = false;
+    bool cancel_on_disconnect = false;
+    double after_seconds = 0;
+    std::vector<sse_event> events;
+    bool finished = false;
+    std::list<net::steady_timer*> waiters;
+    json::value last_values; ///< the last values event (null: none)
+    json::value error;       ///< {"error", "message"} when the run failed
+    bool cancel_requested = false;
+    std::shared_ptr<net::cancellation_signal> cancel = std::make_shared<net::cancellation_signal>();
+    std::unique_ptr<detail::run_request> request;
+
+    void notify() {
+        for (auto* t : waiters) t->cancel();
+    }
+    json::object to_json() const {
+        return json::object{{"run_id", run_id},         {"thread_id", thread_id}, {"assistant_id", assistant_id},
+                            {"created_at", created_at}, {"updated_at", updated_at}, {"status", status},
+                            {"metadata", metadata},     {"kwargs", kwargs},     {"multitask_strategy", multitask}};
+    }
+};
+
+struct thread_rec {
+    std::string thread_id, owner;
+    std::string created_at, updated_at, state_updated_at;
+    json::object metadata;
+    std::string status = "idle";
+    json::value values;        ///< null before the first run
+    json::object interrupts;   ///< task id -> [Interrupt]
+    json::value error;
+    std::string graph_id;      ///< empty until a graph is chosen (metadata.graph_id or a run)
+    std::deque<std::shared_ptr<run_rec>> queue; ///< pending and running runs, oldest first
+    bool temporary = false;
+
+    json::object to_json() const {
+        json::object o{{"thread_id", thread_id},   {"created_at", created_at}, {"updated_at", updated_at},
+                       {"state_updated_at", state_updated_at}, {"metadata", metadata}, {"status", status},
+                       {"values", values},         {"interrupts", interrupts}};
+        if (!error.is_null()) o["error"] = error;
+        return o;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// HTTP plumbing
+
+using request = http::request<http::string_body>;
+
+struct query_map {
+    std::map<std::string, std::string> items;
+    std::optional<std::string> get(const std::string& k) const {
+        auto it = items.find(k);
+        if (it == items.end()) return std::nullopt;
+        return it->second;
+    }
+    bool flag(const std::string& k) const {
+        auto v = get(k);
+        return v && (*v == "1" || *v == "true" || *v == "True");
+    }
+    std::int64_t integer(const std::string& k, std::int64_t dflt, std::int64_t lo, std::int64_t hi) const {
+        auto v = get(k);
+        if (!v) return dflt;
+        std::int64_t n = 0;
+        try {
+            std::size_t used = 0;
+            n = std::stoll(*v, &used);
+            if (used != v->size()) throw std::invalid_argument(*v);
+        } catch (const std::exception&) {
+            throw http_error(422, "query parameter '" + k + "' must be an integer (got '" + *v + "')");
+        }
+        if (n < lo || n > hi)
+            throw http_error(422, "query parameter '" + k + "' must be between " + std::to_string(lo) + " and " +
+                                      std::to_string(hi));
+        return n;
+    }
+};
+
+struct call {
+    request req;
+    std::vector<std::string> path; ///< decoded segments
+    query_map query;
+    std::string owner;             ///< the API key, or "" without authentication
+    beast::tcp_stream* stream = nullptr;
+    bool keep_alive = true;
+    unsigned status = 200;          ///< what was answered (for the log)
+    struct answer_t {
+        unsigned status = 200;
+        std::string body;
+        const char* type = "application/json";
+        std::vector<std::pair<std::string, std::string>> headers;
+    };
+    std::optional<answer_t> answer; ///< the answer to write, unless the handler streamed one
+    bool streamed = false;          ///< the handler wrote a chunked answer itself
+};
+
+json::object body_object(const call& c) {
+    const auto& b = c.req.body();
+    if (b.find_first_not_of(" \t\r\n") == std::string::npos) return {};
+    boost::system::error_code ec;
+    json::value v = json::parse(b, ec);
+    if (ec) throw http_error(400, "malformed JSON body: " + ec.message());
+    if (!v.is_object()) throw http_error(422, std::string("the request body must be a JSON object (got ") + kind_name(v) + ")");
+    return std::move(v.get_object());
+}
+
+using header_list = std::vector<std::pair<std::string, std::string>>;
+
+/// Sets the answer of a call (written by the session once the handler returns).
+void reply(call& c, unsigned status, json::value body, header_list headers = {}) {
+    c.answer.emplace();
+    c.answer->status = status;
+    c.answer->body = status == 204 || status == 202 ? std::string() : json::serialize(body);
+    c.answer->headers = std::move(headers);
+}
+void reply_text(call& c, unsigned status, std::string body, const char* type) {
+    c.answer.emplace();
+    c.answer->status = status;
+    c.answer->body = std::move(body);
+    c.answer->type = type;
+}
+
+awaitable<void> write_answer(call& c) {
+    auto& a = *c.answer;
+    http::response<http::string_body> res{static_cast<http::status>(a.status), c.req.version()};
+    res.set(http::field::server, "stategraph");
+    if (a.status != 204) res.set(http::field::content_type, a.type);
+    for (auto& [k, v] : a.headers) res.set(k, v);
+    res.body() = std::move(a.body);
+    res.keep_alive(c.keep_alive);
+    res.prepare_payload();
+    c.status = a.status;
+    auto [ec, n] = co_await http::async_write(*c.stream, res, net::as_tuple(use_awaitable));
+    if (ec) c.keep_alive = false;
+}
+
+/// Starts a chunked response (SSE, or a wait that sends heartbeats); false when the client left.
+awaitable<bool> begin_chunked(call& c, const char* type, std::vector<std::pair<std::string, std::string>> headers) {
+    http::response<http::empty_body> res{http::status::ok, c.req.version()};
+    res.set(http::field::server, "stategraph");
+    res.set(http::field::content_type, type);
+    res.set(http::field::cache_control, "no-cache");
+    for (auto& [k, v] : headers) res.set(k, v);
+    res.keep_alive(c.keep_alive);
+    res.chunked(true);
+    c.status = 200;
+    c.streamed = true;
+    http::response_serializer<http::empty_body> sr{res};
+    auto [ec, n] = co_await http::async_write_header(*c.stream, sr, net::as_tuple(use_awaitable));
+    if (ec) c.keep_alive = false;
+    co_return !ec;
+}
+
+awaitable<bool> write_chunk(call& c, const std::string& s) {
+    auto [ec, n] = co_await net::async_write(*c.stream, http::make_chunk(net::buffer(s)), net::as_tuple(use_awaitable));
+    if (ec) c.keep_alive = false;
+    co_return !ec;
+}
+
+awaitable<void> end_chunked(call& c) {
+    auto [ec, n] = co_await net::async_write(*c.stream, http::make_chunk_last(), net::as_tuple(use_awaitable));
+    if (ec) c.keep_alive = false;
+}
+
+/// Waits until `run` changes or `timeout` passes.
+awaitable<void> wait_change(std::shared_ptr<run_rec> run, std::chrono::milliseconds timeout) {
+    net::steady_timer t(co_await net::this_coro::executor);
+    t.expires_after(timeout);
+    auto it = run->waiters.insert(run->waiters.end(), &t);
+    auto [ec] = co_await t.async_wait(net::as_tuple(use_awaitable));
+    (void)ec; // woken by a change (cancelled) or by the timeout: the caller looks again
+    run->waiters.erase(it);
+}
+
+std::string sse_text(const sse_event& e, std::size_t id) {
+    return "event: " + e.name + "\ndata: " + e.data + "\nid: " + std::to_string(id) + "\n\n";
+}
+
+bool wanted(const std::set<std::string>& modes, const std::string& name) {
+    if (name == "metadata" || name == "error" || name == "end") return true;
+    auto base = name.substr(0, name.find('|'));
+    return modes.count(base) != 0;
+}
+
+} // namespace sgsrv
+
+using namespace sgsrv;
+
+// ---------------------------------------------------------------------------------------------
+// The server
+
+struct server::impl : std::enable_shared_from_this<impl> {
+    net::any_io_executor ex;
+    server_options opts;
+    tcp::acceptor acceptor;
+    unsigned short bound = 0;
+    bool stopping = false;
+    std::vector<std::shared_ptr<assistant_rec>> assistants;
+    std::map<std::string, std::shared_ptr<thread_rec>> threads;
+    std::map<std::string, std::shared_ptr<run_rec>> runs;
+    std::list<beast::tcp_stream*> sessions;
+
+    impl(net::any_io_executor e, server_options o) : ex(e), opts(std::move(o)), acceptor(e) {}
+
+    // -- lookups ---------------------------------------------------------------------------
+    std::shared_ptr<assistant_rec> find_assistant(const std::string& id) const {
+        for (const auto& a : assistants)
+            if (a->assistant_id == id || a->spec.graph_id == id) return a;
+        return nullptr;
+    }
+    std::shared_ptr<assistant_rec> assistant_or_404(const std::string& id) const {
+        auto a = find_assistant(id);
+        if (!a) {
+            std::string names;
+            for (const auto& x : assistants) names += (names.empty() ? "" : ", ") + x->spec.graph_id;
+            throw http_error(404, "assistant '" + id + "' not found (graphs served: " + names + ")");
+        }
+        return a;
+    }
+    std::shared_ptr<thread_rec> thread_or_404(const call& c, const std::string& id) const {
+        if (!is_uuid(id)) throw http_error(422, "thread_id '" + id + "' is not a UUID");
+        auto it = threads.find(id);
+        if (it == threads.end() || it->second->owner != c.owner || it->second->temporary)
+            throw http_error(404, "thread '" + id + "' not found");
+        return it->second;
+    }
+    std::shared_ptr<run_rec> run_or_404(const call& c, const std::string& tid, const std::string& rid) const {
+        auto th = thread_or_404(c, tid);
+        if (!is_uuid(rid)) throw http_error(422, "run_id '" + rid + "' is not a UUID");
+        auto it = runs.find(rid);
+        if (it == runs.end() || it->second->thread_id != th->thread_id)
+            throw http_error(404, "run '" + rid + "' not found on thread '" + tid + "'");
+        return it->second;
+    }
+    std::shared_ptr<assistant_rec> graph_of(const thread_rec& th) const {
+        return th.graph_id.empty() ? nullptr : find_assistant(th.graph_id);
+    }
+
+    json::object assistant_json(const assistant_rec& a) const {
+        return json::object{{"assistant_id", a.assistant_id},
+                            {"graph_id", a.spec.graph_id},
+                            {"config", json::object{{"configurable", json::object{}}}},
+                            {"context", json::object{}},
+                            {"metadata", json::object{{"created_by", "system"}}},
+                            {"name", a.spec.graph_id},
+                            {"description", a.spec.options.description.empty() ? json::value(nullptr)
+                                                                                : json::value(a.spec.options.description)},
+                            {"version", 1},
+                            {"created_at", a.created_at},
+                            {"updated_at", a.created_at}};
+    }
+
+    std::shared_ptr<thread_rec> make_thread(std::string id, std::string owner, json::object metadata) {
+        auto th = std::make_shared<thread_rec>();
+        th->thread_id = std::move(id);
+        th->owner = std::move(owner);
+        th->created_at = th->updated_at = th->state_updated_at = now_iso();
+        if (auto g = opt_string(metadata, "graph_id")) {
+            auto a = assistant_or_404(*g);
+            th->graph_id = a->spec.graph_id;
+        }
+        th->metadata = std::move(metadata);
+        threads[th->thread_id] = th;
+        return th;
+    }
+
+    /// Refreshes a thread's values, interrupts and status from its latest checkpoint.
+    awaitable<void> refresh(std::shared_ptr<thread_rec> th) {
+        auto a = graph_of(*th);
+        if (!a) co_return;
+        auto req = std::make_unique<detail::state_request>();
+        req->graph = a->spec.core;
+        req->thread_id = th->thread_id;
+        auto snap = co_await detail::get_state(std::move(req));
+        if (snap.checkpoint_id.empty()) co_return;
+        th->values = state_to_json(a->table(), snap.values.get());
+        th->interrupts = {};
+        for (const auto& t : snap.tasks)
+            if (!t.interrupts.empty()) th->interrupts[t.id] = interrupts_json(t.interrupts);
+        if (th->queue.empty() && th->status != "error") th->status = snap.next.empty() ? "idle" : "interrupted";
+        th->state_updated_at = th->updated_at = now_iso();
+    }
+
+    // -- runs ----------------------------------------------------------------------------------
+    void record(run_rec& run, std::string name, const json::value& data) {
+        run.events.push_back({std::move(name), json::serialize(data)});
+        run.notify();
+    }
+
+    void on_engine_event(run_rec& run, const stream_event& e) {
+        if (run.cancel_requested) return;
+        if (!e.ns.empty() && !run.subgraphs) return;
+        std::string name;
+        json::value data;
+        switch (e.mode) {
+        case stream_mode::values:
+            name = "values";
+            data = e.data;
+            if (e.ns.empty()) run.last_values = e.data;
+            break;
+        case stream_mode::updates: name = "updates"; data = json::object{{e.node, e.data}}; break;
+        case stream_mode::custom: name = "custom"; data = e.data; break;
+        case stream_mode::tasks: name = "tasks"; data = e.data; break;
+        case stream_mode::checkpoints: name = "checkpoints"; data = e.data; break;
+        case stream_mode::debug: name = "debug"; data = e.data; break;
+        case stream_mode::messages: name = "messages"; data = e.data; break;
+        default: return;
+        }
+        for (const auto& n : e.ns) name += "|" + n;
+        record(run, std::move(name), data);
+    }
+
+    /// Queues `run` on its thread; starts it when the thread has nothing ahead of it.
+    void enqueue(std::shared_ptr<thread_rec> th, std::shared_ptr<run_rec> run) {
+        runs[run->run_id] = run;
+        th->queue.push_back(run);
+        th->status = "busy";
+        th->updated_at = now_iso();
+        if (th->queue.size() == 1) start(th, run);
+    }
+
+    void start(std::shared_ptr<thread_rec> th, std::shared_ptr<run_rec> run) {
+        auto self = shared_from_this();
+        auto sig = run->cancel;
+        net::co_spawn(ex, execute(self, th, run), net::bind_cancellation_slot(sig->slot(), net::detached));
+    }
+
+    static awaitable<void> execute(std::shared_ptr<impl> self, std::shared_ptr<thread_rec> th, std::shared_ptr<run_rec> run) {
+        if (run->after_seconds > 0) {
+            net::steady_timer t(self->ex);
+            t.expires_after(std::chrono::milliseconds(static_cast<long long>(run->after_seconds * 1000)));
+            auto [ec] = co_await t.async_wait(net::as_tuple(use_awaitable));
+            (void)ec; // a cancelled run checks cancel_requested below
+        }
+        auto a = self->find_assistant(run->graph_id);
+        if (!run->cancel_requested && a) {
+            run->status = "running";
+            run->updated_at = now_iso();
+            auto req = std::move(run->request);
+            run_rec* raw = run.get();
+            impl* me = self.get();
+            req->on_event = [me, raw](const stream_event& e) { me->on_engine_event(*raw, e); };
+            try {
+                auto outcome = co_await detail::run_graph(std::move(req));
+                if (outcome.status == run_status::interrupted && !run->cancel_requested) {
+                    json::object v = state_to_json(a->table(), outcome.values.get());
+                    v["__interrupt__"] = interrupts_json(outcome.interrupts);
+                    run->last_values = v;
+                    self->record(*run, "values", v);
+                }
+                run->status = run->cancel_requested ? "interrupted" : "success";
+            } catch (const std::exception& e) {
+                run->status = run->cancel_requested ? "interrupted" : "error";
+                if (!run->cancel_requested) {
+                    std::string cls = "Error";
+                    if (auto* g = dynamic_cast<const graph_error*>(&e)) cls = "GraphError(" + g->code().message() + ")";
+                    run->error = json::object{{"error", cls}, {"message", e.what()}};
+                    self->record(*run, "error", run->error);
+                    th->status = "error";
+                    th->error = run->error;
+                }
+            }
+        } else {
+            run->status = run->cancel_requested ? "interrupted" : "error";
+        }
+        run->updated_at = now_iso();
+        if (!th->queue.empty() && th->queue.front() == run) th->queue.pop_front();
+        if (run->status != "error") {
+            if (th->status == "error") th->status = "idle";
+            th->error = nullptr;
+        }
+        try {
+            co_await self->refresh(th);
+        } catch (const std::exception&) {
+        }
+        if (run->status == "error") th->status = th->queue.empty() ? "error" : "busy";
+        else if (!th->queue.empty()) th->status = "busy";
+        run->finished = true;
+        run->notify();
+        if (!th->queue.empty()) self->start(th, th->queue.front());
+        else if (th->temporary && !run->keep_thread) co_await self->drop_thread(th);
+    }
+
+    awaitable<void> drop_thread(std::shared_ptr<thread_rec> th) {
+        threads.erase(th->thread_id);
+        if (auto a = graph_of(*th)) {
+            auto saver = a->spec.core->saver;
+            co_await saver->delete_thread(th->thread_id);
+        }
+    }
+
+    /// The final values of a finished run, as runs/wait and join answer them.
+    json::value result_of(const run_rec& run) const {
+        if (!run.error.is_null()) return json::object{{"__error__", run.error}};
+        if (!run.last_values.is_null()) return run.last_values;
+        auto it = threads.find(run.thread_id);
+        return it != threads.end() ? it->second->values : json::value(nullptr);
+    }
+
+    std::set<std::string> parse_modes(const json::value* v) const {
+        std::set<std::string> out;
+        auto add = [&](const json::value& m) {
+            if (!m.is_string()) wrong_type("stream_mode", "a string or a list of strings", m);
+            std::string s(m.get_string());
+            if (s == "messages-tuple") s = "messages";
+            static const std::set<std::string> known = {"values", "updates", "custom", "messages",
+                                                        "tasks",  "checkpoints", "debug"};
+            if (!known.count(s))
+                throw http_error(422, "stream_mode '" + s +
+                                          "' is not supported (use values, updates, custom, messages, messages-tuple, "
+                                          "tasks, checkpoints, debug)");
+            out.insert(s);
+        };
+        if (!v || v->is_null()) out.insert("values");
+        else if (v->is_array())
+            for (const auto& m : v->get_array()) add(m);
+        else add(*v);
+        return out;
+    }
+
+    /// Builds a run from a run-create body (validated: every mistake is a 4xx before anything runs).
+    awaitable<std::shared_ptr<run_rec>> prepare_run(call& c, std::shared_ptr<thread_rec>& th, bool stateless) {
+        json::object body = body_object(c);
+        auto aid = opt_string(body, "assistant_id");
+        if (!aid) throw http_error(422, "field 'assistant_id' is required (an assistant id or a graph id)");
+        auto a = assistant_or_404(*aid);
+        auto run = std::make_shared<run_rec>();
+        run->run_id = new_uuid();
+        run->assistant_id = a->assistant_id;
+        run->graph_id = a->spec.graph_id;
+        run->owner = c.owner;
+        run->created_at = run->updated_at = now_iso();
+        run->stateless = stateless;
+        run->modes = parse_modes(field(body, "stream_mode"));
+        if (auto* s = field(body, "stream_subgraphs")) {
+            if (!s->is_bool()) wrong_type("stream_subgraphs", "a boolean", *s);
+            run->subgraphs = s->get_bool();
+        }
+        run->multitask = one_of(body, "multitask_strategy", {"reject", "enqueue", "interrupt", "rollback"});
+        auto if_not_exists = one_of(body, "if_not_exists", {"reject", "create"});
+        run->keep_thread = one_of(body, "on_completion", {"delete", "keep"}) == "keep";
+        run->cancel_on_disconnect = one_of(body, "on_disconnect", {"continue", "cancel"}) == "cancel";
+        run->after_seconds = opt_number(body, "after_seconds", 0);
+        if (run->after_seconds < 0 || run->after_seconds > 86400)
+            throw http_error(422, "field 'after_seconds' must be between 0 and 86400");
+        if (auto m = opt_object(body, "metadata")) run->metadata = *m;
+        auto config = opt_object(body, "config").value_or(json::object{});
+        auto input = field(body, "input");
+        if (input && !input->is_object()) wrong_type("input", "an object (the state's fields)", *input);
+        auto command = opt_object(body, "command");
+        for (const char* unsupported : {"interrupt_before", "interrupt_after"})
+            if (field(body, unsupported))
+                throw http_error(422, std::string("field '") + unsupported +
+                                          "' is not supported by this server yet (declare breakpoints at compile time)");
+        if (run->multitask == "rollback")
+            throw http_error(422, "multitask_strategy 'rollback' is not supported by this server yet (use reject, enqueue or interrupt)");
+
+        // The thread.
+        if (stateless) {
+            th = make_thread(new_uuid(), c.owner, json::object{});
+            th->temporary = true;
+        } else {
+            const std::string& tid = c.path[1];
+            if (!is_uuid(tid)) throw http_error(422, "thread_id '" + tid + "' is not a UUID");
+            auto it = threads.find(tid);
+            if (it == threads.end() || it->second->owner != c.owner || it->second->temporary) {
+                if (if_not_exists != "create" || it != threads.end())
+                    throw http_error(404, "thread '" + tid + "' not found (send if_not_exists: \"create\" to create it)");
+                json::object meta = run->metadata;
+                meta["graph_id"] = a->spec.graph_id;
+                meta["assistant_id"] = a->assistant_id;
+                th = make_thread(tid, c.owner, std::move(meta));
+            } else {
+                th = it->second;
+            }
+        }
+        if (!th->graph_id.empty() && th->graph_id != a->spec.graph_id)
+            throw http_error(409, "thread '" + th->thread_id + "' belongs to graph '" + th->graph_id +
+                                      "', not to '" + a->spec.graph_id + "'");
+        if (!th->queue.empty() && run->multitask == "reject")
+            throw http_error(409, "Thread is already running a task. Wait for it to finish or choose a different "
+                                  "multitask strategy (thread '" + th->thread_id + "' is busy with run '" +
+                                  th->queue.front()->run_id + "')");
+        run->thread_id = th->thread_id;
+
+        // The engine request.
+        auto req = std::make_unique<detail::run_request>();
+        req->graph = a->spec.core;
+        req->cfg.thread_id = th->thread_id;
+        req->cfg.recursion_limit = static_cast<int>(opt_int(config, "recursion_limit", a->spec.options.recursion_limit, 1, 10000));
+        std::optional<std::string> from = opt_string(body, "checkpoint_id");
+        if (auto cp = opt_object(body, "checkpoint"))
+            if (auto id = opt_string(*cp, "checkpoint_id")) from = id;
+        if (auto conf = opt_object(config, "configurable"))
+            if (auto id = opt_string(*conf, "checkpoint_id")) from = id;
+        if (from) req->cfg.checkpoint_id = *from;
+        req->modes = stream_mode::values | stream_mode::updates;
+        static const std::map<std::string, stream_mode> engine_modes = {
+            {"custom", stream_mode::custom}, {"tasks", stream_mode::tasks}, {"checkpoints", stream_mode::checkpoints},
+            {"debug", stream_mode::debug},   {"messages", stream_mode::messages}};
+        for (const auto& m : run->modes)
+            if (auto it = engine_modes.find(m); it != engine_modes.end()) req->modes = req->modes | it->second;
+
+        if (command && field(*command, "resume")) {
+            if (input) throw http_error(422, "send either 'input' or 'command.resume', not both");
+            if (field(*command, "goto") || field(*command, "update"))
+                throw http_error(422, "command.goto and command.update are not supported by this server yet (command.resume is)");
+            // Something must be waiting for the answer.
+            std::vector<std::string> pending;
+            if (th->graph_id.empty()) throw http_error(400, "thread '" + th->thread_id + "' has no pending interrupt to resume (it has never run)");
+            auto sreq = std::make_unique<detail::state_request>();
+            sreq->graph = a->spec.core;
+            sreq->thread_id = th->thread_id;
+            auto snap = co_await detail::get_state(std::move(sreq));
+            for (const auto& t : snap.tasks)
+                for (const auto& i : t.interrupts) pending.push_back(i.id);
+            if (pending.empty())
+                throw http_error(400, "thread '" + th->thread_id + "' has no pending interrupt to resume");
+            const json::value& value = *command->if_contains("resume");
+            bool by_id = value.is_object() && !value.get_object().empty();
+            if (by_id)
+                for (const auto& [k, v] : value.get_object())
+                    if (std::find(pending.begin(), pending.end(), std::string(k)) == pending.end()) by_id = false;
+            if (!by_id && pending.size() > 1)
+                throw http_error(422, "thread '" + th->thread_id + "' has " + std::to_string(pending.size()) +
+                                          " pending interrupts: resume with a map {interrupt id: value}");
+            req->input.what = detail::run_input::kind::resume;
+            if (by_id) {
+                req->input.resume.is_map = true;
+                for (const auto& [k, v] : value.get_object()) req->input.resume.by_id[std::string(k)] = v;
+            } else {
+                req->input.resume.value = value;
+            }
+            run->kwargs["command"] = *command;
+        } else if (command && (field(*command, "goto") || field(*command, "update"))) {
+            throw http_error(422, "command.goto and command.update are not supported by this server yet (command.resume is)");
+        } else if (input) {
+            json::object in = input->get_object();
+            if (a->spec.options.input_adapter) in = a->spec.options.input_adapter(std::move(in), th->thread_id);
+            req->input.what = detail::run_input::kind::values;
+            req->input.values = update_of(a->table(), in, "input");
+            run->kwargs["input"] = *input;
+        }
+        // (no input and no command: continue from the latest checkpoint)
+        json::array modes;
+        for (const auto& m : run->modes) modes.push_back(json::string(m));
+        run->kwargs["stream_mode"] = std::move(modes);
+        run->kwargs["config"] = config;
+        run->request = std::move(req);
+        if (th->graph_id.empty()) {
+            th->graph_id = a->spec.graph_id;
+            th->metadata["graph_id"] = a->spec.graph_id;
+            th->metadata["assistant_id"] = a->assistant_id;
+        }
+        if (run->multitask == "interrupt")
+            for (auto& r : th->queue) cancel_run(*r);
+        co_return run;
+    }
+
+    void cancel_run(run_rec& r) {
+        if (r.finished || r.cancel_requested) return;
+        r.cancel_requested = true;
+        r.cancel->emit(net::cancellation_type::terminal);
+        r.notify();
+    }
+
+    std::vector<std::pair<std::string, std::string>> location_headers(const run_rec& run, bool sse) const {
+        std::vector<std::pair<std::string, std::string>> h;
+        std::string loc = run.stateless ? "/runs/" + run.run_id : "/threads/" + run.thread_id + "/runs/" + run.run_id;
+        h.emplace_back("Content-Location", loc);
+        if (sse && !run.stateless) h.emplace_back("Location", loc + "/stream");
+        return h;
+    }
+
+    /// Relays a run's events from `after` on, until it finishes (or the client leaves).
+    awaitable<void> relay(call& c, std::shared_ptr<run_rec> run, std::set<std::string> modes, std::size_t after,
+                          bool fresh) {
+        auto headers = location_headers(*run, true);
+        if (!co_await begin_chunked(c, "text/event-stream", std::move(headers))) co_return;
+        std::size_t next = after;
+        if (fresh && run->events.empty()) record(*run, "metadata", json::object{{"run_id", run->run_id}, {"thread_id", run->thread_id}, {"attempt", 1}});
+        for (;;) {
+            std::string out;
+            for (; next < run->events.size(); ++next)
+                if (wanted(modes, run->events[next].name)) out += sse_text(run->events[next], next);
+            if (!out.empty() && !co_await write_chunk(c, out)) break;
+            if (run->finished) {
+                co_await end_chunked(c);
+                co_return;
+            }
+            std::size_t before = run->events.size();
+            co_await wait_change(run, std::chrono::seconds(10));
+            if (run->events.size() == before && !run->finished) {
+                std::string beat = ": heartbeat\n\n";
+                if (!co_await write_chunk(c, beat)) break;
+            }
+        }
+        c.keep_alive = false;
+        if (run->cancel_on_disconnect) cancel_run(*run);
+    }
+
+    /// Waits for a run's end, sending "\n" every second (JSON allows leading whitespace).
+    awaitable<void> wait_and_answer(call& c, std::shared_ptr<run_rec> run, bool created) {
+        auto headers = created ? location_headers(*run, false) : std::vector<std::pair<std::string, std::string>>{};
+        if (run->finished) {
+            reply(c, 200, result_of(*run), std::move(headers));
+            co_return;
+        }
+        if (!co_await begin_chunked(c, "application/json", std::move(headers))) co_return;
+        while (!run->finished) {
+            std::size_t before = run->events.size();
+            co_await wait_change(run, std::chrono::seconds(1));
+            if (run->events.size() == before && !run->finished) {
+                std::string nl = "\n";
+                if (!co_await write_chunk(c, nl)) {
+                    c.keep_alive = false;
+                    if (run->cancel_on_disconnect) cancel_run(*run);
+                    co_return;
+                }
+            }
+        }
+        std::string body = json::serialize(result_of(*run));
+        if (co_await write_chunk(c, body)) co_await end_chunked(c);
+    }
+
+    // -- routes --------------------------------------------------------------------------------
+    awaitable<void> dispatch(call& c);
+    awaitable<void> route_assistants(call& c);
+    awaitable<void> route_threads(call& c);
+    awaitable<void> route_runs(call& c, std::shared_ptr<thread_rec> th);
+    awaitable<void> create_run(call& c, bool stateless, const std::string& how);
+
+    awaitable<void> session(tcp::socket sock);
+    awaitable<void> accept_loop();
+};
+
+awaitable<void> server::impl::route_assistants(call& c) {
+    auto& p = c.path;
+    auto verb = c.req.method();
+    if (p.size() == 2 && (p[1] == "search" || p[1] == "count") && verb == http::verb::post) {
+        json::object body = body_object(c);
+        auto graph = opt_string(body, "graph_id");
+        auto name = opt_string(body, "name");
+        auto meta = opt_object(body, "metadata");
+        auto limit = opt_int(body, "limit", 10, 1, 1000), offset = opt_int(body, "offset", 0, 0, INT64_MAX);
+        json::array out;
+        for (const auto& a : assistants) {
+            if (graph && a->spec.graph_id != *graph) continue;
+            if (name && a->spec.graph_id.find(*name) == std::string::npos) continue;
+            auto j = assistant_json(*a);
+            if (meta && !contains(j["metadata"], *meta)) continue;
+            out.push_back(std::move(j));
+        }
+        if (p[1] == "count") {
+            reply(c, 200, static_cast<std::int64_t>(out.size()));
+            co_return;
+        }
+        json::array page;
+        for (std::size_t i = static_cast<std::size_t>(offset); i < out.size() && page.size() < static_cast<std::size_t>(limit); ++i)
+            page.push_back(out[i]);
+        std::vector<std::pair<std::string, std::string>> h{{"X-Pagination-Total", std::to_string(out.size())}};
+        if (page.size() == static_cast<std::size_t>(limit)) h.emplace_back("X-Pagination-Next", std::to_string(offset + limit));
+        reply(c, 200, page, std::move(h));
+        co_return;
+    }
+    if (p.size() < 2) throw http_error(404, "no route " + std::string(c.req.method_string()) + " " + std::string(c.req.target()));
+    if (verb != http::verb::get) throw http_error(405, "method " + std::string(c.req.method_string()) + " is not allowed on " + std::string(c.req.target()));
+    auto a = assistant_or_404(p[1]);
+    if (p.size() == 2) {
+        reply(c, 200, assistant_json(*a));
+        co_return;
+    }
+    if (p.size() == 3 && p[2] == "graph") {
+        const topology& t = a->spec.core->topo;
+        if (auto f = c.query.get("format"); f && *f != "json") {
+            if (*f != "dot") throw http_error(422, "query parameter 'format' must be json or dot (got '" + *f + "')");
+            std::ostringstream os;
+            write_dot(os, t);
+            reply_text(c, 200, os.str(), "text/vnd.graphviz");
+            co_return;
+        }
+        json::array nodes{json::object{{"id", START}, {"type", "schema"}, {"data", START}}};
+        for (const auto& n : t.nodes)
+            nodes.push_back(json::object{{"id", n.name},
+                                         {"type", "runnable"},
+                                         {"data", json::object{{"id", json::array{"stategraph", "node", json::string(n.name)}},
+                                                               {"name", n.name}}},
+                                         {"metadata", n.stage.empty() ? json::value(nullptr) : json::value(json::object{{"stage", n.stage}})}});
+        nodes.push_back(json::object{{"id", END}, {"type", "schema"}, {"data", END}});
+        json::array edges;
+        for (const auto& e : t.edges) edges.push_back(json::object{{"source", e.from}, {"target", e.to}});
+        for (const auto& j : t.joins)
+            for (const auto& s : j.sources) edges.push_back(json::object{{"source", s}, {"target", j.target}});
+        for (const auto& b : t.branches)
+            for (const auto& [label, target] : b.routes)
+                edges.push_back(json::object{{"source", b.from}, {"target", target}, {"data", label}, {"conditional", true}});
+        for (const auto& n : t.nodes)
+            for (const auto& e : n.ends) edges.push_back(json::object{{"source", n.name}, {"target", e}, {"conditional", true}});
+        reply(c, 200, json::object{{"nodes", std::move(nodes)}, {"edges", std::move(edges)}});
+        co_return;
+    }
+    if (p.size() == 3 && p[2] == "schemas") {
+        json::object props;
+        for (const auto& [name, kind] : a->spec.core->topo.fields) props[name] = json::object{{"description", kind}};
+        json::object schema{{"title", a->spec.graph_id}, {"type", "object"}, {"properties", props}};
+        reply(c, 200,
+                            json::object{{"graph_id", a->spec.graph_id}, {"input_schema", schema}, {"output_schema", schema},
+                                         {"state_schema", schema}, {"config_schema", nullptr}, {"context_schema", nullptr}});
+        co_return;
+    }
+    throw http_error(404, "no route GET " + std::string(c.req.target()));
+}
+
+awaitable<void> server::impl::route_threads(call& c) {
+    auto& p = c.path;
+    auto verb = c.req.method();
+    if (p.size() == 1 && verb == http::verb::post) {
+        json::object body = body_object(c);
+        auto id = opt_string(body, "thread_id");
+        auto meta = opt_object(body, "metadata").value_or(json::object{});
+        auto if_exists = one_of(body, "if_exists", {"raise", "do_nothing"});
+        if (field(body, "supersteps")) throw http_error(422, "field 'supersteps' is not supported by this server yet");
+        if (id) {
+            if (!is_uuid(*id)) throw http_error(422, "thread_id '" + *id + "' is not a UUID");
+            if (auto it = threads.find(*id); it != threads.end()) {
+                if (it->second->owner != c.owner || if_exists == "raise")
+                    throw http_error(409, "thread '" + *id + "' already exists");
+                reply(c, 200, it->second->to_json());
+                co_return;
+            }
+        }
+        auto th = make_thread(id.value_or(new_uuid()), c.owner, std::move(meta));
+        reply(c, 200, th->to_json());
+        co_return;
+    }
+    if (p.size() == 2 && (p[1] == "search" || p[1] == "count") && verb == http::verb::post) {
+        json::object body = body_object(c);
+        auto meta = opt_object(body, "metadata");
+        auto values = opt_object(body, "values");
+        auto status = opt_string(body, "status");
+        if (status && *status != "idle" && *status != "busy" && *status != "interrupted" && *status != "error")
+            throw http_error(422, "field 'status' must be one of idle, busy, interrupted, error (got '" + *status + "')");
+        std::optional<std::set<std::string>> ids;
+        if (auto* v = field(body, "ids")) {
+            if (!v->is_array()) wrong_type("ids", "a list of thread ids", *v);
+            ids.emplace();
+            for (const auto& x : v->get_array()) {
+                if (!x.is_string()) wrong_type("ids[]", "a string", x);
+                ids->insert(std::string(x.get_string()));
+            }
+        }
+        auto limit = opt_int(body, "limit", 10, 1, 10000), offset = opt_int(body, "offset", 0, 0, INT64_MAX);
+        std::string sort_by = one_of(body, "sort_by", {"created_at", "updated_at", "state_updated_at", "thread_id", "status"});
+        std::string order = one_of(body, "sort_order", {"desc", "asc"});
+        std::vector<std::shared_ptr<thread_rec>> hits;
+        for (const auto& [tid, th] : threads) {
+            if (th->owner != c.owner || th->temporary) continue;
+            if (ids && !ids->count(tid)) continue;
+            if (status && th->status != *status) continue;
+            if (meta && !contains(th->metadata, *meta)) continue;
+            if (values && !contains(th->values, *values)) continue;
+            hits.push_back(th);
+        }
+        if (p[1] == "count") {
+            reply(c, 200, static_cast<std::int64_t>(hits.size()));
+            co_return;
+        }
+        auto key = [&](const thread_rec& t) -> const std::string& {
+            if (sort_by == "updated_at") return t.updated_at;
+            if (sort_by == "state_updated_at") return t.state_updated_at;
+            if (sort_by == "thread_id") return t.thread_id;
+            if (sort_by == "status") return t.status;
+            return t.created_at;
+        };
+        std::stable_sort(hits.begin(), hits.end(), [&](const auto& x, const auto& y) {
+            return order == "asc" ? key(*x) < key(*y) : key(*y) < key(*x);
+        });
+        json::array out;
+        for (std::size_t i = static_cast<std::size_t>(offset); i < hits.size() && out.size() < static_cast<std::size_t>(limit); ++i)
+            out.push_back(hits[i]->to_json());
+        std::vector<std::pair<std::string, std::string>> h{{"X-Pagination-Total", std::to_string(hits.size())}};
+        if (out.size() == static_cast<std::size_t>(limit)) h.emplace_back("X-Pagination-Next", std::to_string(offset + limit));
+        reply(c, 200, out, std::move(h));
+        co_return;
+    }
+    if (p.size() < 2) throw http_error(405, "method " + std::string(c.req.method_string()) + " is not allowed on /threads");
+    auto th = thread_or_404(c, p[1]);
+    if (p.size() == 2) {
+        if (verb == http::verb::get) {
+            reply(c, 200, th->to_json());
+        } else if (verb == http::verb::patch) {
+            json::object body = body_object(c);
+            if (auto m = opt_object(body, "metadata"))
+                for (auto& [k, v] : *m) th->metadata[k] = v;
+            th->updated_at = now_iso();
+            reply(c, 200, th->to_json());
+        } else if (verb == http::verb::delete_) {
+            if (!th->queue.empty())
+                throw http_error(409, "thread '" + th->thread_id + "' has a run in flight (" + th->queue.front()->run_id + "); cancel it first");
+            co_await drop_thread(th);
+            for (auto it = runs.begin(); it != runs.end();)
+                it = it->second->thread_id == th->thread_id ? runs.erase(it) : std::next(it);
+            c.status = 204;
+            reply(c, 204, nullptr);
+        } else {
+            throw http_error(405, "method " + std::string(c.req.method_string()) + " is not allowed on /threads/{thread_id}");
+        }
+        co_return;
+    }
+    const std::string& what = p[2];
+    if (what == "runs") {
+        co_await route_runs(c, th);
+        co_return;
+    }
+    if (what == "copy" && p.size() == 3 && verb == http::verb::post) {
+        auto copy = make_thread(new_uuid(), c.owner, th->metadata);
+        copy->graph_id = th->graph_id;
+        copy->values = th->values;
+        copy->interrupts = th->interrupts;
+        copy->status = th->status == "busy" ? "idle" : th->status;
+        if (auto a = graph_of(*th)) {
+            auto saver = a->spec.core->saver;
+            co_await saver->copy_thread(th->thread_id, copy->thread_id);
+        }
+        reply(c, 200, copy->to_json());
+        co_return;
+    }
+    auto a = graph_of(*th);
+    if (what == "state" && p.size() == 3 && verb == http::verb::get) {
+        if (!a) {
+            reply(c, 200, empty_thread_state());
+            co_return;
+        }
+        auto req = std::make_unique<detail::state_request>();
+        req->graph = a->spec.core;
+        req->thread_id = th->thread_id;
+        auto snap = co_await detail::get_state(std::move(req));
+        reply(c, 200, snap.checkpoint_id.empty() ? empty_thread_state() : thread_state(a->table(), th->thread_id, snap));
+        co_return;
+    }
+    if (what == "state" && p.size() == 4 && verb == http::verb::get) {
+        if (!a) throw http_error(404, "checkpoint '" + p[3] + "' not found on thread '" + th->thread_id + "'");
+        auto req = std::make_unique<detail::state_request>();
+        req->graph = a->spec.core;
+        req->thread_id = th->thread_id;
+        req->checkpoint_id = p[3];
+        auto snap = co_await detail::get_state(std::move(req));
+        if (snap.checkpoint_id.empty()) throw http_error(404, "checkpoint '" + p[3] + "' not found on thread '" + th->thread_id + "'");
+        reply(c, 200, thread_state(a->table(), th->thread_id, snap));
+        co_return;
+    }
+    if (what == "state" && p.size() == 3 && verb == http::verb::post) {
+        json::object body = body_object(c);
+        if (!a) throw http_error(422, "thread '" + th->thread_id + "' has no graph yet: create it with metadata.graph_id, or run it first");
+        if (!th->queue.empty()) throw http_error(409, "thread '" + th->thread_id + "' has a run in flight; update its state when it ends");
+        auto req = std::make_unique<detail::update_request>();
+        req->graph = a->spec.core;
+        req->thread_id = th->thread_id;
+        if (auto* v = field(body, "values")) {
+            if (!v->is_object()) wrong_type("values", "an object (state fields)", *v);
+            req->values = update_of(a->table(), v->get_object(), "values");
+        } else {
+            req->values = detail::update_box(a->table());
+        }
+        if (auto n = opt_string(body, "as_node")) {
+            if (!a->spec.core->topo.find(*n)) throw http_error(422, "as_node '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
+            req->as_node = *n;
+        }
+        if (auto id = opt_string(body, "checkpoint_id")) req->checkpoint_id = *id;
+        if (auto cp = opt_object(body, "checkpoint"))
+            if (auto id = opt_string(*cp, "checkpoint_id")) req->checkpoint_id = *id;
+        auto id = co_await detail::update_state(std::move(req));
+        co_await refresh(th);
+        reply(c, 200, json::object{{"checkpoint", checkpoint_ref(th->thread_id, id)}});
+        co_return;
+    }
+    if (what == "history" && p.size() == 3 && (verb == http::verb::post || verb == http::verb::get)) {
+        json::object body = verb == http::verb::post ? body_object(c) : json::object{};
+        auto limit = verb == http::verb::post ? opt_int(body, "limit", 10, 1, 10000) : c.query.integer("limit", 10, 1, 10000);
+        std::optional<std::string> before = c.query.get("before");
+        if (auto* b = field(body, "before")) {
+            if (b->is_string()) before = std::string(b->get_string());
+            else if (b->is_object()) {
+                auto inner = b->get_object().if_contains("configurable");
+                const json::object& o = inner && inner->is_object() ? inner->get_object() : b->get_object();
+                before = opt_string(o, "checkpoint_id");
+            } else wrong_type("before", "a checkpoint id or a checkpoint config", *b);
+        }
+        auto meta = opt_object(body, "metadata");
+        json::array out;
+        if (a) {
+            auto req = std::make_unique<detail::state_request>();
+            req->graph = a->spec.core;
+            req->thread_id = th->thread_id;
+            req->list.before = before;
+            if (!meta) req->list.limit = static_cast<std::size_t>(limit);
+            auto list = co_await detail::get_state_history(std::move(req));
+            for (const auto& d : list) {
+                if (out.size() >= static_cast<std::size_t>(limit)) break;
+                auto s = thread_state(a->table(), th->thread_id, d);
+                if (meta && !contains(s["metadata"], *meta)) continue;
+                out.push_back(std::move(s));
+            }
+        }
+        reply(c, 200, out);
+        co_return;
+    }
+    throw http_error(404, "no route " + std::string(c.req.method_string()) + " " + std::string(c.req.target()));
+}
+
+awaitable<void> server::impl::create_run(call& c, bool stateless, const std::string& how) {
+    std::shared_ptr<thread_rec> th;
+    auto run = co_await prepare_run(c, th, stateless);
+    enqueue(th, run);
+    if (how == "stream") {
+        auto modes = run->modes;
+        co_await relay(c, run, std::move(modes), 0, true);
+    } else if (how == "wait") {
+        co_await wait_and_answer(c, run, true);
+    } else {
+        reply(c, 200, run->to_json(), location_headers(*run, false));
+    }
+}
+
+awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th) {
+    auto& p = c.path; // threads, tid, runs, ...
+    auto verb = c.req.method();
+    if (p.size() == 3) {
+        if (verb == http::verb::post) {
+            co_await create_run(c, false, "create");
+        } else if (verb == http::verb::get) {
+            auto limit = c.query.integer("limit", 10, 1, 10000), offset = c.query.integer("offset", 0, 0, INT64_MAX);
+            auto status = c.query.get("status");
+            std::vector<std::shared_ptr<run_rec>> list;
+            for (const auto& [rid, r] : runs)
+                if (r->thread_id == th->thread_id && (!status || r->status == *status)) list.push_back(r);
+            std::stable_sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return y->created_at < x->created_at; });
+            json::array out;
+            for (std::size_t i = static_cast<std::size_t>(offset); i < list.size() && out.size() < static_cast<std::size_t>(limit); ++i)
+                out.push_back(list[i]->to_json());
+            reply(c, 200, out);
+        } else {
+            throw http_error(405, "method " + std::string(c.req.method_string()) + " is not allowed on /threads/{thread_id}/runs");
+        }
+        co_return;
+    }
+    if (p.size() == 4 && (p[3] == "stream" || p[3] == "wait") && verb == http::verb::post) {
+        co_await create_run(c, false, p[3]);
+        co_return;
+    }
+    auto run = run_or_404(c, th->thread_id, p[3]);
+    if (p.size() == 4) {
+        if (verb == http::verb::get) {
+            reply(c, 200, run->to_json());
+        } else if (verb == http::verb::delete_) {
+            if (!run->finished) throw http_error(409, "run '" + run->run_id + "' is " + run->status + "; cancel it before deleting it");
+            runs.erase(run->run_id);
+            reply(c, 204, nullptr);
+        } else {
+            throw http_error(405, "method " + std::string(c.req.method_string()) + " is not allowed on a run");
+        }
+        co_return;
+    }
+    if (p.size() == 5 && p[4] == "join" && verb == http::verb::get) {
+        co_await wait_and_answer(c, run, false);
+        co_return;
+    }
+    if (p.size() == 5 && p[4] == "stream" && verb == http::verb::get) {
+        std::set<std::string> modes = run->modes;
+        if (auto m = c.query.get("stream_mode")) {
+            json::value v;
+            boost::system::error_code ec;
+            v = json::parse(*m, ec);
+            if (ec) v = json::string(*m);
+            modes = parse_modes(&v);
+        }
+        if (c.query.flag("cancel_on_disconnect")) run->cancel_on_disconnect = true;
+        std::size_t after = 0;
+        if (auto last = c.req.find("Last-Event-ID"); last != c.req.end()) {
+            try {
+                after = static_cast<std::size_t>(std::stoull(std::string(last->value()))) + 1;
+            } catch (const std::exception&) {
+                throw http_error(422, "header Last-Event-ID must be an event id (a number), got '" + std::string(last->value()) + "'");
+            }
+        }
+        co_await relay(c, run, std::move(modes), after, false);
+        co_return;
+    }
+    if (p.size() == 5 && p[4] == "cancel" && verb == http::verb::post) {
+        auto action = c.query.get("action").value_or("interrupt");
+        if (action == "rollback") throw http_error(422, "cancel action 'rollback' is not supported by this server yet (use interrupt)");
+        if (action != "interrupt") throw http_error(422, "query parameter 'action' must be interrupt or rollback (got '" + action + "')");
+        if (run->finished) throw http_error(409, "run '" + run->run_id + "' has already finished (" + run->status + ")");
+        cancel_run(*run);
+        if (c.query.flag("wait")) {
+            while (!run->finished) co_await wait_change(run, std::chrono::seconds(1));
+            reply(c, 204, nullptr);
+        } else {
+            reply(c, 202, nullptr);
+        }
+        co_return;
+    }
+    throw http_error(404, "no route " + std::string(c.req.method_string()) + " " + std::string(c.req.target()));
+}
+
+awaitable<void> server::impl::dispatch(call& c) {
+    auto& p = c.path;
+    auto verb = c.req.method();
+    if (p.size() == 1 && p[0] == "ok" && verb == http::verb::get) {
+        reply(c, 200, json::object{{"ok", true}});
+        co_return;
+    }
+    if (!opts.api_keys.empty()) {
+        auto k = c.req.find("x-api-key");
+        if (k == c.req.end()) throw http_error(401, "missing x-api-key header");
+        std::string key(k->value());
+        if (!opts.api_keys.count(key)) throw http_error(401, "unknown x-api-key");
+        c.owner = std::move(key);
+    }
+    if (p.size() == 1 && p[0] == "info" && verb == http::verb::get) {
+        reply(c, 200,
+                            json::object{{"version", opts.version},
+                                         {"server", "stategraph"},
+                                         {"flags", json::object{{"assistants", true}, {"crons", false}, {"langsmith", false}, {"store", false}}}});
+        co_return;
+    }
+    if (!p.empty() && p[0] == "assistants") {
+        co_await route_assistants(c);
+        co_return;
+    }
+    if (!p.empty() && p[0] == "threads") {
+        co_await route_threads(c);
+        co_return;
+    }
+    if (p.size() == 2 && p[0] == "runs" && (p[1] == "stream" || p[1] == "wait") && verb == http::verb::post) {
+        co_await create_run(c, true, p[1]);
+        co_return;
+    }
+    if (p.size() == 1 && p[0] == "runs" && verb == http::verb::post) {
+        co_await create_run(c, true, "create");
+        co_return;
+    }
+    throw http_error(404, "no route " + std::string(c.req.method_string()) + " " + std::string(c.req.target()));
+}
+
+awaitable<void> server::impl::session(tcp::socket sock) {
+    auto self = shared_from_this();
+    beast::tcp_stream stream(std::move(sock));
+    auto reg = sessions.insert(sessions.end(), &stream);
+    beast::flat_buffer buf;
+    for (;;) {
+        http::request_parser<http::string_body> parser;
+        parser.body_limit(opts.body_limit);
+        parser.header_limit(static_cast<std::uint32_t>(opts.header_limit));
+        stream.expires_after(opts.read_timeout);
+        auto [ec, n] = co_await http::async_read(stream, buf, parser, net::as_tuple(use_awaitable));
+        if (ec) {
+            unsigned status = 0;
+            std::string detail;
+            if (ec == http::error::body_limit) {
+                status = 413;
+                detail = "request body larger than " + std::to_string(opts.body_limit) + " bytes";
+            } else if (ec == http::error::header_limit) {
+                status = 431;
+                detail = "request headers larger than " + std::to_string(opts.header_limit) + " bytes";
+            } else if (ec == beast::error::timeout) {
+                if (parser.got_some()) {
+                    status = 408;
+                    detail = "the request did not arrive within " + std::to_string(opts.read_timeout.count()) + " ms";
+                }
+            } else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream &&
+                       ec != http::error::partial_message) {
+                status = 400;
+                detail = "malformed HTTP request: " + ec.message();
+            }
+            if (status) {
+                call c;
+                c.stream = &stream;
+                c.keep_alive = false;
+                c.req.version(11);
+                stream.expires_after(std::chrono::seconds(5));
+                reply(c, status, json::object{{"detail", detail}});
+                co_await write_answer(c);
+                if (opts.log) opts.log(std::to_string(status) + " (unread request): " + detail);
+            }
+            break;
+        }
+        stream.expires_never();
+        call c;
+        c.req = parser.release();
+        c.stream = &stream;
+        c.keep_alive = c.req.keep_alive() && !stopping;
+        std::string_view target = c.req.target();
+        auto q = target.find('?');
+        std::string_view path = target.substr(0, q);
+        for (std::size_t i = 0; i < path.size();) {
+            auto j = path.find('/', i);
+            if (j == std::string_view::npos) j = path.size();
+            if (j > i) c.path.push_back(percent_decode(path.substr(i, j - i)));
+            i = j + 1;
+        }
+        if (q != std::string_view::npos) {
+            std::string_view qs = target.substr(q + 1);
+            for (std::size_t i = 0; i <= qs.size();) {
+                auto j = qs.find('&', i);
+                if (j == std::string_view::npos) j = qs.size();
+                auto item = qs.substr(i, j - i);
+                if (!item.empty()) {
+                    auto eq = item.find('=');
+                    c.query.items[percent_decode(item.substr(0, eq))] =
+                        eq == std::string_view::npos ? "" : percent_decode(item.substr(eq + 1));
+                }
+                i = j + 1;
+            }
+        }
+        auto started = std::chrono::steady_clock::now();
+        std::optional<http_error> failure;
+        try {
+            co_await dispatch(c);
+        } catch (const http_error& e) {
+            failure = e;
+        } catch (const std::exception& e) {
+            try {
+                rethrow_as_http(e);
+            } catch (const http_error& h) {
+                failure = h;
+            }
+        }
+        if (failure) {
+            if (c.streamed) c.keep_alive = false; // too late for a status: the body has begun
+            else reply(c, failure->status(), json::object{{"detail", failure->what()}});
+        }
+        if (c.answer && !c.streamed) co_await write_answer(c);
+        if (opts.log) {
+            auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+            opts.log(std::string(c.req.method_string()) + " " + std::string(path) + " " + std::to_string(c.status) + " " +
+                     std::to_string(static_cast<long>(ms)) + "ms");
+        }
+        if (!c.keep_alive) break;
+    }
+    sessions.erase(reg);
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.socket().close(ignored);
+}
+
+awaitable<void> server::impl::accept_loop() {
+    auto self = shared_from_this();
+    while (!stopping) {
+        auto [ec, sock] = co_await acceptor.async_accept(net::as_tuple(use_awaitable));
+        if (ec) {
+            if (stopping || ec == net::error::operation_aborted) co_return;
+            continue;
+        }
+        net::co_spawn(ex, session(std::move(sock)), net::detached);
+    }
+}
+
+server::server(net::any_io_executor ex, server_options options) : impl_(std::make_shared<impl>(ex, std::move(options))) {}
+
+server::~server() {
+    if (impl_) impl_->stopping = true;
+    boost::system::error_code ignored;
+    if (impl_) impl_->acceptor.close(ignored);
+}
+
+void server::add(assistant_spec spec) {
+    if (!spec.core || !spec.core->saver)
+        throw std::invalid_argument("server::add: graph '" + spec.graph_id + "' has no checkpointer (use make_assistant)");
+    if (impl_->find_assistant(spec.graph_id))
+        throw std::invalid_argument("server::add: graph id '" + spec.graph_id + "' is already served");
+    auto a = std::make_shared<assistant_rec>(assistant_rec{std::move(spec), "", now_iso()});
+    a->assistant_id = assistant_uuid(a->spec.graph_id);
+    impl_->assistants.push_back(std::move(a));
+}
+
+unsigned short server::listen() {
+    auto& acc = impl_->acceptor;
+    tcp::endpoint ep(net::ip::make_address(impl_->opts.host), impl_->opts.port);
+    acc.open(ep.protocol());
+    acc.set_option(net::socket_base::reuse_address(true));
+    acc.bind(ep);
+    acc.listen();
+    impl_->bound = acc.local_endpoint().port();
+    net::co_spawn(impl_->ex, impl_->accept_loop(), net::detached);
+    return impl_->bound;
+}
+
+void server::stop() {
+    impl_->stopping = true;
+    boost::system::error_code ignored;
+    impl_->acceptor.close(ignored);
+    for (auto* s : impl_->sessions) s->socket().cancel(ignored);
+}
+
+unsigned short server::port() const noexcept { return impl_->bound; }
+
+} // namespace stategraph::server
