@@ -52,18 +52,6 @@ namespace sgsrv {
 // ---------------------------------------------------------------------------------------------
 // Small helpers: ids, clocks, JSON fields
 
-std::string now_iso() {
-    auto now = std::chrono::system_clock::now();
-    auto t = std::chrono::system_clock::to_time_t(now);
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us));
-    return buf;
-}
-
 std::string iso_of(std::chrono::system_clock::time_point tp) {
     auto t = std::chrono::system_clock::to_time_t(tp);
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count() % 1000000;
@@ -74,6 +62,8 @@ std::string iso_of(std::chrono::system_clock::time_point tp) {
                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us));
     return buf;
 }
+
+std::string now_iso() { return iso_of(std::chrono::system_clock::now()); }
 
 std::string new_uuid() {
     static thread_local boost::uuids::random_generator gen;
@@ -635,6 +625,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     /// Queues `run` on its thread; starts it when the thread has nothing ahead of it.
     void enqueue(std::shared_ptr<thread_rec> th, std::shared_ptr<run_rec> run) {
         runs[run->run_id] = run;
+        record(*run, "metadata", json::object{{"run_id", run->run_id}, {"thread_id", run->thread_id}, {"attempt", 1}});
         th->queue.push_back(run);
         th->status = "busy";
         th->updated_at = now_iso();
@@ -895,12 +886,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     }
 
     /// Relays a run's events from `after` on, until it finishes (or the client leaves).
-    awaitable<void> relay(call& c, std::shared_ptr<run_rec> run, std::set<std::string> modes, std::size_t after,
-                          bool fresh) {
+    awaitable<void> relay(call& c, std::shared_ptr<run_rec> run, std::set<std::string> modes, std::size_t after) {
         auto headers = location_headers(*run, true);
         if (!co_await begin_chunked(c, "text/event-stream", std::move(headers))) co_return;
         std::size_t next = after;
-        if (fresh && run->events.empty()) record(*run, "metadata", json::object{{"run_id", run->run_id}, {"thread_id", run->thread_id}, {"attempt", 1}});
         for (;;) {
             std::string out;
             for (; next < run->events.size(); ++next)
@@ -1106,6 +1095,13 @@ awaitable<void> server::impl::route_threads(call& c) {
         co_return;
     }
     if (p.size() < 2) throw http_error(405, "method " + std::string(c.req.method_string()) + " is not allowed on /threads");
+    // Run creation finds (or, with if_not_exists: "create", makes) the thread itself.
+    if (verb == http::verb::post && p[2 < p.size() ? 2 : 0] == "runs" &&
+        (p.size() == 3 || (p.size() == 4 && (p[3] == "stream" || p[3] == "wait")))) {
+        const std::string how = p.size() == 3 ? std::string("create") : p[3];
+        co_await create_run(c, false, how);
+        co_return;
+    }
     auto th = thread_or_404(c, p[1]);
     if (p.size() == 2) {
         if (verb == http::verb::get) {
@@ -1236,7 +1232,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     enqueue(th, run);
     if (how == "stream") {
         auto modes = run->modes;
-        co_await relay(c, run, std::move(modes), 0, true);
+        co_await relay(c, run, std::move(modes), 0);
     } else if (how == "wait") {
         co_await wait_and_answer(c, run, true);
     } else {
@@ -1249,7 +1245,8 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
     auto verb = c.req.method();
     if (p.size() == 3) {
         if (verb == http::verb::post) {
-            co_await create_run(c, false, "create");
+            const std::string how = "create";
+            co_await create_run(c, false, how);
         } else if (verb == http::verb::get) {
             auto limit = c.query.integer("limit", 10, 1, 10000), offset = c.query.integer("offset", 0, 0, INT64_MAX);
             auto status = c.query.get("status");
@@ -1305,7 +1302,7 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
                 throw http_error(422, "header Last-Event-ID must be an event id (a number), got '" + std::string(last->value()) + "'");
             }
         }
-        co_await relay(c, run, std::move(modes), after, false);
+        co_await relay(c, run, std::move(modes), after);
         co_return;
     }
     if (p.size() == 5 && p[4] == "cancel" && verb == http::verb::post) {
@@ -1359,7 +1356,8 @@ awaitable<void> server::impl::dispatch(call& c) {
         co_return;
     }
     if (p.size() == 1 && p[0] == "runs" && verb == http::verb::post) {
-        co_await create_run(c, true, "create");
+        const std::string how = "create";
+        co_await create_run(c, true, how);
         co_return;
     }
     throw http_error(404, "no route " + std::string(c.req.method_string()) + " " + std::string(c.req.target()));
@@ -1374,8 +1372,19 @@ awaitable<void> server::impl::session(tcp::socket sock) {
         http::request_parser<http::string_body> parser;
         parser.body_limit(opts.body_limit);
         parser.header_limit(static_cast<std::uint32_t>(opts.header_limit));
-        stream.expires_after(opts.read_timeout);
+        // The read deadline: a timer that cancels the read (tcp_stream's own timeout would close
+        // the socket, and a slow client would get no 408).
+        bool timed_out = false;
+        net::steady_timer deadline(ex);
+        deadline.expires_after(opts.read_timeout);
+        deadline.async_wait([&timed_out, &stream](boost::system::error_code wec) {
+            if (wec) return;
+            timed_out = true;
+            boost::system::error_code ignored;
+            stream.socket().cancel(ignored);
+        });
         auto [ec, n] = co_await http::async_read(stream, buf, parser, net::as_tuple(use_awaitable));
+        deadline.cancel();
         if (ec) {
             unsigned status = 0;
             std::string detail;
@@ -1385,7 +1394,7 @@ awaitable<void> server::impl::session(tcp::socket sock) {
             } else if (ec == http::error::header_limit) {
                 status = 431;
                 detail = "request headers larger than " + std::to_string(opts.header_limit) + " bytes";
-            } else if (ec == beast::error::timeout) {
+            } else if (timed_out) {
                 if (parser.got_some()) {
                     status = 408;
                     detail = "the request did not arrive within " + std::to_string(opts.read_timeout.count()) + " ms";

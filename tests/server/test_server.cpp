@@ -1,0 +1,513 @@
+#define BOOST_TEST_MODULE server
+// stategraph::server over loopback: each endpoint, driven by a blocking Beast client on the test's
+// thread while the server runs on its own io_context thread, and each kind of client mistake
+// answered with a 4xx and a detail naming it.
+#include <stategraph/server/server.hpp>
+
+#include <stategraph/checkpoint/memory_saver.hpp>
+#include <stategraph/stategraph.hpp>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sg = stategraph;
+namespace srv = stategraph::server;
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+namespace json = boost::json;
+using tcp = net::ip::tcp;
+
+namespace {
+
+// -- the graph served: work (slow or failing on request) then ask (interrupts on request) ------
+struct chat_state {
+    std::string question;
+    std::string answer;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(chat_state, (), (question, answer, log))
+auto reducers(sg::for_state<chat_state>) { return sg::reducers{sg::reduce<&chat_state::log>(sg::append)}; }
+
+net::awaitable<sg::update<chat_state>> work(const chat_state& s, sg::context& ctx) {
+    if (s.question == "slow") {
+        net::steady_timer t(ctx.executor());
+        t.expires_after(std::chrono::milliseconds(400));
+        co_await t.async_wait(net::use_awaitable);
+    }
+    if (s.question == "fail") throw std::runtime_error("work failed on purpose");
+    std::vector<std::string> entry{"work"};
+    co_return sg::update<chat_state>{}.set<&chat_state::log>(std::move(entry));
+}
+
+sg::update<chat_state> ask(const chat_state& s, sg::context& ctx) {
+    std::vector<std::string> entry{"ask"};
+    auto u = sg::update<chat_state>{};
+    if (s.question == "ask") {
+        auto answer = ctx.interrupt_now<std::string>(std::string("approve?"));
+        u.set<&chat_state::answer>(answer);
+    }
+    u.set<&chat_state::log>(std::move(entry));
+    return u;
+}
+
+sg::compiled_graph<chat_state> build() {
+    sg::state_graph<chat_state> g("chat");
+    g.add_node("work", work).add_node("ask", ask);
+    g.add_edge(sg::START, "work").add_edge("work", "ask").add_edge("ask", sg::END);
+    return g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+}
+
+// -- a server on its own thread ------------------------------------------------------------
+struct running_server {
+    net::io_context io;
+    std::unique_ptr<srv::server> server;
+    unsigned short port = 0;
+    std::thread thread;
+
+    explicit running_server(srv::server_options o) {
+        o.port = 0;
+        server = std::make_unique<srv::server>(io.get_executor(), std::move(o));
+        server->add(srv::make_assistant("chat", build()));
+        port = server->listen();
+        thread = std::thread([this] { io.run(); });
+    }
+    ~running_server() {
+        net::post(io, [this] { server->stop(); io.stop(); });
+        thread.join();
+        server.reset();
+    }
+};
+
+srv::server_options test_options() {
+    srv::server_options o;
+    o.body_limit = 64 << 10;
+    o.header_limit = 8 << 10;
+    o.read_timeout = std::chrono::milliseconds(500);
+    return o;
+}
+
+struct reply {
+    unsigned status = 0;
+    std::map<std::string, std::string> headers;
+    std::string body;
+    json::value json() const { return json::parse(body); }
+    std::string detail() const { return std::string(json::parse(body).at("detail").as_string()); }
+};
+
+reply call(unsigned short port, http::verb verb, const std::string& target, const std::string& body = "",
+           const std::map<std::string, std::string>& headers = {}) {
+    net::io_context io;
+    tcp::socket sock(io);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    http::request<http::string_body> req{verb, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (!body.empty()) {
+        req.set(http::field::content_type, "application/json");
+        req.body() = body;
+    }
+    req.prepare_payload();
+    http::write(sock, req);
+    boost::beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    http::read(sock, buf, parser);
+    auto res = parser.release();
+    reply r;
+    r.status = res.result_int();
+    for (const auto& f : res) r.headers[std::string(f.name_string())] = std::string(f.value());
+    r.body = res.body();
+    return r;
+}
+reply get(unsigned short port, const std::string& target, const std::map<std::string, std::string>& h = {}) {
+    return call(port, http::verb::get, target, "", h);
+}
+reply post(unsigned short port, const std::string& target, const json::value& body,
+           const std::map<std::string, std::string>& h = {}) {
+    return call(port, http::verb::post, target, json::serialize(body), h);
+}
+
+struct sse {
+    std::string event;
+    json::value data;
+    std::string id;
+};
+std::vector<sse> parse_sse(const std::string& text) {
+    std::vector<sse> out;
+    sse cur;
+    std::size_t i = 0;
+    while (i < text.size()) {
+        auto j = text.find('\n', i);
+        if (j == std::string::npos) j = text.size();
+        std::string line = text.substr(i, j - i);
+        i = j + 1;
+        if (line.empty()) {
+            if (!cur.event.empty()) out.push_back(cur);
+            cur = {};
+        } else if (line.rfind("event: ", 0) == 0) cur.event = line.substr(7);
+        else if (line.rfind("data: ", 0) == 0) cur.data = json::parse(line.substr(6));
+        else if (line.rfind("id: ", 0) == 0) cur.id = line.substr(4);
+    }
+    return out;
+}
+
+std::string new_thread(unsigned short port, const json::object& body = {}) {
+    auto r = post(port, "/threads", body);
+    BOOST_TEST_REQUIRE(r.status == 200u);
+    return std::string(r.json().at("thread_id").as_string());
+}
+
+/// A raw exchange: sends `bytes`, waits `pause`, returns what the server answered.
+std::string raw(unsigned short port, const std::string& bytes) {
+    net::io_context io;
+    tcp::socket sock(io);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    net::write(sock, net::buffer(bytes));
+    std::string out;
+    boost::system::error_code ec;
+    char buf[4096];
+    for (;;) {
+        auto n = sock.read_some(net::buffer(buf), ec);
+        out.append(buf, n);
+        if (ec) break;
+    }
+    return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(server)
+
+BOOST_AUTO_TEST_CASE(meta_and_assistants) {
+    running_server s(test_options());
+    auto ok = get(s.port, "/ok");
+    BOOST_TEST(ok.status == 200u);
+    BOOST_TEST(ok.json().at("ok").as_bool());
+    BOOST_TEST(get(s.port, "/info").json().at("flags").at("assistants").as_bool());
+
+    auto found = post(s.port, "/assistants/search", json::object{{"graph_id", "chat"}});
+    BOOST_TEST(found.status == 200u);
+    auto found_json = found.json();
+    const auto& a = found_json.as_array().at(0).as_object();
+    std::string aid(a.at("assistant_id").as_string());
+    BOOST_TEST(aid.size() == 36u);
+    BOOST_TEST(a.at("graph_id").as_string() == "chat");
+    BOOST_TEST(post(s.port, "/assistants/search", json::object{{"graph_id", "nope"}}).json().as_array().empty());
+    BOOST_TEST(post(s.port, "/assistants/count", json::object{}).json().as_int64() == 1);
+
+    // By id and by graph id.
+    BOOST_TEST(get(s.port, "/assistants/" + aid).json().at("graph_id").as_string() == "chat");
+    BOOST_TEST(get(s.port, "/assistants/chat").json().at("assistant_id").as_string() == aid);
+    auto graph = get(s.port, "/assistants/chat/graph").json();
+    std::vector<std::string> ids;
+    for (const auto& n : graph.at("nodes").as_array()) ids.push_back(std::string(n.at("id").as_string()));
+    BOOST_TEST(ids == (std::vector<std::string>{"__start__", "work", "ask", "__end__"}), boost::test_tools::per_element());
+    BOOST_TEST(graph.at("edges").as_array().size() == 3u);
+    auto dot = get(s.port, "/assistants/chat/graph?format=dot");
+    BOOST_TEST(dot.status == 200u);
+    BOOST_TEST(dot.body.find("digraph") != std::string::npos);
+    auto schemas = get(s.port, "/assistants/chat/schemas").json();
+    BOOST_TEST(schemas.at("state_schema").at("properties").as_object().contains("question"));
+
+    auto missing = get(s.port, "/assistants/nope");
+    BOOST_TEST(missing.status == 404u);
+    BOOST_TEST(missing.detail().find("'nope'") != std::string::npos);
+    BOOST_TEST(get(s.port, "/assistants/chat/graph?format=svgz").status == 422u);
+    BOOST_TEST(get(s.port, "/nowhere").status == 404u);
+}
+
+BOOST_AUTO_TEST_CASE(threads_crud_search_copy) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}, {"graph_id", "chat"}}}});
+    auto t = get(s.port, "/threads/" + tid).json();
+    BOOST_TEST(t.at("status").as_string() == "idle");
+    BOOST_TEST(t.at("metadata").at("user").as_string() == "ann");
+    BOOST_TEST(t.at("created_at").as_string().size() > 20u);
+
+    // Client-chosen id: raise (409) or do_nothing.
+    std::string mine = "0b7a4c8e-6b3f-4b7e-9a53-1d2c3b4a5f60";
+    BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", mine}}).status == 200u);
+    auto dup = post(s.port, "/threads", json::object{{"thread_id", mine}});
+    BOOST_TEST(dup.status == 409u);
+    BOOST_TEST(dup.detail().find(mine) != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", mine}, {"if_exists", "do_nothing"}}).status == 200u);
+    BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", "not-a-uuid"}}).status == 422u);
+
+    // PATCH merges metadata; search by metadata and status; count.
+    auto patched = call(s.port, http::verb::patch, "/threads/" + tid, R"({"metadata":{"tier":"gold"}})");
+    BOOST_TEST(patched.json().at("metadata").at("tier").as_string() == "gold");
+    auto hits = post(s.port, "/threads/search", json::object{{"metadata", json::object{{"tier", "gold"}}}}).json().as_array();
+    BOOST_TEST_REQUIRE(hits.size() == 1u);
+    BOOST_TEST(hits[0].at("thread_id").as_string() == tid);
+    BOOST_TEST(post(s.port, "/threads/search", json::object{{"status", "idle"}}).json().as_array().size() == 2u);
+    BOOST_TEST(post(s.port, "/threads/search", json::object{{"status", "busy"}}).json().as_array().empty());
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 2);
+    BOOST_TEST(post(s.port, "/threads/search", json::object{{"status", "sleeping"}}).status == 422u);
+
+    // A run, then a copy that has the same state.
+    auto done = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}});
+    BOOST_TEST(done.status == 200u);
+    auto copy = post(s.port, "/threads/" + tid + "/copy", json::object{}).json();
+    std::string cid(copy.at("thread_id").as_string());
+    BOOST_TEST(cid != tid);
+    auto copied_state = get(s.port, "/threads/" + cid + "/state").json();
+    BOOST_TEST(copied_state.at("values").at("log").as_array().size() == 2u);
+
+    // DELETE: gone afterwards.
+    BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + cid).status == 204u);
+    BOOST_TEST(get(s.port, "/threads/" + cid).status == 404u);
+    BOOST_TEST(get(s.port, "/threads/" + mine + "/state").json().at("checkpoint").is_null()); // never ran
+}
+
+BOOST_AUTO_TEST_CASE(stream_interrupt_resume_history_update) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    json::object body{{"assistant_id", "chat"},
+                      {"input", json::object{{"question", "ask"}}},
+                      {"stream_mode", json::array{"values", "updates"}}};
+    auto r = post(s.port, "/threads/" + tid + "/runs/stream", body);
+    BOOST_TEST(r.status == 200u);
+    BOOST_TEST(r.headers["Content-Type"] == "text/event-stream");
+    BOOST_TEST(r.headers["Content-Location"].find("/threads/" + tid + "/runs/") == 0u);
+    auto events = parse_sse(r.body);
+    BOOST_TEST_REQUIRE(events.size() >= 4u);
+    BOOST_TEST(events[0].event == "metadata");
+    std::string run_id(events[0].data.at("run_id").as_string());
+    BOOST_TEST(events[1].event == "values");
+    bool saw_work = false, saw_interrupt = false;
+    for (const auto& e : events) {
+        if (e.event == "updates" && e.data.as_object().contains("work")) saw_work = true;
+        if (e.event == "updates" && e.data.as_object().contains("__interrupt__")) saw_interrupt = true;
+    }
+    BOOST_TEST(saw_work);
+    BOOST_TEST(saw_interrupt);
+    BOOST_TEST(events.back().event == "values");
+    BOOST_TEST(events.back().data.at("__interrupt__").at(0).at("value").as_string() == "approve?");
+
+    // The thread is interrupted; the state says what is pending.
+    auto th = get(s.port, "/threads/" + tid).json();
+    BOOST_TEST(th.at("status").as_string() == "interrupted");
+    BOOST_TEST(th.at("interrupts").as_object().size() == 1u);
+    auto st = get(s.port, "/threads/" + tid + "/state").json();
+    BOOST_TEST(st.at("next").at(0).as_string() == "ask");
+    BOOST_TEST(st.at("tasks").at(0).at("interrupts").at(0).at("value").as_string() == "approve?");
+    std::string interrupt_id(st.at("interrupts").at(0).at("id").as_string());
+
+    // The run record: success (HITL is read from the thread), listed, joinable.
+    auto run = get(s.port, "/threads/" + tid + "/runs/" + run_id).json();
+    BOOST_TEST(run.at("status").as_string() == "success");
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs").json().as_array().size() == 1u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + run_id + "/join").json().as_object().contains("__interrupt__"));
+
+    // Join the finished stream again after event 1: the replay starts at event 2.
+    auto replay = get(s.port, "/threads/" + tid + "/runs/" + run_id + "/stream", {{"Last-Event-ID", "1"}});
+    auto again = parse_sse(replay.body);
+    BOOST_TEST_REQUIRE(!again.empty());
+    BOOST_TEST(again.front().id == "2");
+    BOOST_TEST(again.size() == events.size() - 2);
+
+    // Resume by interrupt id with /wait: the graph finishes.
+    json::object resume{{"assistant_id", "chat"}, {"command", json::object{{"resume", json::object{{interrupt_id, "yes"}}}}}};
+    auto w = post(s.port, "/threads/" + tid + "/runs/wait", resume);
+    BOOST_TEST(w.status == 200u);
+    auto final_values = json::parse(w.body);
+    BOOST_TEST(final_values.at("answer").as_string() == "yes");
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "idle");
+
+    // Nothing pending now: a resume is refused, naming the thread.
+    json::object resume_again{{"assistant_id", "chat"}, {"command", json::object{{"resume", "again"}}}};
+    auto nothing = post(s.port, "/threads/" + tid + "/runs/wait", resume_again);
+    BOOST_TEST(nothing.status == 400u);
+    BOOST_TEST(nothing.detail().find("no pending interrupt") != std::string::npos);
+
+    // History: newest first, with parent links; one checkpoint by id.
+    auto hist = post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 3}}).json().as_array();
+    BOOST_TEST_REQUIRE(hist.size() == 3u);
+    BOOST_TEST(hist[0].at("parent_checkpoint").at("checkpoint_id") == hist[1].at("checkpoint").at("checkpoint_id"));
+    std::string older(hist[1].at("checkpoint").at("checkpoint_id").as_string());
+    auto at = get(s.port, "/threads/" + tid + "/state/" + older).json();
+    BOOST_TEST(at.at("checkpoint").at("checkpoint_id").as_string() == older);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/state/nope").status == 404u);
+
+    // update_state as a node: a new checkpoint, the values refreshed.
+    auto upd = post(s.port, "/threads/" + tid + "/state",
+                    json::object{{"values", json::object{{"answer", "edited"}}}, {"as_node", "ask"}});
+    BOOST_TEST(upd.status == 200u);
+    BOOST_TEST(upd.json().at("checkpoint").at("checkpoint_id").as_string().size() > 0u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/state").json().at("values").at("answer").as_string() == "edited");
+    auto bad_field = post(s.port, "/threads/" + tid + "/state", json::object{{"values", json::object{{"anwser", "x"}}}});
+    BOOST_TEST(bad_field.status == 422u);
+    BOOST_TEST(bad_field.detail().find("'anwser'") != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/state", json::object{{"values", json::object{}}, {"as_node", "nobody"}}).status == 422u);
+}
+
+BOOST_AUTO_TEST_CASE(background_runs_busy_cancel_stateless) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    json::object slow{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}};
+    auto created = post(s.port, "/threads/" + tid + "/runs", slow);
+    BOOST_TEST(created.status == 200u);
+    std::string rid(created.json().at("run_id").as_string());
+    BOOST_TEST(created.headers["Content-Location"] == "/threads/" + tid + "/runs/" + rid);
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "busy");
+
+    // A second run on the busy thread: refused (409) with the reason; update_state too.
+    auto busy = post(s.port, "/threads/" + tid + "/runs", slow);
+    BOOST_TEST(busy.status == 409u);
+    BOOST_TEST(busy.detail().find("already running") != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/state", json::object{{"values", json::object{}}}).status == 409u);
+    BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + tid + "/runs/" + rid).status == 409u);
+
+    // enqueue waits for it; join returns the values.
+    json::object queued{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"multitask_strategy", "enqueue"}};
+    auto second = post(s.port, "/threads/" + tid + "/runs", queued);
+    BOOST_TEST(second.status == 200u);
+    std::string rid2(second.json().at("run_id").as_string());
+    auto joined = get(s.port, "/threads/" + tid + "/runs/" + rid2 + "/join").json();
+    BOOST_TEST(joined.at("log").as_array().size() == 4u); // work, ask of both runs
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid).json().at("status").as_string() == "success");
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "idle");
+
+    // Cancel: a slow run cancelled is interrupted; cancelling it again is a conflict.
+    auto third = post(s.port, "/threads/" + tid + "/runs", slow).json();
+    std::string rid3(third.at("run_id").as_string());
+    auto cancel = post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel?wait=1&action=interrupt", json::object{});
+    BOOST_TEST(cancel.status == 204u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid3).json().at("status").as_string() == "interrupted");
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel", json::object{}).status == 409u);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel?action=rollback", json::object{}).status == 422u);
+    BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + tid + "/runs/" + rid3).status == 204u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid3).status == 404u);
+
+    // A failing run: error event, run error, thread error; wait answers __error__.
+    json::object fail{{"assistant_id", "chat"}, {"input", json::object{{"question", "fail"}}}};
+    auto failed = post(s.port, "/threads/" + tid + "/runs/wait", fail);
+    BOOST_TEST(failed.status == 200u);
+    BOOST_TEST(json::parse(failed.body).at("__error__").at("message").as_string().find("on purpose") != std::string::npos);
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "error");
+
+    // Stateless runs: wait and stream, on a temporary thread that is gone afterwards.
+    json::object once{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}};
+    auto w = post(s.port, "/runs/wait", once);
+    BOOST_TEST(w.status == 200u);
+    BOOST_TEST(json::parse(w.body).at("log").as_array().size() == 2u);
+    BOOST_TEST(w.headers["Content-Location"].rfind("/runs/", 0) == 0u);
+    once["stream_mode"] = "updates";
+    auto st = parse_sse(post(s.port, "/runs/stream", once).body);
+    BOOST_TEST_REQUIRE(st.size() == 3u); // metadata, updates work, updates ask
+    BOOST_TEST(st[1].event == "updates");
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 1);
+
+    // if_not_exists: create makes the thread; reject (the default) is 404.
+    std::string fresh = "5d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6";
+    BOOST_TEST(post(s.port, "/threads/" + fresh + "/runs/wait", once).status == 404u);
+    once["if_not_exists"] = "create";
+    auto created_fresh = post(s.port, "/threads/" + fresh + "/runs/wait", once);
+    BOOST_TEST(created_fresh.status == 200u, created_fresh.body);
+    BOOST_TEST(get(s.port, "/threads/" + fresh).json().at("metadata").at("graph_id").as_string() == "chat");
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_4xx_with_detail) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    // Malformed JSON, a body that is not an object, wrong types, unknown names.
+    auto bad = call(s.port, http::verb::post, "/threads", "{\"metadata\": ");
+    BOOST_TEST(bad.status == 400u);
+    BOOST_TEST(bad.detail().find("malformed JSON") != std::string::npos);
+    BOOST_TEST(call(s.port, http::verb::post, "/threads", "[1,2]").status == 422u);
+    auto wrong = post(s.port, "/threads", json::object{{"metadata", "x"}});
+    BOOST_TEST(wrong.status == 422u);
+    BOOST_TEST(wrong.detail().find("'metadata'") != std::string::npos);
+    auto no_assistant = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"input", json::object{}}});
+    BOOST_TEST(no_assistant.status == 422u);
+    BOOST_TEST(no_assistant.detail().find("assistant_id") != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "nope"}}).status == 404u);
+    auto field = post(s.port, "/threads/" + tid + "/runs/wait",
+                      json::object{{"assistant_id", "chat"}, {"input", json::object{{"qestion", "hi"}}}});
+    BOOST_TEST(field.status == 422u);
+    BOOST_TEST(field.detail().find("'qestion'") != std::string::npos);
+    auto type = post(s.port, "/threads/" + tid + "/runs/wait",
+                     json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", 5}}}});
+    BOOST_TEST(type.status == 422u);
+    BOOST_TEST(type.detail().find("question") != std::string::npos);
+    auto mode = post(s.port, "/threads/" + tid + "/runs/stream", json::object{{"assistant_id", "chat"}, {"stream_mode", "telepathy"}});
+    BOOST_TEST(mode.status == 422u);
+    BOOST_TEST(mode.detail().find("telepathy") != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs", json::object{{"assistant_id", "chat"}, {"multitask_strategy", "maybe"}}).status == 422u);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/history", json::object{{"limit", "ten"}}).status == 422u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs?limit=abc").status == 422u);
+
+    // Unknown thread and run (404), ids that are not UUIDs (422).
+    std::string ghost = "11111111-2222-4333-8444-555555555555";
+    auto unknown = get(s.port, "/threads/" + ghost);
+    BOOST_TEST(unknown.status == 404u);
+    BOOST_TEST(unknown.detail().find(ghost) != std::string::npos);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + ghost).status == 404u);
+    BOOST_TEST(get(s.port, "/threads/xyz").status == 422u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/xyz").status == 422u);
+    BOOST_TEST(call(s.port, http::verb::put, "/threads/" + tid).status == 405u);
+
+    // Oversized body (413), oversized headers (431), a malformed request line (400).
+    auto big = call(s.port, http::verb::post, "/threads", "{\"metadata\":{\"x\":\"" + std::string(100 << 10, 'a') + "\"}}");
+    BOOST_TEST(big.status == 413u);
+    BOOST_TEST(big.detail().find("larger than") != std::string::npos);
+    auto huge = get(s.port, "/ok", {{"x-filler", std::string(10 << 10, 'b')}});
+    BOOST_TEST(huge.status == 431u);
+    auto garbage = raw(s.port, "HELLO WORLD\r\n\r\n");
+    BOOST_TEST(garbage.find("400 Bad Request") != std::string::npos);
+
+    // A client too slow to send its request: 408 after the read timeout, then closed.
+    auto slow = raw(s.port, "POST /threads HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{");
+    BOOST_TEST(slow.find("408") != std::string::npos);
+    BOOST_TEST(slow.find("did not arrive") != std::string::npos);
+
+    // The server still answers.
+    BOOST_TEST(get(s.port, "/ok").status == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(api_keys_own_threads) {
+    auto o = test_options();
+    o.api_keys = {"key-one", "key-two"};
+    auto log = std::make_shared<std::vector<std::string>>();
+    o.log = [log](std::string_view line) { log->emplace_back(line); };
+    {
+    running_server s(std::move(o));
+    BOOST_TEST(get(s.port, "/ok").status == 200u); // health checks need no key
+    auto none = post(s.port, "/threads", json::object{});
+    BOOST_TEST(none.status == 401u);
+    BOOST_TEST(none.detail().find("x-api-key") != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads", json::object{}, {{"x-api-key", "key-three"}}).status == 401u);
+
+    auto mine = post(s.port, "/threads", json::object{}, {{"x-api-key", "key-one"}});
+    BOOST_TEST(mine.status == 200u);
+    std::string tid(mine.json().at("thread_id").as_string());
+    BOOST_TEST(get(s.port, "/threads/" + tid, {{"x-api-key", "key-one"}}).status == 200u);
+    BOOST_TEST(get(s.port, "/threads/" + tid, {{"x-api-key", "key-two"}}).status == 404u);
+    BOOST_TEST(post(s.port, "/threads/search", json::object{}, {{"x-api-key", "key-two"}}).json().as_array().empty());
+    BOOST_TEST(post(s.port, "/threads/search", json::object{}, {{"x-api-key", "key-one"}}).json().as_array().size() == 1u);
+
+    }
+    // The server is gone (its thread joined): the log lines never hold key material.
+    BOOST_TEST(log->size() >= 6u);
+    for (const auto& line : *log) BOOST_TEST(line.find("key-") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
