@@ -7,6 +7,7 @@
 //   global_supervisor dot     [--db FILE --thread ID]
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
 //   global_supervisor break-lease --db FILE --thread ID
+//   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
 // FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
@@ -24,6 +25,11 @@
 // Needs a build with that saver (STATEGRAPH_WITH_REDIS, STATEGRAPH_WITH_POSTGRES).
 // --checkpointer redis://... --fallback postgresql://... puts Redis in front of PostgreSQL (the
 // tiered saver: written to PostgreSQL first, read from Redis, PostgreSQL when Redis lost the chat).
+// serve runs the LangGraph Agent Server API (stategraph::server) with the graph as assistant
+// "global_supervisor": point @langchain/langgraph-sdk at http://HOST:PORT. A run's input may be
+// {"message": "...", "user_id"?: "..."}, or state fields. --port 0 picks a free port; the first
+// line printed names the address. API keys (x-api-key) come from STATEGRAPH_API_KEYS (comma
+// separated), never from the command line.
 
 #include "graph.hpp"
 #include "services.hpp"
@@ -44,6 +50,10 @@
 #include <csignal>
 #include <stategraph/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
+#include <stategraph/server/server.hpp>
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/json/value_from.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -78,6 +88,7 @@ constexpr const char* usage_text =
     "  global_supervisor dot     [--db FILE --thread ID]\n"
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
+    "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--model-url URL --model NAME]\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
     "   checkpoints on Redis or in PostgreSQL; --checkpointer redis://... --fallback postgresql://... puts Redis in\n"
     "   front of PostgreSQL)\n";
@@ -116,6 +127,7 @@ args parse(int argc, char** argv) {
         {"dot", {"db", "thread"}},
         {"demo", {"db", "model-url", "model"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
+        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -450,6 +462,65 @@ int cmd_demo(const args& a) {
     return status;
 }
 
+/// The LangGraph Agent Server API over the graph, until SIGINT or SIGTERM.
+int cmd_serve(const args& a) {
+    namespace srv = sg::server;
+    std::string db = a.get("db").value_or("global_supervisor.db");
+    srv::server_options so;
+    if (auto h = a.get("host")) so.host = *h;
+    if (auto p = a.get("port")) {
+        try {
+            std::size_t used = 0;
+            long port = std::stol(*p, &used);
+            if (used != p->size() || port < 0 || port > 65535) throw std::out_of_range(*p);
+            so.port = static_cast<unsigned short>(port);
+        } catch (const std::exception&) {
+            throw usage_error("serve: --port takes a number from 0 to 65535 (got '" + *p + "')");
+        }
+    }
+    if (const char* keys = std::getenv("STATEGRAPH_API_KEYS")) {
+        std::stringstream in(keys);
+        for (std::string k; std::getline(in, k, ',');)
+            if (!k.empty()) so.api_keys.insert(k);
+    }
+    so.log = [](std::string_view line) { std::cerr << line << "\n"; };
+    boost::asio::io_context io;
+    app ap(io, a, db, true);
+    srv::assistant_options ao;
+    ao.description = "The Global Supervisor: classification, memory, disambiguation, planning, response";
+    ao.recursion_limit = 60;
+    // {"message": "..."} is a chat turn, as `global_supervisor chat` makes it.
+    ao.input_adapter = [user = ap.svc->user_id()](json::object in, const std::string& thread_id) {
+        auto* m = in.if_contains("message");
+        if (!m) return in;
+        if (!m->is_string()) throw srv::http_error(422, "input.message must be a string (the user's message)");
+        gs::conversation_state c;
+        c.chat_id = thread_id;
+        c.user_id = user;
+        if (auto* u = in.if_contains("user_id")) {
+            if (!u->is_string()) throw srv::http_error(422, "input.user_id must be a string");
+            c.user_id = std::string(u->get_string());
+        }
+        c.user_message = std::string(m->get_string());
+        in.erase("message");
+        in.erase("user_id");
+        in["conversation"] = json::value_from(c);
+        return in;
+    };
+    srv::server server(io.get_executor(), so);
+    server.add(srv::make_assistant("global_supervisor", ap.graph, std::move(ao)));
+    auto port = server.listen();
+    std::cout << "global_supervisor: serving the LangGraph API on http://" << so.host << ":" << port
+              << " (assistant global_supervisor; SIGINT or SIGTERM stops)" << std::endl;
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](const boost::system::error_code&, int) {
+        server.stop();
+        io.stop();
+    });
+    io.run();
+    return 0;
+}
+
 /// One line: messages from the engine may span lines (drift reports).
 std::string one_line(std::string s) {
     for (auto& c : s)
@@ -472,6 +543,7 @@ int main(int argc, char** argv) {
         if (a.command == "dot") return cmd_dot(a);
         if (a.command == "demo") return cmd_demo(a);
         if (a.command == "break-lease") return cmd_break_lease(a);
+        if (a.command == "serve") return cmd_serve(a);
     } catch (const usage_error& e) {
         std::cerr << "error: " << one_line(e.what()) << " (see global_supervisor --help)\n";
         return 2;
