@@ -1,0 +1,127 @@
+// The official LangGraph JS SDK (@langchain/langgraph-sdk, pinned in package-lock.json) drives
+// `global_supervisor serve` through the Global Supervisor flow, unchanged:
+//
+//   assistants.search ─► threads.create ─► runs.stream "Hi there!" (metadata, values, updates)
+//        ─► runs.stream "Thomas is traveling to Mallorca" ─► __interrupt__ (which Thomas?)
+//        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState
+//        ─► two threads in parallel ─► a second run on a busy thread refused (409)
+//
+// usage: node flow.mjs http://127.0.0.1:PORT   (exit 0: every check passed)
+import { Client } from "@langchain/langgraph-sdk";
+
+const apiUrl = process.argv[2];
+if (!apiUrl) {
+  console.error("usage: node flow.mjs http://127.0.0.1:PORT");
+  process.exit(2);
+}
+const client = new Client({ apiUrl, apiKey: null });
+const graph = "global_supervisor";
+let checks = 0;
+function check(cond, what, extra) {
+  if (!cond) {
+    console.error(`FAIL: ${what}` + (extra === undefined ? "" : `: ${JSON.stringify(extra).slice(0, 600)}`));
+    process.exit(1);
+  }
+  checks++;
+}
+async function collect(gen) {
+  const out = [];
+  for await (const chunk of gen) out.push(chunk);
+  return out;
+}
+
+// 1. The assistant and its graph.
+const assistants = await client.assistants.search({ graphId: graph });
+check(assistants.length === 1 && assistants[0].graph_id === graph, "assistants.search finds the graph", assistants);
+const shape = await client.assistants.getGraph(assistants[0].assistant_id);
+check(shape.nodes.some((n) => n.id === "disambiguation_blocking"), "getGraph lists disambiguation_blocking");
+check(shape.edges.length > 10, "getGraph has edges", shape.edges.length);
+
+// 2. A thread and a first turn, streamed.
+const thread = await client.threads.create({ metadata: { user: "sdk-test" } });
+check(typeof thread.thread_id === "string" && thread.status === "idle", "threads.create", thread);
+let created = null;
+const hi = await collect(
+  client.runs.stream(thread.thread_id, graph, {
+    input: { message: "Hi there!" },
+    streamMode: ["values", "updates"],
+    onRunCreated: (meta) => (created = meta),
+  }),
+);
+check(hi[0].event === "metadata" && typeof hi[0].data.run_id === "string", "metadata first", hi[0]);
+check(created && created.run_id === hi[0].data.run_id && created.thread_id === thread.thread_id, "onRunCreated", created);
+check(hi.some((c) => c.event === "values"), "values events");
+check(hi.some((c) => c.event === "updates" && "session_init" in c.data), "updates events name the node");
+const lastValues = hi.filter((c) => c.event === "values").at(-1).data;
+check(lastValues.response.reply.length > 0, "the turn has a reply", lastValues.response);
+check((await client.threads.get(thread.thread_id)).status === "idle", "thread idle after the turn");
+
+// 3. The disambiguation interrupt.
+const thomas = await collect(
+  client.runs.stream(thread.thread_id, graph, {
+    input: { message: "Thomas is traveling to Mallorca" },
+    streamMode: ["values", "updates"],
+  }),
+);
+const interruptUpdate = thomas.find((c) => c.event === "updates" && "__interrupt__" in c.data);
+check(interruptUpdate, "an __interrupt__ update", thomas.map((c) => c.event));
+const finalValues = thomas.filter((c) => c.event === "values").at(-1).data;
+check(Array.isArray(finalValues.__interrupt__) && finalValues.__interrupt__.length === 1, "__interrupt__ in the last values");
+check(/Which Thomas/.test(finalValues.__interrupt__[0].value.question), "the question", finalValues.__interrupt__[0]);
+const waiting = await client.threads.get(thread.thread_id);
+check(waiting.status === "interrupted", "thread interrupted", waiting.status);
+const state = await client.threads.getState(thread.thread_id);
+check(state.next.includes("disambiguation_blocking"), "state.next", state.next);
+check(state.tasks.some((t) => t.interrupts.length === 1), "state.tasks[].interrupts", state.tasks);
+
+// 4. Resume by thread id with a Command.
+const resumed = await client.runs.wait(thread.thread_id, graph, { command: { resume: "Thomas Berger" } });
+check(/Thomas Berger/.test(resumed.response.reply), "the resumed reply", resumed.response);
+check((await client.threads.get(thread.thread_id)).status === "idle", "thread idle after the resume");
+
+// 5. History, newest first, linked by parent checkpoints.
+const history = await client.threads.getHistory(thread.thread_id, { limit: 5 });
+check(history.length === 5, "getHistory limit", history.length);
+check(history[0].parent_checkpoint.checkpoint_id === history[1].checkpoint.checkpoint_id, "history newest first");
+check(history[0].created_at >= history[1].created_at, "history timestamps descend");
+
+// 6. updateState as a node: a new checkpoint that getState shows.
+const before = await client.threads.getState(thread.thread_id);
+const response = { ...before.values.response, reply: "edited by the SDK test" };
+const updated = await client.threads.updateState(thread.thread_id, { values: { response }, asNode: "message_persist" });
+check(updated.checkpoint && updated.checkpoint.checkpoint_id !== before.checkpoint.checkpoint_id, "updateState checkpoint", updated);
+const after = await client.threads.getState(thread.thread_id);
+check(after.values.response.reply === "edited by the SDK test", "updateState visible", after.values.response);
+
+// 7. Two threads in parallel.
+const [a, b] = await Promise.all([client.threads.create(), client.threads.create()]);
+const [ra, rb] = await Promise.all([
+  client.runs.wait(a.thread_id, graph, { input: { message: "Hi there!" } }),
+  client.runs.wait(b.thread_id, graph, { input: { message: "What does Thomas like?" } }),
+]);
+check(ra.conversation.chat_id === a.thread_id && rb.conversation.chat_id === b.thread_id, "parallel threads keep apart");
+check(ra.response.reply.length > 0 && rb.response.reply.length > 0, "parallel replies");
+
+// 8. A second run on a busy thread is refused (409), not queued or retried.
+const first = await client.runs.create(a.thread_id, graph, { input: { message: "Hi again" }, afterSeconds: 1 });
+check(first.status === "pending", "a delayed run is pending", first);
+let refused = null;
+try {
+  await client.runs.create(a.thread_id, graph, { input: { message: "me too" } });
+} catch (e) {
+  refused = e;
+}
+check(refused && (refused.status === 409 || /409/.test(String(refused))), "second run refused with 409", String(refused));
+check(/already running/.test(String(refused?.message ?? refused)), "the refusal says why", String(refused));
+const joined = await client.runs.join(a.thread_id, first.run_id);
+check(joined.response.reply.length > 0, "join returns the final values");
+const run = await client.runs.get(a.thread_id, first.run_id);
+check(run.status === "success", "runs.get agrees with join", run.status);
+const runs = await client.runs.list(a.thread_id);
+check(runs.length === 2 && runs[0].run_id === first.run_id, "runs.list newest first", runs.map((r) => r.run_id));
+
+// 9. Join a finished run's stream again (replay).
+const replay = await collect(client.runs.joinStream(thread.thread_id, created.run_id));
+check(replay.some((c) => c.event === "values"), "joinStream replays the run's events", replay.length);
+
+console.log(`sdk flow: ${checks} checks passed against ${apiUrl}`);
