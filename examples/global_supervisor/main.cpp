@@ -513,9 +513,11 @@ int cmd_serve(const args& a) {
     std::cout << "global_supervisor: serving the LangGraph API on http://" << so.host << ":" << port
               << " (assistant global_supervisor; SIGINT or SIGTERM stops)" << std::endl;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    // SIGTERM or SIGINT: stop accepting, let every run reach a step boundary with its
+    // checkpoint written, then exit.
     signals.async_wait([&](const boost::system::error_code&, int) {
-        server.stop();
-        io.stop();
+        std::cerr << "global_supervisor: draining the runs in flight, then stopping\n";
+        server.drain([&io] { io.stop(); });
     });
     io.run();
     return 0;

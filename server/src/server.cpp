@@ -6,6 +6,7 @@
 
 #include <stategraph/checkpoint/saver.hpp>
 #include <stategraph/detail/engine.hpp>
+#include <stategraph/drain.hpp>
 #include <stategraph/error.hpp>
 #include <stategraph/topology.hpp>
 
@@ -593,6 +594,54 @@ struct server::impl : std::enable_shared_from_this<impl> {
         th->state_updated_at = th->updated_at = now_iso();
     }
 
+    /// Threads kept in the graphs' checkpointers by an earlier server (a restart): their records
+    /// are made again (metadata from their newest checkpoint, status from their state). Only
+    /// without API keys: the owner of a stored thread is not known.
+    static awaitable<void> adopt_threads(std::shared_ptr<impl> self) {
+        if (!self->opts.api_keys.empty()) co_return;
+        for (auto a : self->assistants) {
+            auto saver = a->spec.core->saver;
+            checkpoint::thread_query q;
+            std::vector<checkpoint::thread_info> list;
+            try {
+                list = co_await saver->list_threads(q);
+            } catch (const std::exception& e) {
+                if (self->opts.log) self->opts.log("could not list the stored threads of graph '" + a->spec.graph_id + "': " + e.what());
+                continue;
+            }
+            for (auto& info : list) {
+                if (!is_uuid(info.thread_id) || self->threads.count(info.thread_id) || info.checkpoint_id.empty()) continue;
+                auto th = std::make_shared<thread_rec>();
+                th->thread_id = info.thread_id;
+                th->created_at = th->updated_at = th->state_updated_at = info.created_at ? iso_of(*info.created_at) : now_iso();
+                th->graph_id = a->spec.graph_id;
+                th->metadata = json::object{{"graph_id", a->spec.graph_id}, {"assistant_id", a->assistant_id}};
+                self->threads[th->thread_id] = th;
+                try {
+                    co_await self->refresh(th);
+                } catch (const std::exception&) {
+                }
+            }
+            if (self->opts.log && !list.empty())
+                self->opts.log("graph '" + a->spec.graph_id + "': " + std::to_string(list.size()) + " stored threads");
+        }
+    }
+
+    /// Waits until no run is in flight, then calls `done`.
+    static awaitable<void> wait_idle(std::shared_ptr<impl> self, std::function<void()> done) {
+        net::steady_timer t(self->ex);
+        for (;;) {
+            bool busy = false;
+            for (const auto& [id, th] : self->threads)
+                if (!th->queue.empty()) busy = true;
+            if (!busy) break;
+            t.expires_after(std::chrono::milliseconds(20));
+            auto [ec] = co_await t.async_wait(net::as_tuple(use_awaitable));
+            (void)ec;
+        }
+        done();
+    }
+
     // -- runs ----------------------------------------------------------------------------------
     void record(run_rec& run, std::string name, const json::value& data) {
         run.events.push_back({std::move(name), json::serialize(data)});
@@ -661,7 +710,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
                     run->last_values = v;
                     self->record(*run, "values", v);
                 }
-                run->status = run->cancel_requested ? "interrupted" : "success";
+                // A drained run (SIGTERM) stopped at a step boundary with everything saved: the
+                // thread's next nodes run when it is run again (input null).
+                run->status = run->cancel_requested || outcome.status == run_status::drained ? "interrupted" : "success";
             } catch (const std::exception& e) {
                 run->status = run->cancel_requested ? "interrupted" : "error";
                 if (!run->cancel_requested) {
@@ -1513,6 +1564,7 @@ unsigned short server::listen() {
     acc.bind(ep);
     acc.listen();
     impl_->bound = acc.local_endpoint().port();
+    net::co_spawn(impl_->ex, impl::adopt_threads(impl_), net::detached);
     net::co_spawn(impl_->ex, impl_->accept_loop(), net::detached);
     return impl_->bound;
 }
@@ -1522,6 +1574,12 @@ void server::stop() {
     boost::system::error_code ignored;
     impl_->acceptor.close(ignored);
     for (auto* s : impl_->sessions) s->socket().cancel(ignored);
+}
+
+void server::drain(std::function<void()> done) {
+    stop();
+    request_drain();
+    net::co_spawn(impl_->ex, impl::wait_idle(impl_, std::move(done)), net::detached);
 }
 
 unsigned short server::port() const noexcept { return impl_->bound; }

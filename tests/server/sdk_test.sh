@@ -12,20 +12,38 @@ status=0
 [ "$status" -eq 0 ] || exit "$status"
 
 rm -rf "$work" && mkdir -p "$work"
-"$bin" serve --db "$work/chat.db" --port 0 >"$work/serve.out" 2>"$work/serve.log" &
-pid=$!
-stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+pid=""
+stop() { [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }; return 0; }
 trap stop EXIT
-port=""
-for _ in $(seq 1 100); do
-  port="$(grep -o '127.0.0.1:[0-9]*' "$work/serve.out" 2>/dev/null | head -1 | cut -d: -f2 || true)"
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "sdk_test: the server exited:"; cat "$work/serve.log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "sdk_test: the server did not print its address"; exit 1; }
-if ! node "$here/sdk/flow.mjs" "http://127.0.0.1:$port"; then
-  echo "sdk_test: the server's log (last 40 lines):"
+# Starts the server on a free port; sets pid and port.
+start() {
+  : >"$work/serve.out"
+  "$bin" serve --db "$work/chat.db" --port 0 >"$work/serve.out" 2>>"$work/serve.log" &
+  pid=$!
+  port=""
+  for _ in $(seq 1 100); do
+    port="$(grep -o '127.0.0.1:[0-9]*' "$work/serve.out" 2>/dev/null | head -1 | cut -d: -f2 || true)"
+    [ -n "$port" ] && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "sdk_test: the server exited:"; cat "$work/serve.log"; exit 1; }
+    sleep 0.1
+  done
+  echo "sdk_test: the server did not print its address"
+  exit 1
+}
+fail() {
+  echo "sdk_test: $1; the server's log (last 40 lines):"
   tail -n 40 "$work/serve.log"
   exit 1
-fi
+}
+
+start
+node "$here/sdk/flow.mjs" "http://127.0.0.1:$port" "$work/thread.txt" || fail "flow.mjs failed"
+# SIGTERM: the server drains and exits 0.
+kill -TERM "$pid"
+code=0
+wait "$pid" || code=$?
+pid=""
+[ "$code" -eq 0 ] || fail "serve exited with $code after SIGTERM"
+grep -q "draining" "$work/serve.log" || fail "no drain message after SIGTERM"
+start
+node "$here/sdk/restart.mjs" "http://127.0.0.1:$port" "$(cat "$work/thread.txt")" || fail "restart.mjs failed"

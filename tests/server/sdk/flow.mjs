@@ -6,7 +6,8 @@
 //        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState
 //        ─► two threads in parallel ─► a second run on a busy thread refused (409)
 //
-// usage: node flow.mjs http://127.0.0.1:PORT   (exit 0: every check passed)
+// usage: node flow.mjs http://127.0.0.1:PORT [THREAD_FILE]   (exit 0: every check passed; the
+// first thread's id is written to THREAD_FILE for restart.mjs)
 import { Client } from "@langchain/langgraph-sdk";
 
 const apiUrl = process.argv[2];
@@ -124,4 +125,6 @@ check(runs.length === 2 && runs[0].run_id === first.run_id, "runs.list newest fi
 const replay = await collect(client.runs.joinStream(thread.thread_id, created.run_id));
 check(replay.some((c) => c.event === "values"), "joinStream replays the run's events", replay.length);
 
+// For restart.mjs: the thread a restarted server must find again.
+if (process.argv[3]) (await import("node:fs")).writeFileSync(process.argv[3], thread.thread_id);
 console.log(`sdk flow: ${checks} checks passed against ${apiUrl}`);

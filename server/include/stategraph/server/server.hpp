@@ -11,7 +11,9 @@
 /// io.run();
 /// @endcode
 /// Threads are kept in each graph's checkpointer; the thread records (metadata, status) and the
-/// runs live in the server's memory. Thread safety: every call, and the server itself, runs on
+/// runs live in the server's memory. At `listen`, the threads already stored in the graphs'
+/// checkpointers are found again (without API keys; their metadata is reduced to graph_id and
+/// assistant_id). Thread safety: every call, and the server itself, runs on
 /// the executor's one thread.
 
 #include <stategraph/server/assistant.hpp>
@@ -20,6 +22,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <functional>
 #include <memory>
 
 namespace stategraph::server {
@@ -41,6 +44,13 @@ public:
 
     /// @brief Stops accepting and closes idle connections; running runs go on to their end.
     void stop();
+
+    /// @brief Graceful shutdown (what SIGTERM should do): stops accepting, asks every run of the
+    /// process to stop at its next superstep boundary with everything saved
+    /// (`stategraph::request_drain`, process-wide), and calls `done` once no run is in flight.
+    /// A drained run ends `interrupted`; a server started later on the same checkpointer finds
+    /// the thread again, and a run with no input continues it.
+    void drain(std::function<void()> done);
 
     /// @brief The bound port (0 before `listen`).
     unsigned short port() const noexcept;
