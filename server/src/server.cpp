@@ -1534,6 +1534,9 @@ awaitable<void> server::impl::accept_loop() {
             if (stopping || ec == net::error::operation_aborted) co_return;
             continue;
         }
+        // Events go out as they happen: no Nagle delay between a header and its first chunk.
+        boost::system::error_code ignored;
+        sock.set_option(tcp::no_delay(true), ignored);
         net::co_spawn(ex, session(std::move(sock)), net::detached);
     }
 }
