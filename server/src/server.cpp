@@ -1207,14 +1207,24 @@ awaitable<void> server::impl::route_threads(call& c) {
         reply(c, 200, snap.checkpoint_id.empty() ? empty_thread_state() : thread_state(a->table(), th->thread_id, snap));
         co_return;
     }
-    if (what == "state" && p.size() == 4 && verb == http::verb::get) {
-        if (!a) throw http_error(404, "checkpoint '" + p[3] + "' not found on thread '" + th->thread_id + "'");
+    // At a checkpoint: GET .../state/{checkpoint_id}, or POST .../state/checkpoint {checkpoint: {checkpoint_id}}.
+    if (what == "state" && p.size() == 4 &&
+        (verb == http::verb::get || (verb == http::verb::post && p[3] == "checkpoint"))) {
+        std::string cp_id = p[3];
+        if (verb == http::verb::post) {
+            json::object body = body_object(c);
+            auto cp = opt_object(body, "checkpoint");
+            auto id = cp ? opt_string(*cp, "checkpoint_id") : std::nullopt;
+            if (!id) throw http_error(422, "field 'checkpoint.checkpoint_id' is required");
+            cp_id = *id;
+        }
+        if (!a) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th->thread_id + "'");
         auto req = std::make_unique<detail::state_request>();
         req->graph = a->spec.core;
         req->thread_id = th->thread_id;
-        req->checkpoint_id = p[3];
+        req->checkpoint_id = cp_id;
         auto snap = co_await detail::get_state(std::move(req));
-        if (snap.checkpoint_id.empty()) throw http_error(404, "checkpoint '" + p[3] + "' not found on thread '" + th->thread_id + "'");
+        if (snap.checkpoint_id.empty()) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th->thread_id + "'");
         reply(c, 200, thread_state(a->table(), th->thread_id, snap));
         co_return;
     }

@@ -346,6 +346,10 @@ BOOST_AUTO_TEST_CASE(stream_interrupt_resume_history_update) {
     auto at = get(s.port, "/threads/" + tid + "/state/" + older).json();
     BOOST_TEST(at.at("checkpoint").at("checkpoint_id").as_string() == older);
     BOOST_TEST(get(s.port, "/threads/" + tid + "/state/nope").status == 404u);
+    auto by_object = post(s.port, "/threads/" + tid + "/state/checkpoint",
+                          json::object{{"checkpoint", json::object{{"checkpoint_id", older}}}});
+    BOOST_TEST(by_object.json().at("checkpoint").at("checkpoint_id").as_string() == older);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/state/checkpoint", json::object{}).status == 422u);
 
     // update_state as a node: a new checkpoint, the values refreshed.
     auto upd = post(s.port, "/threads/" + tid + "/state",
@@ -396,6 +400,18 @@ BOOST_AUTO_TEST_CASE(background_runs_busy_cancel_stateless) {
     BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel?action=rollback", json::object{}).status == 422u);
     BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + tid + "/runs/" + rid3).status == 204u);
     BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid3).status == 404u);
+
+    // multitask_strategy interrupt: the run in flight is cancelled (interrupted), the new one runs.
+    auto victim = post(s.port, "/threads/" + tid + "/runs", slow).json();
+    json::object urgent{{"assistant_id", "chat"}, {"input", json::object{{"question", "now"}}}, {"multitask_strategy", "interrupt"}};
+    auto winner = post(s.port, "/threads/" + tid + "/runs", urgent).json();
+    std::string victim_id(victim.at("run_id").as_string()), winner_id(winner.at("run_id").as_string());
+    auto won = get(s.port, "/threads/" + tid + "/runs/" + winner_id + "/join").json();
+    BOOST_TEST(won.at("question").as_string() == "now");
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + victim_id).json().at("status").as_string() == "interrupted");
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + winner_id).json().at("status").as_string() == "success");
+    auto listed = get(s.port, "/threads/" + tid + "/runs?status=interrupted").json().as_array();
+    BOOST_TEST(listed.size() == 1u); // this one (the run cancelled above was deleted)
 
     // A failing run: error event, run error, thread error; wait answers __error__.
     json::object fail{{"assistant_id", "chat"}, {"input", json::object{{"question", "fail"}}}};
