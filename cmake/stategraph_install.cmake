@@ -4,7 +4,7 @@
 #   find_package(stategraph 0.1 CONFIG REQUIRED COMPONENTS sqlite)
 #   target_link_libraries(app PRIVATE stategraph::dsl stategraph::sqlite)
 #
-# core, checkpoint, graph and dsl need only Boost and Threads: they are always loaded, in
+# core, checkpoint, graph, dsl and server need only Boost and Threads: they are always loaded, in
 # stategraphTargets.cmake. sqlite (SQLite 3), postgres (libpq), redis (hiredis) and nodes (OpenSSL) have export files of their own,
 # loaded, with their dependency, only when a component names them.
 include(GNUInstallDirs)
@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 set(stategraph_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/stategraph)
 
 # Installed names match the in-tree aliases: stategraph_graph is stategraph::graph everywhere.
-set(stategraph_base_parts core checkpoint graph dsl)
+set(stategraph_base_parts core checkpoint graph dsl server)
 set(stategraph_optional_parts)
 foreach(part sqlite postgres redis nodes)
   if(TARGET stategraph_${part})
@@ -55,7 +55,7 @@ if("nodes" IN_LIST stategraph_optional_parts)
 endif()
 
 # Headers: every layer's include/ lands in one include/ (all under stategraph/).
-foreach(part core checkpoint graph dsl)
+foreach(part core checkpoint graph dsl server)
   set(exclude)
   if(part STREQUAL "checkpoint" AND NOT "sqlite" IN_LIST stategraph_optional_parts)
     list(APPEND exclude PATTERN sqlite_saver.hpp EXCLUDE)
