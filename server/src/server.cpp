@@ -319,6 +319,7 @@ struct run_rec {
     bool finished = false;
     std::list<net::steady_timer*> waiters;
     json::value last_values; ///< the last values event (null: none)
+    std::size_t last_values_event = SIZE_MAX; ///< its index in `events`
     json::value error;       ///< {"error", "message"} when the run failed
     bool cancel_requested = false;
     std::shared_ptr<net::cancellation_signal> cancel = std::make_shared<net::cancellation_signal>();
@@ -485,6 +486,17 @@ awaitable<void> wait_change(std::shared_ptr<run_rec> run, std::chrono::milliseco
     run->waiters.erase(it);
 }
 
+/// Whether verbosity `v` shows an event named `name` (values: only the final ones, sent apart).
+bool shown(verbosity v, const std::string& name) {
+    auto base = name.substr(0, name.find('|'));
+    switch (v) {
+    case verbosity::full: return true;
+    case verbosity::events: return base != "values" && base != "checkpoints" && base != "debug";
+    case verbosity::result: return base == "metadata" || base == "messages" || base == "error";
+    }
+    return true;
+}
+
 std::string sse_text(const sse_event& e, std::size_t id) {
     return "event: " + e.name + "\ndata: " + e.data + "\nid: " + std::to_string(id) + "\n\n";
 }
@@ -644,6 +656,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
 
     // -- runs ----------------------------------------------------------------------------------
     void record(run_rec& run, std::string name, const json::value& data) {
+        if (name == "values") run.last_values_event = run.events.size();
         run.events.push_back({std::move(name), json::serialize(data)});
         run.notify();
     }
@@ -681,7 +694,15 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (th->queue.size() == 1) start(th, run);
     }
 
+    std::size_t in_flight = 0; ///< runs executing
+    std::deque<std::pair<std::shared_ptr<thread_rec>, std::shared_ptr<run_rec>>> waiting; ///< over the bound
+
     void start(std::shared_ptr<thread_rec> th, std::shared_ptr<run_rec> run) {
+        if (in_flight >= std::max<std::size_t>(opts.max_runs_in_flight, 1)) {
+            waiting.emplace_back(std::move(th), std::move(run));
+            return;
+        }
+        ++in_flight;
         auto self = shared_from_this();
         auto sig = run->cancel;
         net::co_spawn(ex, execute(self, th, run), net::bind_cancellation_slot(sig->slot(), net::detached));
@@ -741,6 +762,12 @@ struct server::impl : std::enable_shared_from_this<impl> {
         else if (!th->queue.empty()) th->status = "busy";
         run->finished = true;
         run->notify();
+        --self->in_flight;
+        if (!self->waiting.empty()) {
+            auto [wth, wrun] = std::move(self->waiting.front());
+            self->waiting.pop_front();
+            self->start(std::move(wth), std::move(wrun));
+        }
         if (!th->queue.empty()) self->start(th, th->queue.front());
         else if (th->temporary && !run->keep_thread) co_await self->drop_thread(th);
     }
@@ -944,7 +971,13 @@ struct server::impl : std::enable_shared_from_this<impl> {
         for (;;) {
             std::string out;
             for (; next < run->events.size(); ++next)
-                if (wanted(modes, run->events[next].name)) out += sse_text(run->events[next], next);
+                if (wanted(modes, run->events[next].name) && shown(opts.verbosity, run->events[next].name))
+                    out += sse_text(run->events[next], next);
+            // Below full verbosity, the final values close the stream.
+            std::size_t last = run->last_values_event;
+            if (run->finished && opts.verbosity != verbosity::full && last != SIZE_MAX && last >= after &&
+                modes.count("values"))
+                out += sse_text(run->events[last], last);
             if (!out.empty() && !co_await write_chunk(c, out)) break;
             if (run->finished) {
                 co_await end_chunked(c);

@@ -19,6 +19,7 @@
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -497,6 +498,54 @@ BOOST_AUTO_TEST_CASE(bad_input_is_4xx_with_detail) {
 
     // The server still answers.
     BOOST_TEST(get(s.port, "/ok").status == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(bounded_load) {
+    // 16 clients, 10 stateless runs each, at most 3 runs executing at once: every answer is a
+    // 200 with the run's values, and every temporary thread is gone afterwards.
+    auto o = test_options();
+    o.max_runs_in_flight = 3;
+    running_server s(std::move(o));
+    std::atomic<int> ok{0}, bad{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 16; ++c)
+        clients.emplace_back([&, c] {
+            for (int i = 0; i < 10; ++i) {
+                auto q = "q" + std::to_string(c) + "-" + std::to_string(i);
+                auto r = post(s.port, "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", q}}}});
+                if (r.status == 200u && json::parse(r.body).at("question").as_string() == q) ++ok;
+                else ++bad;
+            }
+        });
+    for (auto& t : clients) t.join();
+    BOOST_TEST(ok.load() == 160);
+    BOOST_TEST(bad.load() == 0);
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(verbosity_levels) {
+    // result: metadata, then only the final values; events: the updates, no values but the final ones.
+    for (auto level : {srv::verbosity::result, srv::verbosity::events}) {
+        auto o = test_options();
+        o.verbosity = level;
+        running_server s(std::move(o));
+        json::object body{{"assistant_id", "chat"},
+                          {"input", json::object{{"question", "ask"}}},
+                          {"stream_mode", json::array{"values", "updates"}}};
+        auto events = parse_sse(post(s.port, "/runs/stream", body).body);
+        BOOST_TEST_REQUIRE(events.size() >= 2u);
+        BOOST_TEST(events.front().event == "metadata");
+        BOOST_TEST(events.back().event == "values");
+        BOOST_TEST(events.back().data.as_object().contains("__interrupt__"));
+        std::size_t values = 0, updates = 0;
+        for (const auto& e : events) {
+            values += e.event == "values";
+            updates += e.event == "updates";
+        }
+        BOOST_TEST(values == 1u);
+        if (level == srv::verbosity::result) BOOST_TEST(events.size() == 2u);
+        else BOOST_TEST(updates == 2u); // work's update and ask's __interrupt__
+    }
 }
 
 BOOST_AUTO_TEST_CASE(api_keys_own_threads) {

@@ -11,6 +11,15 @@
 
 namespace stategraph::server {
 
+/// @brief How much of a run a stream shows (the supervisor platform's three levels), on top of
+/// the stream modes the client asked for.
+enum class verbosity {
+    full,   ///< every event of the modes asked for
+    events, ///< what happens, not the state: updates (interrupts included), tasks, messages,
+            ///< custom events, errors; of the values, only the final ones
+    result, ///< messages, errors and the final values only
+};
+
 /// @brief How the server listens and what it accepts.
 struct server_options {
     std::string host = "127.0.0.1"; ///< the address to bind (loopback unless told otherwise)
@@ -24,6 +33,10 @@ struct server_options {
     std::set<std::string> api_keys;
     /// one line per request (method, path, status); null: silent
     std::function<void(std::string_view)> log;
+    /// runs executing at once, across threads; more wait (status pending), oldest first
+    std::size_t max_runs_in_flight = 64;
+    /// how much of a run every stream shows
+    stategraph::server::verbosity verbosity = verbosity::full;
     /// the `version` that `GET /info` reports
     std::string version = "0.1.0";
 };
