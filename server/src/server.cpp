@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <deque>
@@ -524,6 +525,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::map<std::string, std::shared_ptr<thread_rec>> threads;
     std::map<std::string, std::shared_ptr<run_rec>> runs;
     std::list<beast::tcp_stream*> sessions;
+    std::deque<std::string> finished_runs; ///< oldest first, for max_finished_runs
 
     impl(net::any_io_executor e, server_options o) : ex(e), opts(std::move(o)), acceptor(e) {}
 
@@ -762,6 +764,12 @@ struct server::impl : std::enable_shared_from_this<impl> {
         else if (!th->queue.empty()) th->status = "busy";
         run->finished = true;
         run->notify();
+        // Finished runs are kept (get, join, replay) up to a bound; the oldest go first.
+        self->finished_runs.push_back(run->run_id);
+        while (self->finished_runs.size() > std::max<std::size_t>(self->opts.max_finished_runs, 1)) {
+            self->runs.erase(self->finished_runs.front());
+            self->finished_runs.pop_front();
+        }
         --self->in_flight;
         if (!self->waiting.empty()) {
             auto [wth, wrun] = std::move(self->waiting.front());
@@ -846,10 +854,18 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (run->multitask == "rollback")
             throw http_error(422, "multitask_strategy 'rollback' is not supported by this server yet (use reject, enqueue or interrupt)");
 
-        // The thread.
+        // The thread. One made here is forgotten again if the request turns out to be wrong.
+        struct forget_on_error {
+            impl* self;
+            std::string id;
+            ~forget_on_error() {
+                if (!id.empty()) self->threads.erase(id);
+            }
+        } undo{this, {}};
         if (stateless) {
             th = make_thread(new_uuid(), c.owner, json::object{});
-            th->temporary = true;
+            th->temporary = !run->keep_thread; // on_completion "keep": a thread like any other
+            undo.id = th->thread_id;
         } else {
             const std::string& tid = c.path[1];
             if (!is_uuid(tid)) throw http_error(422, "thread_id '" + tid + "' is not a UUID");
@@ -861,6 +877,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 meta["graph_id"] = a->spec.graph_id;
                 meta["assistant_id"] = a->assistant_id;
                 th = make_thread(tid, c.owner, std::move(meta));
+                undo.id = th->thread_id;
             } else {
                 th = it->second;
             }
@@ -945,6 +962,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         if (run->multitask == "interrupt")
             for (auto& r : th->queue) cancel_run(*r);
+        undo.id.clear();
         co_return run;
     }
 

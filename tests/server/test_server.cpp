@@ -440,6 +440,19 @@ BOOST_AUTO_TEST_CASE(background_runs_busy_cancel_stateless) {
     auto created_fresh = post(s.port, "/threads/" + fresh + "/runs/wait", once);
     BOOST_TEST(created_fresh.status == 200u, created_fresh.body);
     BOOST_TEST(get(s.port, "/threads/" + fresh).json().at("metadata").at("graph_id").as_string() == "chat");
+
+    // A request refused after its thread was made leaves no thread behind (stateless, or created).
+    std::string other = "6e2f3a4b-5c6d-4e7f-8a91-a2b3c4d5e6f7";
+    json::object wrong{{"assistant_id", "chat"}, {"input", json::object{{"question", 1}}}, {"if_not_exists", "create"}};
+    BOOST_TEST(post(s.port, "/threads/" + other + "/runs/wait", wrong).status == 422u);
+    BOOST_TEST(get(s.port, "/threads/" + other).status == 404u);
+    BOOST_TEST(post(s.port, "/runs/wait", wrong).status == 422u);
+    auto count_before = post(s.port, "/threads/count", json::object{}).json().as_int64();
+    // on_completion keep: the stateless run's thread stays, visible.
+    json::object kept{{"assistant_id", "chat"}, {"input", json::object{{"question", "keep me"}}}, {"on_completion", "keep"}};
+    auto kept_run = post(s.port, "/runs/wait", kept);
+    BOOST_TEST(kept_run.status == 200u);
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == count_before + 1);
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_is_4xx_with_detail) {
@@ -502,9 +515,11 @@ BOOST_AUTO_TEST_CASE(bad_input_is_4xx_with_detail) {
 
 BOOST_AUTO_TEST_CASE(bounded_load) {
     // 16 clients, 10 stateless runs each, at most 3 runs executing at once: every answer is a
-    // 200 with the run's values, and every temporary thread is gone afterwards.
+    // 200 with the run's values, and every temporary thread is gone afterwards; 50 finished runs
+    // are kept at most.
     auto o = test_options();
     o.max_runs_in_flight = 3;
+    o.max_finished_runs = 50;
     running_server s(std::move(o));
     std::atomic<int> ok{0}, bad{0};
     std::vector<std::thread> clients;

@@ -35,6 +35,8 @@ struct server_options {
     std::function<void(std::string_view)> log;
     /// runs executing at once, across threads; more wait (status pending), oldest first
     std::size_t max_runs_in_flight = 64;
+    /// finished runs kept in memory (their record, events and result); the oldest are dropped
+    std::size_t max_finished_runs = 10'000;
     /// how much of a run every stream shows
     stategraph::server::verbosity verbosity = verbosity::full;
     /// the `version` that `GET /info` reports
