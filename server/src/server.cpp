@@ -347,6 +347,9 @@ struct thread_rec {
     std::string graph_id;      ///< empty until a graph is chosen (metadata.graph_id or a run)
     std::deque<std::shared_ptr<run_rec>> queue; ///< pending and running runs, oldest first
     bool temporary = false;
+    std::list<net::steady_timer*> waiters; ///< thread-level streams, woken when a run is queued
+    std::uint64_t run_seq = 0;              ///< runs queued so far
+    std::deque<std::pair<std::uint64_t, std::shared_ptr<run_rec>>> recent; ///< the last runs queued, for thread streams
 
     json::object to_json() const {
         json::object o{{"thread_id", thread_id},   {"created_at", created_at}, {"updated_at", updated_at},
@@ -477,14 +480,24 @@ awaitable<void> end_chunked(call& c) {
     if (ec) c.keep_alive = false;
 }
 
-/// Waits until `run` changes or `timeout` passes.
-awaitable<void> wait_change(std::shared_ptr<run_rec> run, std::chrono::milliseconds timeout) {
+using waiter_list = std::list<net::steady_timer*>;
+
+/// Waits until something notifies `a` (or `b`, when given) or `timeout` passes.
+awaitable<void> wait_on(waiter_list* a, waiter_list* b, std::chrono::milliseconds timeout) {
     net::steady_timer t(co_await net::this_coro::executor);
     t.expires_after(timeout);
-    auto it = run->waiters.insert(run->waiters.end(), &t);
+    auto ia = a->insert(a->end(), &t);
+    std::optional<waiter_list::iterator> ib;
+    if (b) ib = b->insert(b->end(), &t);
     auto [ec] = co_await t.async_wait(net::as_tuple(use_awaitable));
     (void)ec; // woken by a change (cancelled) or by the timeout: the caller looks again
-    run->waiters.erase(it);
+    a->erase(ia);
+    if (ib) b->erase(*ib);
+}
+
+/// Waits until `run` changes or `timeout` passes.
+awaitable<void> wait_change(std::shared_ptr<run_rec> run, std::chrono::milliseconds timeout) {
+    co_await wait_on(&run->waiters, nullptr, timeout);
 }
 
 /// Whether verbosity `v` shows an event named `name` (values: only the final ones, sent apart).
@@ -691,6 +704,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
         runs[run->run_id] = run;
         record(*run, "metadata", json::object{{"run_id", run->run_id}, {"thread_id", run->thread_id}, {"attempt", 1}});
         th->queue.push_back(run);
+        th->recent.emplace_back(++th->run_seq, run);
+        if (th->recent.size() > 32) th->recent.pop_front();
+        for (auto* t : th->waiters) t->cancel();
         th->status = "busy";
         th->updated_at = now_iso();
         if (th->queue.size() == 1) start(th, run);
@@ -815,6 +831,16 @@ struct server::impl : std::enable_shared_from_this<impl> {
             for (const auto& m : v->get_array()) add(m);
         else add(*v);
         return out;
+    }
+
+    /// `?stream_mode=` of a joined stream: a JSON list (as the SDK sends several) or one name.
+    std::optional<std::set<std::string>> query_modes(const call& c) const {
+        auto m = c.query.get("stream_mode");
+        if (!m) return std::nullopt;
+        boost::system::error_code ec;
+        json::value v = json::parse(*m, ec);
+        if (ec) v = json::string(*m);
+        return parse_modes(&v);
     }
 
     /// Builds a run from a run-create body (validated: every mistake is a 4xx before anything runs).
@@ -1010,6 +1036,58 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         c.keep_alive = false;
         if (run->cancel_on_disconnect) cancel_run(*run);
+    }
+
+    /// The thread-level stream: the events of every run on the thread, from the one in flight
+    /// on, each event's id "<run_id>:<index>"; open until the client leaves or the server stops.
+    awaitable<void> relay_thread(call& c, std::shared_ptr<thread_rec> th, std::optional<std::set<std::string>> modes) {
+        header_list none;
+        if (!co_await begin_chunked(c, "text/event-stream", std::move(none))) co_return;
+        std::shared_ptr<run_rec> cur;
+        std::size_t next = 0;
+        // The runs queued after `last` are relayed in order, starting with the one in flight.
+        std::uint64_t last = th->run_seq;
+        for (const auto& [seq, r] : th->recent)
+            if (!th->queue.empty() && r == th->queue.front()) last = seq - 1;
+        auto next_run = [&]() -> std::shared_ptr<run_rec> {
+            for (const auto& [seq, r] : th->recent)
+                if (seq > last) {
+                    last = seq;
+                    return r;
+                }
+            return nullptr;
+        };
+        while (!stopping) {
+            if (!cur) {
+                cur = next_run();
+                next = 0;
+            }
+            if (cur) {
+                std::string out;
+                const auto& m = modes ? *modes : cur->modes;
+                for (; next < cur->events.size(); ++next) {
+                    const auto& e = cur->events[next];
+                    if (wanted(m, e.name) && shown(opts.verbosity, e.name))
+                        out += "event: " + e.name + "\ndata: " + e.data + "\nid: " + cur->run_id + ":" + std::to_string(next) + "\n\n";
+                }
+                if (!out.empty() && !co_await write_chunk(c, out)) break;
+                if (cur->finished) {
+                    cur.reset();
+                    continue;
+                }
+            }
+            std::size_t before = cur ? cur->events.size() : 0;
+            std::uint64_t queued = th->run_seq;
+            bool had = cur != nullptr;
+            co_await wait_on(&th->waiters, cur ? &cur->waiters : nullptr, std::chrono::seconds(10));
+            bool changed = (had && (cur->events.size() != before || cur->finished)) || th->run_seq != queued;
+            if (!changed) {
+                std::string beat = ": heartbeat\n\n";
+                if (!co_await write_chunk(c, beat)) break;
+            }
+        }
+        if (stopping) co_await end_chunked(c);
+        c.keep_alive = false;
     }
 
     /// Waits for a run's end, sending "\n" every second (JSON allows leading whitespace).
@@ -1228,6 +1306,11 @@ awaitable<void> server::impl::route_threads(call& c) {
         co_return;
     }
     const std::string& what = p[2];
+    if (what == "stream" && p.size() == 3 && verb == http::verb::get) {
+        auto modes = query_modes(c);
+        co_await relay_thread(c, th, std::move(modes));
+        co_return;
+    }
     if (what == "runs") {
         co_await route_runs(c, th);
         co_return;
@@ -1397,14 +1480,7 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
         co_return;
     }
     if (p.size() == 5 && p[4] == "stream" && verb == http::verb::get) {
-        std::set<std::string> modes = run->modes;
-        if (auto m = c.query.get("stream_mode")) {
-            json::value v;
-            boost::system::error_code ec;
-            v = json::parse(*m, ec);
-            if (ec) v = json::string(*m);
-            modes = parse_modes(&v);
-        }
+        std::set<std::string> modes = query_modes(c).value_or(run->modes);
         if (c.query.flag("cancel_on_disconnect")) run->cancel_on_disconnect = true;
         std::size_t after = 0;
         if (auto last = c.req.find("Last-Event-ID"); last != c.req.end()) {
@@ -1638,6 +1714,9 @@ void server::stop() {
     boost::system::error_code ignored;
     impl_->acceptor.close(ignored);
     for (auto* s : impl_->sessions) s->socket().cancel(ignored);
+    // Thread-level streams end (they wait on their thread, not on the socket).
+    for (auto& [id, th] : impl_->threads)
+        for (auto* t : th->waiters) t->cancel();
 }
 
 void server::drain(std::function<void()> done) {

@@ -513,6 +513,51 @@ BOOST_AUTO_TEST_CASE(bad_input_is_4xx_with_detail) {
     BOOST_TEST(get(s.port, "/ok").status == 200u);
 }
 
+BOOST_AUTO_TEST_CASE(thread_stream) {
+    // GET /threads/{id}/stream stays open and carries the events of the runs made after it.
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    net::io_context io;
+    tcp::socket sock(io);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
+    std::string req = "GET /threads/" + tid + "/stream?stream_mode=updates HTTP/1.1\r\nHost: x\r\n\r\n";
+    net::write(sock, net::buffer(req));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const char* q : {"one", "two"}) {
+        auto r = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", q}}}});
+        BOOST_TEST(r.status == 200u);
+    }
+    // Read what arrived: both runs' metadata and updates (work, ask), with "<run_id>:<n>" ids.
+    sock.non_blocking(true);
+    std::string got;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+        char buf[4096];
+        boost::system::error_code ec;
+        auto n = sock.read_some(net::buffer(buf), ec);
+        got.append(buf, n);
+        std::size_t metas = 0, pos = 0;
+        while ((pos = got.find("event: metadata", pos)) != std::string::npos) ++metas, ++pos;
+        if (metas == 2 && got.rfind("event: updates") > got.rfind("event: metadata")) {
+            auto tail = got.substr(got.rfind("event: metadata"));
+            if (tail.find("\"ask\"") != std::string::npos) break;
+        }
+        if (ec && ec != net::error::would_block) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    BOOST_TEST(got.find("200 OK") != std::string::npos);
+    BOOST_TEST(got.find("text/event-stream") != std::string::npos);
+    std::size_t metas = 0, updates = 0, pos = 0;
+    while ((pos = got.find("event: metadata", pos)) != std::string::npos) ++metas, ++pos;
+    pos = 0;
+    while ((pos = got.find("event: updates", pos)) != std::string::npos) ++updates, ++pos;
+    BOOST_TEST(metas == 2u);
+    BOOST_TEST(updates == 4u);
+    BOOST_TEST(got.find("event: values") == std::string::npos); // stream_mode=updates
+    BOOST_TEST(got.find("id: ") != std::string::npos);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/stream?stream_mode=telepathy").status == 422u);
+}
+
 BOOST_AUTO_TEST_CASE(bounded_load) {
     // 16 clients, 10 stateless runs each, at most 3 runs executing at once: every answer is a
     // 200 with the run's values, and every temporary thread is gone afterwards; 50 finished runs
