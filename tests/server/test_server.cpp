@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -606,6 +607,96 @@ BOOST_AUTO_TEST_CASE(verbosity_levels) {
         if (level == srv::verbosity::result) BOOST_TEST(events.size() == 2u);
         else BOOST_TEST(updates == 2u); // work's update and ask's __interrupt__
     }
+}
+
+BOOST_AUTO_TEST_CASE(fuzzed_requests_never_5xx) {
+    // A fuzz pass over request bodies, paths and query strings: valid requests mutated at random
+    // (values of other types, fields dropped, bytes flipped, bodies cut, odd ids and queries).
+    // Every answer must be a 2xx or a 4xx with {"detail"}, never a 5xx, and the server stays up.
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    auto first = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "ask"}}}});
+    BOOST_TEST_REQUIRE(first.status == 200u);
+    auto hist = post(s.port, "/threads/" + tid + "/history", json::object{}).json();
+    std::string cp(hist.at(0).at("checkpoint").at("checkpoint_id").as_string());
+
+    std::mt19937 rng(20261124);
+    auto pick = [&rng](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+    const std::vector<json::value> odd = {nullptr, 1, -1, 1e308, "x", "", json::array{}, json::object{}, true,
+                                          json::string(std::string(3000, 'z')), "../../etc", "chat",
+                                          json::array{"values", "nope"}, json::object{{"resume", "Thomas"}}};
+    const std::vector<std::string> ids = {tid, "11111111-2222-4333-8444-555555555555", "x", "%zz", "", std::string(300, 'a'), cp};
+    struct seed {
+        http::verb verb;
+        std::string path; // {t} a thread id, {r} a run id or checkpoint id
+        json::object body;
+    };
+    const std::vector<seed> seeds = {
+        {http::verb::post, "/threads", json::object{{"thread_id", tid}, {"metadata", json::object{{"a", 1}}}, {"if_exists", "do_nothing"}}},
+        {http::verb::post, "/threads/search", json::object{{"metadata", json::object{{"a", 1}}}, {"status", "idle"}, {"limit", 5}, {"offset", 0}, {"sort_by", "created_at"}}},
+        {http::verb::post, "/threads/count", json::object{{"status", "busy"}}},
+        {http::verb::patch, "/threads/{t}", json::object{{"metadata", json::object{{"b", 2}}}}},
+        {http::verb::post, "/threads/{t}/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"stream_mode", "values"}, {"config", json::object{{"recursion_limit", 5}}}}},
+        {http::verb::post, "/threads/{t}/runs/stream", json::object{{"assistant_id", "chat"}, {"command", json::object{{"resume", "yes"}}}, {"multitask_strategy", "enqueue"}}},
+        {http::verb::post, "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "q"}, {"log", json::array{"a"}}}}, {"on_completion", "keep"}}},
+        {http::verb::post, "/threads/{t}/state", json::object{{"values", json::object{{"answer", "a"}}}, {"as_node", "ask"}, {"checkpoint_id", cp}}},
+        {http::verb::post, "/threads/{t}/history", json::object{{"limit", 2}, {"before", cp}, {"metadata", json::object{{"step", 1}}}}},
+        {http::verb::post, "/threads/{t}/state/checkpoint", json::object{{"checkpoint", json::object{{"checkpoint_id", cp}}}}},
+        {http::verb::post, "/assistants/search", json::object{{"graph_id", "chat"}, {"limit", 3}, {"metadata", json::object{}}}},
+        {http::verb::get, "/threads/{t}/state/{r}", json::object{}},
+        {http::verb::get, "/threads/{t}/runs/{r}/join", json::object{}},
+        {http::verb::post, "/threads/{t}/runs/{r}/cancel", json::object{}},
+        {http::verb::get, "/assistants/{t}/graph", json::object{}},
+        {http::verb::delete_, "/threads/{t}/runs/{r}", json::object{}},
+    };
+    const std::vector<std::string> queries = {"", "?limit=3", "?limit=-1", "?limit=99999999999999999999", "?stream_mode=%5B%22values%22%5D",
+                                              "?wait=1&action=rollback", "?action=", "?format=dot", "?status=idle&offset=x",
+                                              "?stream_mode=[", "?%zz=%", "?&&=&"};
+    std::size_t n_4xx = 0, n_2xx = 0, fivexx = 0;
+    for (int i = 0; i < 2000; ++i) {
+        const auto& sd = seeds[pick(seeds.size())];
+        std::string path = sd.path;
+        for (const char* hole : {"{t}", "{r}"})
+            if (auto at = path.find(hole); at != std::string::npos) path.replace(at, 3, ids[pick(ids.size())]);
+        path += queries[pick(queries.size())];
+        json::object body = sd.body;
+        std::string text;
+        switch (pick(4)) {
+        case 0: // a field gets a value of another type
+            if (!body.empty()) {
+                auto it = body.begin() + static_cast<std::ptrdiff_t>(pick(body.size()));
+                it->value() = odd[pick(odd.size())];
+            }
+            text = json::serialize(body);
+            break;
+        case 1: // a field goes
+            if (!body.empty()) body.erase(body.begin() + static_cast<std::ptrdiff_t>(pick(body.size())));
+            text = json::serialize(body);
+            break;
+        case 2: { // bytes flipped
+            text = json::serialize(body);
+            for (int k = 0; k < 3 && !text.empty(); ++k) text[pick(text.size())] = static_cast<char>(rng() & 0x7f);
+            break;
+        }
+        default: // cut short
+            text = json::serialize(body);
+            text.resize(pick(text.size() + 1));
+        }
+        auto r = call(s.port, sd.verb, path, text);
+        if (r.status >= 500) {
+            ++fivexx;
+            BOOST_TEST_MESSAGE("5xx for " << path << " " << text << ": " << r.body);
+        } else if (r.status >= 400) {
+            ++n_4xx;
+            BOOST_TEST(json::parse(r.body).as_object().contains("detail"), path << " " << text << " -> " << r.body);
+        } else {
+            ++n_2xx;
+        }
+    }
+    BOOST_TEST(fivexx == 0u);
+    BOOST_TEST(n_4xx > 100u); // the mutations do reach the checks
+    BOOST_TEST(n_2xx > 20u);
+    BOOST_TEST(get(s.port, "/ok").status == 200u);
 }
 
 BOOST_AUTO_TEST_CASE(api_keys_own_threads) {
