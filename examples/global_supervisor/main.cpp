@@ -7,7 +7,7 @@
 //   global_supervisor dot     [--db FILE --thread ID]
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
 //   global_supervisor break-lease --db FILE --thread ID
-//   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
+//   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
 // FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
@@ -88,7 +88,7 @@ constexpr const char* usage_text =
     "  global_supervisor dot     [--db FILE --thread ID]\n"
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
-    "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--model-url URL --model NAME]\n"
+    "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--model-url URL --model NAME]\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
     "   checkpoints on Redis or in PostgreSQL; --checkpointer redis://... --fallback postgresql://... puts Redis in\n"
     "   front of PostgreSQL)\n";
@@ -127,7 +127,7 @@ args parse(int argc, char** argv) {
         {"dot", {"db", "thread"}},
         {"demo", {"db", "model-url", "model"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
-        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user"}},
+        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -482,6 +482,11 @@ int cmd_serve(const args& a) {
         std::stringstream in(keys);
         for (std::string k; std::getline(in, k, ',');)
             if (!k.empty()) so.api_keys.insert(k);
+    }
+    if (auto cors = a.get("cors")) { // --cors http://localhost:3000,http://other or '*'
+        std::stringstream in(*cors);
+        for (std::string o; std::getline(in, o, ',');)
+            if (!o.empty()) so.cors_origins.insert(o);
     }
     so.log = [](std::string_view line) { std::cerr << line << "\n"; };
     boost::asio::io_context io;

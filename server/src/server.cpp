@@ -410,6 +410,7 @@ struct call {
     };
     std::optional<answer_t> answer; ///< the answer to write, unless the handler streamed one
     bool streamed = false;          ///< the handler wrote a chunked answer itself
+    std::string cors_origin;        ///< Access-Control-Allow-Origin of the answer, or "" 
 };
 
 json::object body_object(const call& c) {
@@ -438,12 +439,23 @@ void reply_text(call& c, unsigned status, std::string body, const char* type) {
     c.answer->type = type;
 }
 
+/// CORS headers for a browser page at an allowed origin (the SDK reads the run and paging headers).
+template <class Message>
+void add_cors(const call& c, Message& m) {
+    if (c.cors_origin.empty()) return;
+    m.set(http::field::access_control_allow_origin, c.cors_origin);
+    m.set(http::field::access_control_expose_headers,
+          "Content-Location, Location, X-Pagination-Next, X-Pagination-Total");
+    if (c.cors_origin != "*") m.set(http::field::vary, "Origin");
+}
+
 awaitable<void> write_answer(call& c) {
     auto& a = *c.answer;
     http::response<http::string_body> res{static_cast<http::status>(a.status), c.req.version()};
     res.set(http::field::server, "stategraph");
     if (a.status != 204) res.set(http::field::content_type, a.type);
     for (auto& [k, v] : a.headers) res.set(k, v);
+    add_cors(c, res);
     res.body() = std::move(a.body);
     res.keep_alive(c.keep_alive);
     res.prepare_payload();
@@ -459,6 +471,7 @@ awaitable<bool> begin_chunked(call& c, const char* type, std::vector<std::pair<s
     res.set(http::field::content_type, type);
     res.set(http::field::cache_control, "no-cache");
     for (auto& [k, v] : headers) res.set(k, v);
+    add_cors(c, res);
     res.keep_alive(c.keep_alive);
     res.chunked(true);
     c.status = 200;
@@ -1513,6 +1526,16 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
 awaitable<void> server::impl::dispatch(call& c) {
     auto& p = c.path;
     auto verb = c.req.method();
+    // A browser's CORS preflight: no key needed (browsers send none with it).
+    if (verb == http::verb::options) {
+        if (c.cors_origin.empty()) throw http_error(405, "method OPTIONS is not allowed (CORS is off for this origin)");
+        c.answer.emplace();
+        c.answer->status = 204;
+        c.answer->headers = {{"Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS"},
+                             {"Access-Control-Allow-Headers", "Content-Type, X-Api-Key, Last-Event-ID, Authorization"},
+                             {"Access-Control-Max-Age", "600"}};
+        co_return;
+    }
     if (p.size() == 1 && p[0] == "ok" && verb == http::verb::get) {
         reply(c, 200, json::object{{"ok", true}});
         co_return;
@@ -1609,6 +1632,11 @@ awaitable<void> server::impl::session(tcp::socket sock) {
         c.req = parser.release();
         c.stream = &stream;
         c.keep_alive = c.req.keep_alive() && !stopping;
+        if (auto origin = c.req.find(http::field::origin); origin != c.req.end() && !opts.cors_origins.empty()) {
+            std::string o(origin->value());
+            if (opts.cors_origins.count("*")) c.cors_origin = "*";
+            else if (opts.cors_origins.count(o)) c.cors_origin = o;
+        }
         std::string_view target = c.req.target();
         auto q = target.find('?');
         std::string_view path = target.substr(0, q);

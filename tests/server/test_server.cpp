@@ -699,6 +699,25 @@ BOOST_AUTO_TEST_CASE(fuzzed_requests_never_5xx) {
     BOOST_TEST(get(s.port, "/ok").status == 200u);
 }
 
+BOOST_AUTO_TEST_CASE(cors_for_browser_pages) {
+    auto o = test_options();
+    o.cors_origins = {"http://localhost:3000"};
+    o.api_keys = {"key-one"};
+    running_server s(std::move(o));
+    // The preflight needs no key; the answer lists what the SDK sends.
+    auto pre = call(s.port, http::verb::options, "/threads", "", {{"Origin", "http://localhost:3000"}});
+    BOOST_TEST(pre.status == 204u);
+    BOOST_TEST(pre.headers["Access-Control-Allow-Origin"] == "http://localhost:3000");
+    BOOST_TEST(pre.headers["Access-Control-Allow-Headers"].find("X-Api-Key") != std::string::npos);
+    // An allowed origin sees the run headers; another origin gets no CORS headers at all.
+    auto made = post(s.port, "/threads", json::object{}, {{"Origin", "http://localhost:3000"}, {"x-api-key", "key-one"}});
+    BOOST_TEST(made.headers["Access-Control-Expose-Headers"].find("Content-Location") != std::string::npos);
+    auto other = post(s.port, "/threads", json::object{}, {{"Origin", "http://evil.example"}, {"x-api-key", "key-one"}});
+    BOOST_TEST(other.status == 200u);
+    BOOST_TEST(!other.headers.count("Access-Control-Allow-Origin"));
+    BOOST_TEST(call(s.port, http::verb::options, "/threads", "", {{"Origin", "http://evil.example"}}).status == 405u);
+}
+
 BOOST_AUTO_TEST_CASE(api_keys_own_threads) {
     auto o = test_options();
     o.api_keys = {"key-one", "key-two"};

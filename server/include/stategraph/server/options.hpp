@@ -39,6 +39,9 @@ struct server_options {
     std::size_t max_finished_runs = 10'000;
     /// how much of a run every stream shows
     stategraph::server::verbosity verbosity = verbosity::full;
+    /// browser origins allowed to call the server (CORS, for `useStream` in a web page): exact
+    /// origins such as "http://localhost:3000", or "*" for any; empty: no CORS headers
+    std::set<std::string> cors_origins;
     /// the `version` that `GET /info` reports
     std::string version = "0.1.0";
 };
