@@ -51,7 +51,7 @@ auto reducers(sg::for_state<chat_state>) { return sg::reducers{sg::reduce<&chat_
 net::awaitable<sg::update<chat_state>> work(const chat_state& s, sg::context& ctx) {
     if (s.question == "slow") {
         net::steady_timer t(ctx.executor());
-        t.expires_after(std::chrono::milliseconds(400));
+        t.expires_after(std::chrono::milliseconds(1000)); // long enough to see the thread busy under load
         co_await t.async_wait(net::use_awaitable);
     }
     if (s.question == "fail") throw std::runtime_error("work failed on purpose");
@@ -523,14 +523,18 @@ BOOST_AUTO_TEST_CASE(thread_stream) {
     sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
     std::string req = "GET /threads/" + tid + "/stream?stream_mode=updates HTTP/1.1\r\nHost: x\r\n\r\n";
     net::write(sock, net::buffer(req));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // The stream has begun (its header is here) before the runs are made.
+    std::string got;
+    while (got.find("\r\n\r\n") == std::string::npos) {
+        char buf[1024];
+        got.append(buf, sock.read_some(net::buffer(buf)));
+    }
     for (const char* q : {"one", "two"}) {
         auto r = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", q}}}});
         BOOST_TEST(r.status == 200u);
     }
     // Read what arrived: both runs' metadata and updates (work, ask), with "<run_id>:<n>" ids.
     sock.non_blocking(true);
-    std::string got;
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < until) {
         char buf[4096];
