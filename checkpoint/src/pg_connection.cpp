@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -173,9 +174,19 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
     PGconn* c = c_;
     if (PQstatus(c) != CONNECTION_OK) throw connection_lost(conn_error(c));
     if (!PQenterPipelineMode(c)) throw connection_lost(conn_error(c));
+    // What was sent, in order: a statement's execution (its index in `batch`), or the Parse of
+    // a statement prepared in this batch (-1 - its index in `preparing`); each has its results.
+    std::vector<long> sent;
+    sent.reserve(batch.size() * 2);
+    struct to_prepare {
+        std::string sql, name;
+        bool ok = false;
+    };
+    std::vector<to_prepare> preparing;
     std::vector<const char*> values;
     std::vector<int> lengths, formats;
-    for (const auto& s : batch) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const auto& s = batch[i];
         values.clear();
         lengths.clear();
         formats.clear();
@@ -184,20 +195,39 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
             lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
             formats.push_back(p.binary ? 1 : 0);
         }
-        const std::string sql(s.sql);
-        if (!PQsendQueryParams(c, sql.c_str(), static_cast<int>(s.params.size()), nullptr, values.data(),
-                               lengths.data(), formats.data(), 1))
-            throw connection_lost(conn_error(c));
+        std::string sql(s.sql);
+        const int n = static_cast<int>(s.params.size());
+        const std::string* name = nullptr;
+        if (auto known = prepared_.find(sql); known != prepared_.end()) {
+            name = &known->second;
+        } else {
+            auto same = std::find_if(preparing.begin(), preparing.end(), [&](const auto& p) { return p.sql == sql; });
+            if (same != preparing.end()) {
+                name = &same->name;
+            } else if (prepared_.size() + preparing.size() < max_prepared) {
+                std::string fresh = "sg" + std::to_string(++names_);
+                if (!PQsendPrepare(c, fresh.c_str(), sql.c_str(), n, nullptr)) throw connection_lost(conn_error(c));
+                sent.push_back(-1 - static_cast<long>(preparing.size()));
+                preparing.push_back({std::move(sql), std::move(fresh)});
+                name = &preparing.back().name;
+            }
+        }
+        const bool ok = name ? PQsendQueryPrepared(c, name->c_str(), n, values.data(), lengths.data(), formats.data(), 1)
+                             : PQsendQueryParams(c, sql.c_str(), n, nullptr, values.data(), lengths.data(),
+                                                 formats.data(), 1);
+        if (!ok) throw connection_lost(conn_error(c));
+        sent.push_back(static_cast<long>(i));
     }
     if (!PQpipelineSync(c)) throw connection_lost(conn_error(c));
+    ++round_trips_;
     co_await flush(c, deadline);
 
     std::vector<result> out;
     out.reserve(batch.size());
     std::optional<server_error> failed;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
+    for (const long what : sent) {
         result first;
-        for (;;) { // each statement's results end with a null
+        for (;;) { // each statement's (or Parse's) results end with a null
             PGresult* r = co_await next_result(c, deadline);
             if (!r) break;
             result held(r);
@@ -209,10 +239,14 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
                 while (!msg.empty() && msg.back() == '\n') msg.pop_back();
                 failed.emplace(state ? state : "", msg, primary ? primary : "");
             }
+            if (what < 0 && st == PGRES_COMMAND_OK) preparing[static_cast<std::size_t>(-1 - what)].ok = true;
             first = std::move(held); // PGRES_PIPELINE_ABORTED: skipped after an earlier error
         }
-        out.push_back(std::move(first));
+        if (what >= 0) out.push_back(std::move(first));
     }
+    // A Parse that ran stays on the connection (it is not undone by a rollback).
+    for (auto& p : preparing)
+        if (p.ok) prepared_.emplace(std::move(p.sql), std::move(p.name));
     // The sync's own result.
     for (;;) {
         PGresult* r = co_await next_result(c, deadline);

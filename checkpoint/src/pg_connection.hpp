@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 struct pg_conn;
@@ -110,7 +111,9 @@ public:
                                                                     std::chrono::milliseconds timeout);
 
     /// @brief Sends `batch` in one pipeline (one round trip) and returns one result per
-    /// statement. Throws `connection_lost` (the connection is then unusable) or `server_error`
+    /// statement. Each distinct SQL text is prepared once per connection (its Parse rides in the
+    /// same pipeline, just before its first execution) and executed by name afterwards, so the
+    /// server parses and plans it once, not on every call. Throws `connection_lost` (the connection is then unusable) or `server_error`
     /// (the first statement that failed; the rest of the batch was skipped by the server, and an
     /// open transaction is rolled back). `timeout` bounds the whole exchange.
     boost::asio::awaitable<std::vector<result>> run(const std::vector<statement>& batch,
@@ -120,10 +123,20 @@ public:
     bool idle() const noexcept;
     /// @brief The server process serving this connection.
     int backend_pid() const noexcept;
+    /// @brief Batches sent on this connection (each one round trip), and statements prepared.
+    std::uint64_t round_trips() const noexcept { return round_trips_; }
+    std::size_t prepared() const noexcept { return prepared_.size(); }
+
+    /// At most this many statements are kept prepared per connection; SQL beyond them (text
+    /// built per call) is sent unprepared.
+    static constexpr std::size_t max_prepared = 256;
 
 private:
     explicit connection(pg_conn* c) noexcept : c_(c) {}
     pg_conn* c_;
+    std::unordered_map<std::string, std::string> prepared_; ///< SQL text -> statement name
+    std::uint64_t round_trips_ = 0;
+    std::uint64_t names_ = 0; ///< statement names handed out ("sg<n>"), never reused
 };
 
 /// @brief At most `size` connections to one server, handed out one coroutine at a time.
