@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,7 +43,13 @@ public:
     const std::string& primary() const noexcept { return primary_; }
     /// Whether running the same statements again may succeed: connection failures (class 08),
     /// a server shutting down or restarting (57P01-57P03), serialization failures and deadlocks.
+    /// a prepared statement whose result columns changed under it (0A000 "cached plan must not
+    /// change result type", after DDL) included.
     bool transient() const noexcept;
+    /// Whether a prepared statement was refused because its table changed shape (0A000).
+    bool stale_plan() const noexcept {
+        return sqlstate_ == "0A000" && primary_.rfind("cached plan must not change result type", 0) == 0;
+    }
 
 private:
     std::string sqlstate_;
@@ -167,15 +174,28 @@ public:
     };
 
     /// @brief An idle connection, a new one while fewer than `size` are open, or the first one
-    /// given back. Throws `connection_lost` when a new one cannot be opened.
+    /// given back. Throws `connection_lost` when a new one cannot be opened. While every
+    /// connection is out the caller sleeps in a queue and is woken (first come, first woken) by
+    /// the next connection given back or closed, never by a timer.
     boost::asio::awaitable<lease> get();
+    /// @brief Coroutines asleep in `get` right now.
+    std::size_t waiting() const;
+
+    pool(const pool&) = delete;
+    pool& operator=(const pool&) = delete;
+    ~pool();
     /// @brief Closes every idle connection (the next `get` opens new ones).
     void clear();
     /// @brief Server process ids of the idle connections.
     std::vector<int> idle_pids() const;
 
 private:
+    struct waiter;
     void give_back(std::unique_ptr<connection> c) noexcept;
+    /// Takes the first waiter out of the queue (under `mutex_`); it is resumed by `wake`.
+    std::shared_ptr<waiter> next_waiter() noexcept;
+    static void wake(std::shared_ptr<waiter> w) noexcept;
+    boost::asio::awaitable<void> sleep(std::shared_ptr<waiter> w);
 
     std::string conninfo_;
     std::string search_path_;
@@ -184,6 +204,7 @@ private:
     mutable std::mutex mutex_;
     std::vector<std::unique_ptr<connection>> idle_;
     std::size_t open_ = 0;
+    std::deque<std::shared_ptr<waiter>> waiters_;
 };
 
 } // namespace stategraph::checkpoint::pg
