@@ -132,6 +132,17 @@ BEGIN
     END IF;
 END $$;)sql"};
 
+// Version 2: the answers of calls whose effect is not idempotent (break_lease's holder,
+// cache_clear's count), kept a few minutes under the call's id: a call retried after a dropped
+// connection, whose first attempt had committed, reads its answer instead of acting again.
+constexpr const char* migration_v2[] = {R"sql(
+CREATE TABLE stategraph_answers (
+    call_id text COLLATE "C" PRIMARY KEY,
+    answer  text,
+    at      bigint NOT NULL
+);
+)sql"};
+
 constexpr std::string_view sql_fence = "SELECT stategraph_fence($1, $2, $3::boolean, $4, $5::bigint)";
 constexpr std::string_view sql_begin = "BEGIN";
 constexpr std::string_view sql_begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
@@ -218,7 +229,15 @@ constexpr std::string_view sql_renew_lease =
     "UPDATE stategraph_leases SET expires_at = stategraph_now_ms() + $3::bigint WHERE thread_id = $1 AND owner = $2";
 constexpr std::string_view sql_release_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2";
 constexpr std::string_view sql_release_all_leases = "DELETE FROM stategraph_leases WHERE owner = $1";
-constexpr std::string_view sql_break_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 RETURNING owner";
+// $1: the thread, $2: the call's id. Acts only when the call has no answer yet (a retry whose
+// first attempt committed); the answer is read back by sql_answer in the same transaction.
+constexpr std::string_view sql_break_lease =
+    "WITH gone AS (DELETE FROM stategraph_leases WHERE thread_id = $1 AND NOT EXISTS "
+    "(SELECT 1 FROM stategraph_answers WHERE call_id = $2) RETURNING owner) "
+    "INSERT INTO stategraph_answers(call_id, answer, at) SELECT $2, (SELECT owner FROM gone), stategraph_now_ms() "
+    "ON CONFLICT (call_id) DO NOTHING";
+constexpr std::string_view sql_answer = "SELECT answer FROM stategraph_answers WHERE call_id = $1";
+constexpr std::string_view sql_forget_answers = "DELETE FROM stategraph_answers WHERE at < stategraph_now_ms() - 600000";
 // Thread maintenance.
 constexpr std::string_view sql_thread_exists =
     "SELECT (EXISTS(SELECT 1 FROM stategraph_checkpoints WHERE thread_id = $1) OR EXISTS(SELECT 1 FROM "
@@ -254,8 +273,12 @@ constexpr std::string_view sql_cache_purge =
 constexpr std::string_view sql_cache_put =
     "INSERT INTO stategraph_cache(ns, key, value, expires_at) VALUES($1, $2, $3, $4::bigint) "
     "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at";
-constexpr std::string_view sql_cache_clear_ns = "DELETE FROM stategraph_cache WHERE ns = $1";
-constexpr std::string_view sql_cache_clear_all = "DELETE FROM stategraph_cache";
+// $1: the namespaces (NULL: all), $2: the call's id (as sql_break_lease).
+constexpr std::string_view sql_cache_clear =
+    "WITH gone AS (DELETE FROM stategraph_cache WHERE ($1::text[] IS NULL OR ns = ANY($1::text[])) AND NOT EXISTS "
+    "(SELECT 1 FROM stategraph_answers WHERE call_id = $2) RETURNING 1) "
+    "INSERT INTO stategraph_answers(call_id, answer, at) SELECT $2, count(*)::text, stategraph_now_ms() FROM gone "
+    "ON CONFLICT (call_id) DO NOTHING";
 
 /// The channel holding the graph's shape lines, versioned by the graph signature.
 constexpr std::string_view graph_channel = reserved::graph;
@@ -1120,22 +1143,29 @@ struct postgres_saver::impl {
         (void)co_await with_retry<bool>(c, body);
     }
 
+    /// A new id for a call whose answer is kept (sql_answer): this saver's owner name and a count.
+    std::string call_id() {
+        static std::atomic<std::uint64_t> calls{0};
+        return owner + "#" + std::to_string(++calls);
+    }
+
     asio::awaitable<std::size_t> cache_clear(const std::vector<std::string>& namespaces) {
+        const std::string id = call_id();
         std::vector<pg::statement> batch;
         batch.emplace_back(sql_begin);
-        if (namespaces.empty()) batch.emplace_back(sql_cache_clear_all);
-        for (const auto& ns : namespaces) {
-            batch.emplace_back(sql_cache_clear_ns);
-            batch.back().text(ns);
-        }
+        batch.emplace_back(sql_cache_clear);
+        if (namespaces.empty()) batch.back().null();
+        else batch.back().text(text_array(namespaces));
+        batch.back().text(id);
+        batch.emplace_back(sql_answer);
+        batch.back().text(id);
+        batch.emplace_back(sql_forget_answers);
         batch.emplace_back(sql_commit);
         static const std::string none;
         call c{none, "clearing the node cache", {}};
         auto body = [&](pg::connection& conn, call&) -> asio::awaitable<std::size_t> {
             auto res = co_await conn.run(batch, query_timeout());
-            std::size_t n = 0;
-            for (std::size_t i = 1; i + 1 < res.size(); ++i) n += static_cast<std::size_t>(res[i].affected());
-            co_return n;
+            co_return static_cast<std::size_t>(std::stoull(res[2].text(0, 0)));
         };
         co_return co_await with_retry<std::size_t>(c, body);
     }
@@ -1230,14 +1260,20 @@ struct postgres_saver::impl {
     }
 
     asio::awaitable<std::optional<std::string>> break_lease(const std::string& thread) {
+        const std::string id = call_id();
         std::vector<pg::statement> batch;
+        batch.emplace_back(sql_begin);
         batch.emplace_back(sql_break_lease);
-        batch.back().text(thread);
+        batch.back().text(thread).text(id);
+        batch.emplace_back(sql_answer);
+        batch.back().text(id);
+        batch.emplace_back(sql_forget_answers);
+        batch.emplace_back(sql_commit);
         call c{thread, "breaking the thread's lease", {}};
         auto body = [&](pg::connection& conn, call&) -> asio::awaitable<std::optional<std::string>> {
             auto res = co_await conn.run(batch, query_timeout());
-            if (res[0].rows() == 0) co_return std::nullopt;
-            co_return res[0].text(0, 0);
+            if (res[2].rows() == 0 || res[2].is_null(0, 0)) co_return std::nullopt;
+            co_return res[2].text(0, 0);
         };
         auto holder = co_await with_retry<std::optional<std::string>>(c, body);
         if (holder == owner) {
@@ -1333,6 +1369,7 @@ struct postgres_saver::impl {
             // Each migration is a list of statements (the extended protocol takes one per query).
             static const std::vector<std::vector<const char*>> migrations{
                 {std::begin(migration_v1), std::end(migration_v1)},
+                {std::begin(migration_v2), std::end(migration_v2)},
             };
             if (migrations.size() != static_cast<std::size_t>(postgres_saver::schema_version))
                 throw std::logic_error("postgres_saver: one migration per schema version");
