@@ -87,7 +87,19 @@ return {'OK'}
 
 /// A lease changed only by its holder. KEYS[1]: the lease; ARGV[1]: 'renew' or 'release';
 /// ARGV[2]: the holder expected; ARGV[3]: the new time to live (renew). 1 when done.
+/// ARGV[1] 'break': the lease deleted whoever holds it; the answer ('1' and the holder, or '0')
+/// is kept ten minutes under KEYS[2] (the call's own key), and a retried call whose first try
+/// ran (its answer lost with the connection) gets that answer instead of breaking again.
 constexpr std::string_view lease_script = R"lua(
+if ARGV[1] == 'break' then
+  local kept = redis.call('GET', KEYS[2])
+  if kept then return kept end
+  local holder = redis.call('GET', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  local answer = holder and ('1' .. holder) or '0'
+  redis.call('SET', KEYS[2], answer, 'PX', 600000)
+  return answer
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
 if ARGV[1] == 'renew' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) else redis.call('DEL', KEYS[1]) end
 return 1
@@ -1120,10 +1132,12 @@ struct redis_saver::impl {
     }
 
     asio::awaitable<std::optional<std::string>> break_op(std::string thread) {
-        command cmd{"GETDEL", tkey(thread, "lease")};
-
+        static std::atomic<std::uint64_t> calls{0};
+        const std::string answer = tkey(thread, "answer:" + owner + "#" + std::to_string(++calls));
+        command cmd{"EVALSHA", std::string(lease_marker), "2", tkey(thread, "lease"), answer, "break"};
         auto r = co_await one(std::move(cmd), thread);
-        co_return text_of(r);
+        if (r.str.empty() || r.str[0] != '1') co_return std::nullopt;
+        co_return r.str.substr(1);
     }
 
     void start_keeper() {

@@ -8,6 +8,7 @@
 
 #include "redis_connection.hpp" // checkpoint/src: a second connection, to damage data and kill clients
 #include "redis_test_support.hpp"
+#include "tcp_proxy.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -254,6 +255,23 @@ BOOST_AUTO_TEST_CASE(long_appended_chains_read_back_whole) {
     BOOST_TEST_REQUIRE(kept.has_value());
     BOOST_TEST(kept->cp.values.at("log") == upto(links));
     BOOST_TEST(list(*s, "chain", "", list_options{}).size() == 2u);
+}
+
+/// break_lease whose first try ran but whose answer was lost with the connection: the retry
+/// reads the answer the script kept under the call's key instead of breaking again (it found no
+/// lease and answered "none" when the call was a bare GETDEL).
+BOOST_AUTO_TEST_CASE(retried_break_lease_keeps_its_answer) {
+    const auto where = redis::parse_url(redis_url());
+    tcp_proxy proxy(where.host, std::stoi(where.port));
+    auto holder = make_saver(options_with(fresh_prefix()));
+    auto o = holder->options();
+    o.url = "redis://127.0.0.1:" + std::to_string(proxy.port());
+    if (where.db) o.url += "/" + std::to_string(where.db);
+    auto s = make_saver(o);
+    run(s->get("t", "", std::nullopt)); // connected, scripts loaded
+    check_break_answer_survives_a_cut(*holder, *s, proxy, ":answer:");
+    BOOST_TEST(!run(s->break_lease("nobody")).has_value());
+    run(s->release("t"));
 }
 
 /// A server that is not there: a typed error naming the thread, after the configured attempts.
