@@ -153,8 +153,11 @@ constexpr std::string_view sql_put_checkpoint =
     "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
     "VALUES($1, $2, $3, $4, $5::bigint, $6, $7) ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
     "parent_id = excluded.parent_id, step = excluded.step, source = excluded.source, record = excluded.record";
-constexpr std::string_view sql_put_blob =
-    "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) VALUES($1, $2, $3, $4, $5) "
+// A step's values in one statement: $3 channels, $4 versions (text arrays), $5 the stored bytes
+// (a bytea array in binary form: no escaping); a step has one value per channel.
+constexpr std::string_view sql_put_blobs =
+    "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
+    "SELECT $1, $2, c, v, b FROM unnest($3::text[], $4::text[], $5::bytea[]) AS t(c, v, b) "
     "ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET value = excluded.value";
 constexpr std::string_view sql_put_graph =
     "INSERT INTO stategraph_graphs(version, value) VALUES($1, $2) ON CONFLICT (version) DO NOTHING";
@@ -301,6 +304,27 @@ std::string text_array(const std::vector<std::string>& items) {
         out += '"';
     }
     out += '}';
+    return out;
+}
+
+/// A one-dimensional bytea[] in PostgreSQL's binary array form, for a `$n::bytea[]` parameter
+/// sent as bytes: the header (1 dimension, no NULLs, element type bytea), then each item's
+/// length and bytes, all integers big-endian.
+std::string bytea_array(const std::vector<std::string>& items) {
+    std::string out;
+    auto put32 = [&](std::uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+    };
+    constexpr std::uint32_t bytea_oid = 17;
+    put32(1);
+    put32(0);
+    put32(bytea_oid);
+    put32(static_cast<std::uint32_t>(items.size()));
+    put32(1);
+    for (const auto& item : items) {
+        put32(static_cast<std::uint32_t>(item.size()));
+        out += item;
+    }
     return out;
 }
 
@@ -645,7 +669,7 @@ struct postgres_saver::impl {
         batch.emplace_back(sql_put_checkpoint);
         batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
         batch.back().bytes(seal_record(codec::encode_record(cp), thread, ns, cp));
-        std::vector<std::string> graphs;
+        std::vector<std::string> graphs, channels, versions, stored;
         for (const auto& [channel, value] : cp.values) {
             const std::string name(channel);
             auto v = cp.versions.find(name);
@@ -664,8 +688,14 @@ struct postgres_saver::impl {
                 graphs.push_back(version);
                 continue;
             }
-            batch.emplace_back(sql_put_blob);
-            batch.back().text(thread).text(ns).text(name).text(version).bytes(std::move(bytes));
+            channels.push_back(name);
+            versions.push_back(version);
+            stored.push_back(std::move(bytes));
+        }
+        if (!stored.empty()) {
+            batch.emplace_back(sql_put_blobs);
+            batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+            batch.back().bytes(bytea_array(stored));
         }
         batch.emplace_back(sql_commit);
         call c{thread, "saving a checkpoint", {}};
