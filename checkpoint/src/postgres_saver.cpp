@@ -522,8 +522,16 @@ struct postgres_saver::impl {
     /// appended items extend versions not read yet, the next asks, per channel, for every version
     /// up to the newest such link, so a chain of any length costs one more round trip, not one
     /// per link.
+    /// `also` (when given) rides in the first round trip; its rows come back in `also_rows`.
     asio::awaitable<void> fetch_values(pg::connection& conn, const std::string& thread, const std::string& ns,
-                                       std::set<std::pair<std::string, std::string>> wanted, value_map& values) {
+                                       std::set<std::pair<std::string, std::string>> wanted, value_map& values,
+                                       const pg::statement* also, pg::result* also_rows) {
+        if (also && wanted.empty()) {
+            std::vector<pg::statement> alone{*also};
+            auto res = co_await conn.run(alone, query_timeout());
+            *also_rows = std::move(res.back());
+            co_return;
+        }
         std::set<std::pair<std::string, std::string>> asked;
         for (bool first = true; !wanted.empty(); first = false) {
             std::vector<std::string> channels, versions, graphs;
@@ -549,7 +557,12 @@ struct postgres_saver::impl {
                 batch.emplace_back(sql_get_graphs);
                 batch.back().text(text_array(graphs));
             }
+            if (first && also) batch.push_back(*also);
             auto res = co_await conn.run(batch, query_timeout());
+            if (first && also) {
+                *also_rows = std::move(res.back());
+                res.pop_back();
+            }
             std::vector<std::pair<std::pair<std::string, std::string>, std::string_view>> got;
             if (res.size() > 1)
                 for (int i = 0; i < res[1].rows(); ++i)
@@ -594,11 +607,10 @@ struct postgres_saver::impl {
                 if (!version.empty()) wanted.insert({channel, version});
         }
         value_map values;
-        co_await fetch_values(conn, thread, ns, std::move(wanted), values);
-        std::vector<pg::statement> batch;
-        batch.emplace_back(sql_get_writes);
-        batch.back().text(thread).text(ns).text(text_array(ids));
-        auto res = co_await conn.run(batch, query_timeout());
+        pg::statement writes(sql_get_writes); // in the values' first round trip
+        writes.text(thread).text(ns).text(text_array(ids));
+        pg::result w;
+        co_await fetch_values(conn, thread, ns, std::move(wanted), values, &writes, &w);
 
         std::map<std::pair<std::string, std::string>, json::value> whole; // resolved once per list
         for (auto& t : tuples) {
@@ -635,7 +647,6 @@ struct postgres_saver::impl {
         }
         std::map<std::string, checkpoint_tuple*> by_id;
         for (auto& t : tuples) by_id[t.cp.id] = &t;
-        const auto& w = res[0];
         for (int i = 0; i < w.rows(); ++i) {
             const std::string id = w.text(i, 0);
             pending_write pw;
@@ -826,7 +837,7 @@ struct postgres_saver::impl {
                 for (const auto& [channel, version] : cp.versions)
                     if (!version.empty()) wanted.insert({channel, version});
             value_map values;
-            co_await fetch_values(conn, thread, ns, wanted, values);
+            co_await fetch_values(conn, thread, ns, wanted, values, nullptr, nullptr);
             std::set<std::pair<std::string, std::string>> needed;
             for (const auto& cp : kept)
                 for (const auto& [channel, version] : cp.versions) {
