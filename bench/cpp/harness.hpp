@@ -47,13 +47,17 @@ inline const std::vector<std::string> sqlite_only{"sqlite_normal", "sqlite_full"
 /// @brief The checkpointers on a server, compiled in when their saver is (chain20 and supervisor
 /// run with them): "postgres" (URL from STATEGRAPH_BENCH_POSTGRES or STATEGRAPH_TEST_POSTGRES, a
 /// fresh schema per process) and "redis" (STATEGRAPH_BENCH_REDIS or STATEGRAPH_TEST_REDIS, a
-/// fresh key prefix per process). scripts/bench starts private servers for them.
+/// fresh key prefix per process), and "tiered" (Redis in front of PostgreSQL, both as above).
+/// scripts/bench starts private servers for them.
 inline const std::vector<std::string> server_checkpointers{
 #ifdef STATEGRAPH_HAVE_POSTGRES
     "postgres",
 #endif
 #ifdef STATEGRAPH_HAVE_REDIS
     "redis",
+#endif
+#ifdef STATEGRAPH_HAVE_TIERED
+    "tiered",
 #endif
 };
 /// @brief `base` followed by the server checkpointers.

@@ -10,6 +10,9 @@
 #ifdef STATEGRAPH_HAVE_REDIS
 #include <stategraph/checkpoint/redis_saver.hpp>
 #endif
+#ifdef STATEGRAPH_HAVE_TIERED
+#include <stategraph/checkpoint/tiered_saver.hpp>
+#endif
 
 #include <boost/json/serialize.hpp>
 #include <boost/version.hpp>
@@ -83,24 +86,37 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         return cp;
     }
 #ifdef STATEGRAPH_HAVE_POSTGRES
-    if (kind == "postgres") {
+    auto postgres = [&] {
         checkpoint::postgres_options o;
         o.conninfo = server_url("STATEGRAPH_BENCH_POSTGRES", "STATEGRAPH_TEST_POSTGRES");
         o.schema = fresh_name(); // made on first use
-        cp->saver = std::make_shared<checkpoint::postgres_saver>(o);
         cp->config["postgres_schema"] = o.schema;
         cp->config["pool_size"] = o.pool_size;
+        return std::make_shared<checkpoint::postgres_saver>(o);
+    };
+    if (kind == "postgres") {
+        cp->saver = postgres();
         return cp;
     }
 #endif
 #ifdef STATEGRAPH_HAVE_REDIS
-    if (kind == "redis") {
+    auto redis = [&] {
         checkpoint::redis_options o;
         o.url = server_url("STATEGRAPH_BENCH_REDIS", "STATEGRAPH_TEST_REDIS");
         o.key_prefix = fresh_name();
-        cp->saver = std::make_shared<checkpoint::redis_saver>(o);
         cp->config["redis_key_prefix"] = o.key_prefix;
         cp->config["pool_size"] = o.pool_size;
+        return std::make_shared<checkpoint::redis_saver>(o);
+    };
+    if (kind == "redis") {
+        cp->saver = redis();
+        return cp;
+    }
+#endif
+#ifdef STATEGRAPH_HAVE_TIERED
+    if (kind == "tiered") { // Redis first, PostgreSQL behind it (every write reaches both)
+        auto back = postgres();
+        cp->saver = std::make_shared<checkpoint::tiered_saver>(redis(), std::move(back));
         return cp;
     }
 #endif

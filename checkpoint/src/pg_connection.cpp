@@ -1,6 +1,10 @@
 #include "pg_connection.hpp"
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -11,6 +15,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -98,6 +103,7 @@ asio::awaitable<void> flush(PGconn* c, clock::time_point deadline) {
 // -- server_error ---------------------------------------------------------------------------------
 
 bool server_error::transient() const noexcept {
+    if (stale_plan()) return true;
     return sqlstate_.rfind("08", 0) == 0 || sqlstate_ == "57P01" || sqlstate_ == "57P02" || sqlstate_ == "57P03" ||
            sqlstate_ == "40001" || sqlstate_ == "40P01";
 }
@@ -173,9 +179,19 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
     PGconn* c = c_;
     if (PQstatus(c) != CONNECTION_OK) throw connection_lost(conn_error(c));
     if (!PQenterPipelineMode(c)) throw connection_lost(conn_error(c));
+    // What was sent, in order: a statement's execution (its index in `batch`), or the Parse of
+    // a statement prepared in this batch (-1 - its index in `preparing`); each has its results.
+    std::vector<long> sent;
+    sent.reserve(batch.size() * 2);
+    struct to_prepare {
+        std::string sql, name;
+        bool ok = false;
+    };
+    std::vector<to_prepare> preparing;
     std::vector<const char*> values;
     std::vector<int> lengths, formats;
-    for (const auto& s : batch) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const auto& s = batch[i];
         values.clear();
         lengths.clear();
         formats.clear();
@@ -184,20 +200,39 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
             lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
             formats.push_back(p.binary ? 1 : 0);
         }
-        const std::string sql(s.sql);
-        if (!PQsendQueryParams(c, sql.c_str(), static_cast<int>(s.params.size()), nullptr, values.data(),
-                               lengths.data(), formats.data(), 1))
-            throw connection_lost(conn_error(c));
+        std::string sql(s.sql);
+        const int n = static_cast<int>(s.params.size());
+        const std::string* name = nullptr;
+        if (auto known = prepared_.find(sql); known != prepared_.end()) {
+            name = &known->second;
+        } else {
+            auto same = std::find_if(preparing.begin(), preparing.end(), [&](const auto& p) { return p.sql == sql; });
+            if (same != preparing.end()) {
+                name = &same->name;
+            } else if (prepared_.size() + preparing.size() < max_prepared) {
+                std::string fresh = "sg" + std::to_string(++names_);
+                if (!PQsendPrepare(c, fresh.c_str(), sql.c_str(), n, nullptr)) throw connection_lost(conn_error(c));
+                sent.push_back(-1 - static_cast<long>(preparing.size()));
+                preparing.push_back({std::move(sql), std::move(fresh)});
+                name = &preparing.back().name;
+            }
+        }
+        const bool ok = name ? PQsendQueryPrepared(c, name->c_str(), n, values.data(), lengths.data(), formats.data(), 1)
+                             : PQsendQueryParams(c, sql.c_str(), n, nullptr, values.data(), lengths.data(),
+                                                 formats.data(), 1);
+        if (!ok) throw connection_lost(conn_error(c));
+        sent.push_back(static_cast<long>(i));
     }
     if (!PQpipelineSync(c)) throw connection_lost(conn_error(c));
+    ++round_trips_;
     co_await flush(c, deadline);
 
     std::vector<result> out;
     out.reserve(batch.size());
     std::optional<server_error> failed;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
+    for (const long what : sent) {
         result first;
-        for (;;) { // each statement's results end with a null
+        for (;;) { // each statement's (or Parse's) results end with a null
             PGresult* r = co_await next_result(c, deadline);
             if (!r) break;
             result held(r);
@@ -209,10 +244,14 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
                 while (!msg.empty() && msg.back() == '\n') msg.pop_back();
                 failed.emplace(state ? state : "", msg, primary ? primary : "");
             }
+            if (what < 0 && st == PGRES_COMMAND_OK) preparing[static_cast<std::size_t>(-1 - what)].ok = true;
             first = std::move(held); // PGRES_PIPELINE_ABORTED: skipped after an earlier error
         }
-        out.push_back(std::move(first));
+        if (what >= 0) out.push_back(std::move(first));
     }
+    // A Parse that ran stays on the connection (it is not undone by a rollback).
+    for (auto& p : preparing)
+        if (p.ok) prepared_.emplace(std::move(p.sql), std::move(p.name));
     // The sync's own result.
     for (;;) {
         PGresult* r = co_await next_result(c, deadline);
@@ -236,6 +275,14 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
             } catch (const server_error&) {
             }
         }
+        // A prepared statement whose result columns changed (a table altered under it): every
+        // prepared statement is forgotten, on the server (this DEALLOCATE too) and here; the
+        // caller may run the batch again.
+        if (failed->stale_plan()) {
+            std::vector<statement> forget{statement("DEALLOCATE ALL")};
+            (void)co_await run(forget, timeout);
+            prepared_.clear();
+        }
         throw *failed;
     }
     co_return out;
@@ -250,6 +297,20 @@ int connection::backend_pid() const noexcept { return c_ ? PQbackendPID(c_) : 0;
 
 // -- pool -----------------------------------------------------------------------------------------
 
+/// One coroutine asleep in `get`: its completion handler, or (when woken before it slept) a flag.
+struct pool::waiter {
+    boost::asio::any_io_executor ex; ///< the sleeper's executor: it is resumed there
+    /// Emplaced, never assigned: Boost 1.81's move assignment of any_completion_handler wraps
+    /// the handler in itself, endlessly.
+    std::optional<boost::asio::any_completion_handler<void()>> resume;
+    bool woken = false;
+};
+
+pool::~pool() {
+    std::lock_guard lock(mutex_);
+    waiters_.clear(); // nobody may wait on a pool being destroyed; their frames go with the handlers
+}
+
 pool::lease::~lease() {
     if (c_ && p_) p_->give_back(std::move(c_));
 }
@@ -257,23 +318,69 @@ pool::lease::~lease() {
 void pool::lease::discard() noexcept {
     if (!c_) return;
     c_.reset();
-    std::lock_guard lock(p_->mutex_);
-    --p_->open_;
+    std::shared_ptr<waiter> w;
+    {
+        std::lock_guard lock(p_->mutex_);
+        --p_->open_;
+        w = p_->next_waiter(); // it may open a new one in its place
+    }
+    wake(std::move(w));
+}
+
+std::shared_ptr<pool::waiter> pool::next_waiter() noexcept {
+    if (waiters_.empty()) return nullptr;
+    auto w = std::move(waiters_.front());
+    waiters_.pop_front();
+    w->woken = true;
+    return w;
+}
+
+void pool::wake(std::shared_ptr<waiter> w) noexcept {
+    if (!w || !w->resume) return; // not asleep yet: it sees `woken` before sleeping
+    auto resume = [h = std::move(*w->resume)]() mutable { std::move(h)(); };
+    w->resume.reset();
+    asio::post(w->ex, std::move(resume));
+}
+
+asio::awaitable<void> pool::sleep(std::shared_ptr<waiter> w) {
+    auto init = [this, w](auto handler) {
+        std::unique_lock lock(mutex_);
+        if (w->woken) { // woken between queueing and sleeping
+            lock.unlock();
+            auto ex = asio::get_associated_executor(handler);
+            asio::post(ex, std::move(handler));
+            return;
+        }
+        w->resume.emplace(std::move(handler));
+    };
+    co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(init, asio::use_awaitable);
 }
 
 void pool::give_back(std::unique_ptr<connection> c) noexcept {
-    std::lock_guard lock(mutex_);
-    if (c->idle()) {
-        idle_.push_back(std::move(c));
-        return;
+    std::shared_ptr<waiter> w;
+    {
+        std::lock_guard lock(mutex_);
+        if (c->idle()) {
+            idle_.push_back(std::move(c));
+        } else {
+            --open_;
+            c.reset();
+        }
+        w = next_waiter();
     }
-    --open_;
-    c.reset();
+    wake(std::move(w));
+}
+
+std::size_t pool::waiting() const {
+    std::lock_guard lock(mutex_);
+    return waiters_.size();
 }
 
 asio::awaitable<pool::lease> pool::get() {
-    std::chrono::milliseconds pause(1);
+    const asio::any_io_executor ex = co_await asio::this_coro::executor;
+    bool woken = false;
     for (;;) {
+        std::shared_ptr<waiter> w;
         {
             std::unique_lock lock(mutex_);
             if (!idle_.empty()) {
@@ -298,17 +405,26 @@ asio::awaitable<pool::lease> pool::get() {
                     error = std::current_exception();
                 }
                 if (error) {
-                    std::lock_guard relock(mutex_);
-                    --open_;
+                    std::shared_ptr<waiter> next;
+                    {
+                        std::lock_guard relock(mutex_);
+                        --open_;
+                        next = next_waiter(); // its turn to try
+                    }
+                    wake(std::move(next));
                     std::rethrow_exception(error);
                 }
                 co_return lease(*this, std::move(c));
             }
+            // Every connection is out: sleep until one comes back (or closes). A waiter woken
+            // before and beaten to the connection keeps its place at the front.
+            w = std::make_shared<waiter>();
+            w->ex = ex;
+            if (woken) waiters_.push_front(w);
+            else waiters_.push_back(w);
         }
-        // Every connection is out: wait for one to come back.
-        asio::steady_timer t(co_await asio::this_coro::executor, pause);
-        co_await t.async_wait(asio::use_awaitable);
-        pause = std::min(pause * 2, std::chrono::milliseconds(8));
+        co_await sleep(w);
+        woken = true;
     }
 }
 

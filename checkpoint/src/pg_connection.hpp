@@ -12,12 +12,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 struct pg_conn;
@@ -41,7 +43,13 @@ public:
     const std::string& primary() const noexcept { return primary_; }
     /// Whether running the same statements again may succeed: connection failures (class 08),
     /// a server shutting down or restarting (57P01-57P03), serialization failures and deadlocks.
+    /// a prepared statement whose result columns changed under it (0A000 "cached plan must not
+    /// change result type", after DDL) included.
     bool transient() const noexcept;
+    /// Whether a prepared statement was refused because its table changed shape (0A000).
+    bool stale_plan() const noexcept {
+        return sqlstate_ == "0A000" && primary_.rfind("cached plan must not change result type", 0) == 0;
+    }
 
 private:
     std::string sqlstate_;
@@ -110,7 +118,9 @@ public:
                                                                     std::chrono::milliseconds timeout);
 
     /// @brief Sends `batch` in one pipeline (one round trip) and returns one result per
-    /// statement. Throws `connection_lost` (the connection is then unusable) or `server_error`
+    /// statement. Each distinct SQL text is prepared once per connection (its Parse rides in the
+    /// same pipeline, just before its first execution) and executed by name afterwards, so the
+    /// server parses and plans it once, not on every call. Throws `connection_lost` (the connection is then unusable) or `server_error`
     /// (the first statement that failed; the rest of the batch was skipped by the server, and an
     /// open transaction is rolled back). `timeout` bounds the whole exchange.
     boost::asio::awaitable<std::vector<result>> run(const std::vector<statement>& batch,
@@ -120,10 +130,20 @@ public:
     bool idle() const noexcept;
     /// @brief The server process serving this connection.
     int backend_pid() const noexcept;
+    /// @brief Batches sent on this connection (each one round trip), and statements prepared.
+    std::uint64_t round_trips() const noexcept { return round_trips_; }
+    std::size_t prepared() const noexcept { return prepared_.size(); }
+
+    /// At most this many statements are kept prepared per connection; SQL beyond them (text
+    /// built per call) is sent unprepared.
+    static constexpr std::size_t max_prepared = 256;
 
 private:
     explicit connection(pg_conn* c) noexcept : c_(c) {}
     pg_conn* c_;
+    std::unordered_map<std::string, std::string> prepared_; ///< SQL text -> statement name
+    std::uint64_t round_trips_ = 0;
+    std::uint64_t names_ = 0; ///< statement names handed out ("sg<n>"), never reused
 };
 
 /// @brief At most `size` connections to one server, handed out one coroutine at a time.
@@ -154,15 +174,28 @@ public:
     };
 
     /// @brief An idle connection, a new one while fewer than `size` are open, or the first one
-    /// given back. Throws `connection_lost` when a new one cannot be opened.
+    /// given back. Throws `connection_lost` when a new one cannot be opened. While every
+    /// connection is out the caller sleeps in a queue and is woken (first come, first woken) by
+    /// the next connection given back or closed, never by a timer.
     boost::asio::awaitable<lease> get();
+    /// @brief Coroutines asleep in `get` right now.
+    std::size_t waiting() const;
+
+    pool(const pool&) = delete;
+    pool& operator=(const pool&) = delete;
+    ~pool();
     /// @brief Closes every idle connection (the next `get` opens new ones).
     void clear();
     /// @brief Server process ids of the idle connections.
     std::vector<int> idle_pids() const;
 
 private:
+    struct waiter;
     void give_back(std::unique_ptr<connection> c) noexcept;
+    /// Takes the first waiter out of the queue (under `mutex_`); it is resumed by `wake`.
+    std::shared_ptr<waiter> next_waiter() noexcept;
+    static void wake(std::shared_ptr<waiter> w) noexcept;
+    boost::asio::awaitable<void> sleep(std::shared_ptr<waiter> w);
 
     std::string conninfo_;
     std::string search_path_;
@@ -171,6 +204,7 @@ private:
     mutable std::mutex mutex_;
     std::vector<std::unique_ptr<connection>> idle_;
     std::size_t open_ = 0;
+    std::deque<std::shared_ptr<waiter>> waiters_;
 };
 
 } // namespace stategraph::checkpoint::pg

@@ -132,6 +132,17 @@ BEGIN
     END IF;
 END $$;)sql"};
 
+// Version 2: the answers of calls whose effect is not idempotent (break_lease's holder,
+// cache_clear's count), kept a few minutes under the call's id: a call retried after a dropped
+// connection, whose first attempt had committed, reads its answer instead of acting again.
+constexpr const char* migration_v2[] = {R"sql(
+CREATE TABLE stategraph_answers (
+    call_id text COLLATE "C" PRIMARY KEY,
+    answer  text,
+    at      bigint NOT NULL
+);
+)sql"};
+
 constexpr std::string_view sql_fence = "SELECT stategraph_fence($1, $2, $3::boolean, $4, $5::bigint)";
 constexpr std::string_view sql_begin = "BEGIN";
 constexpr std::string_view sql_begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
@@ -142,8 +153,11 @@ constexpr std::string_view sql_put_checkpoint =
     "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
     "VALUES($1, $2, $3, $4, $5::bigint, $6, $7) ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
     "parent_id = excluded.parent_id, step = excluded.step, source = excluded.source, record = excluded.record";
-constexpr std::string_view sql_put_blob =
-    "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) VALUES($1, $2, $3, $4, $5) "
+// A step's values in one statement: $3 channels, $4 versions (text arrays), $5 the stored bytes
+// (a bytea array in binary form: no escaping); a step has one value per channel.
+constexpr std::string_view sql_put_blobs =
+    "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
+    "SELECT $1, $2, c, v, b FROM unnest($3::text[], $4::text[], $5::bytea[]) AS t(c, v, b) "
     "ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET value = excluded.value";
 constexpr std::string_view sql_put_graph =
     "INSERT INTO stategraph_graphs(version, value) VALUES($1, $2) ON CONFLICT (version) DO NOTHING";
@@ -218,7 +232,15 @@ constexpr std::string_view sql_renew_lease =
     "UPDATE stategraph_leases SET expires_at = stategraph_now_ms() + $3::bigint WHERE thread_id = $1 AND owner = $2";
 constexpr std::string_view sql_release_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2";
 constexpr std::string_view sql_release_all_leases = "DELETE FROM stategraph_leases WHERE owner = $1";
-constexpr std::string_view sql_break_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 RETURNING owner";
+// $1: the thread, $2: the call's id. Acts only when the call has no answer yet (a retry whose
+// first attempt committed); the answer is read back by sql_answer in the same transaction.
+constexpr std::string_view sql_break_lease =
+    "WITH gone AS (DELETE FROM stategraph_leases WHERE thread_id = $1 AND NOT EXISTS "
+    "(SELECT 1 FROM stategraph_answers WHERE call_id = $2) RETURNING owner) "
+    "INSERT INTO stategraph_answers(call_id, answer, at) SELECT $2, (SELECT owner FROM gone), stategraph_now_ms() "
+    "ON CONFLICT (call_id) DO NOTHING";
+constexpr std::string_view sql_answer = "SELECT answer FROM stategraph_answers WHERE call_id = $1";
+constexpr std::string_view sql_forget_answers = "DELETE FROM stategraph_answers WHERE at < stategraph_now_ms() - 600000";
 // Thread maintenance.
 constexpr std::string_view sql_thread_exists =
     "SELECT (EXISTS(SELECT 1 FROM stategraph_checkpoints WHERE thread_id = $1) OR EXISTS(SELECT 1 FROM "
@@ -254,8 +276,12 @@ constexpr std::string_view sql_cache_purge =
 constexpr std::string_view sql_cache_put =
     "INSERT INTO stategraph_cache(ns, key, value, expires_at) VALUES($1, $2, $3, $4::bigint) "
     "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at";
-constexpr std::string_view sql_cache_clear_ns = "DELETE FROM stategraph_cache WHERE ns = $1";
-constexpr std::string_view sql_cache_clear_all = "DELETE FROM stategraph_cache";
+// $1: the namespaces (NULL: all), $2: the call's id (as sql_break_lease).
+constexpr std::string_view sql_cache_clear =
+    "WITH gone AS (DELETE FROM stategraph_cache WHERE ($1::text[] IS NULL OR ns = ANY($1::text[])) AND NOT EXISTS "
+    "(SELECT 1 FROM stategraph_answers WHERE call_id = $2) RETURNING 1) "
+    "INSERT INTO stategraph_answers(call_id, answer, at) SELECT $2, count(*)::text, stategraph_now_ms() FROM gone "
+    "ON CONFLICT (call_id) DO NOTHING";
 
 /// The channel holding the graph's shape lines, versioned by the graph signature.
 constexpr std::string_view graph_channel = reserved::graph;
@@ -278,6 +304,27 @@ std::string text_array(const std::vector<std::string>& items) {
         out += '"';
     }
     out += '}';
+    return out;
+}
+
+/// A one-dimensional bytea[] in PostgreSQL's binary array form, for a `$n::bytea[]` parameter
+/// sent as bytes: the header (1 dimension, no NULLs, element type bytea), then each item's
+/// length and bytes, all integers big-endian.
+std::string bytea_array(const std::vector<std::string>& items) {
+    std::string out;
+    auto put32 = [&](std::uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+    };
+    constexpr std::uint32_t bytea_oid = 17;
+    put32(1);
+    put32(0);
+    put32(bytea_oid);
+    put32(static_cast<std::uint32_t>(items.size()));
+    put32(1);
+    for (const auto& item : items) {
+        put32(static_cast<std::uint32_t>(item.size()));
+        out += item;
+    }
     return out;
 }
 
@@ -475,8 +522,16 @@ struct postgres_saver::impl {
     /// appended items extend versions not read yet, the next asks, per channel, for every version
     /// up to the newest such link, so a chain of any length costs one more round trip, not one
     /// per link.
+    /// `also` (when given) rides in the first round trip; its rows come back in `also_rows`.
     asio::awaitable<void> fetch_values(pg::connection& conn, const std::string& thread, const std::string& ns,
-                                       std::set<std::pair<std::string, std::string>> wanted, value_map& values) {
+                                       std::set<std::pair<std::string, std::string>> wanted, value_map& values,
+                                       const pg::statement* also, pg::result* also_rows) {
+        if (also && wanted.empty()) {
+            std::vector<pg::statement> alone{*also};
+            auto res = co_await conn.run(alone, query_timeout());
+            *also_rows = std::move(res.back());
+            co_return;
+        }
         std::set<std::pair<std::string, std::string>> asked;
         for (bool first = true; !wanted.empty(); first = false) {
             std::vector<std::string> channels, versions, graphs;
@@ -502,7 +557,12 @@ struct postgres_saver::impl {
                 batch.emplace_back(sql_get_graphs);
                 batch.back().text(text_array(graphs));
             }
+            if (first && also) batch.push_back(*also);
             auto res = co_await conn.run(batch, query_timeout());
+            if (first && also) {
+                *also_rows = std::move(res.back());
+                res.pop_back();
+            }
             std::vector<std::pair<std::pair<std::string, std::string>, std::string_view>> got;
             if (res.size() > 1)
                 for (int i = 0; i < res[1].rows(); ++i)
@@ -547,11 +607,10 @@ struct postgres_saver::impl {
                 if (!version.empty()) wanted.insert({channel, version});
         }
         value_map values;
-        co_await fetch_values(conn, thread, ns, std::move(wanted), values);
-        std::vector<pg::statement> batch;
-        batch.emplace_back(sql_get_writes);
-        batch.back().text(thread).text(ns).text(text_array(ids));
-        auto res = co_await conn.run(batch, query_timeout());
+        pg::statement writes(sql_get_writes); // in the values' first round trip
+        writes.text(thread).text(ns).text(text_array(ids));
+        pg::result w;
+        co_await fetch_values(conn, thread, ns, std::move(wanted), values, &writes, &w);
 
         std::map<std::pair<std::string, std::string>, json::value> whole; // resolved once per list
         for (auto& t : tuples) {
@@ -588,7 +647,6 @@ struct postgres_saver::impl {
         }
         std::map<std::string, checkpoint_tuple*> by_id;
         for (auto& t : tuples) by_id[t.cp.id] = &t;
-        const auto& w = res[0];
         for (int i = 0; i < w.rows(); ++i) {
             const std::string id = w.text(i, 0);
             pending_write pw;
@@ -622,7 +680,7 @@ struct postgres_saver::impl {
         batch.emplace_back(sql_put_checkpoint);
         batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
         batch.back().bytes(seal_record(codec::encode_record(cp), thread, ns, cp));
-        std::vector<std::string> graphs;
+        std::vector<std::string> graphs, channels, versions, stored;
         for (const auto& [channel, value] : cp.values) {
             const std::string name(channel);
             auto v = cp.versions.find(name);
@@ -641,8 +699,14 @@ struct postgres_saver::impl {
                 graphs.push_back(version);
                 continue;
             }
-            batch.emplace_back(sql_put_blob);
-            batch.back().text(thread).text(ns).text(name).text(version).bytes(std::move(bytes));
+            channels.push_back(name);
+            versions.push_back(version);
+            stored.push_back(std::move(bytes));
+        }
+        if (!stored.empty()) {
+            batch.emplace_back(sql_put_blobs);
+            batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+            batch.back().bytes(bytea_array(stored));
         }
         batch.emplace_back(sql_commit);
         call c{thread, "saving a checkpoint", {}};
@@ -773,7 +837,7 @@ struct postgres_saver::impl {
                 for (const auto& [channel, version] : cp.versions)
                     if (!version.empty()) wanted.insert({channel, version});
             value_map values;
-            co_await fetch_values(conn, thread, ns, wanted, values);
+            co_await fetch_values(conn, thread, ns, wanted, values, nullptr, nullptr);
             std::set<std::pair<std::string, std::string>> needed;
             for (const auto& cp : kept)
                 for (const auto& [channel, version] : cp.versions) {
@@ -1120,22 +1184,29 @@ struct postgres_saver::impl {
         (void)co_await with_retry<bool>(c, body);
     }
 
+    /// A new id for a call whose answer is kept (sql_answer): this saver's owner name and a count.
+    std::string call_id() {
+        static std::atomic<std::uint64_t> calls{0};
+        return owner + "#" + std::to_string(++calls);
+    }
+
     asio::awaitable<std::size_t> cache_clear(const std::vector<std::string>& namespaces) {
+        const std::string id = call_id();
         std::vector<pg::statement> batch;
         batch.emplace_back(sql_begin);
-        if (namespaces.empty()) batch.emplace_back(sql_cache_clear_all);
-        for (const auto& ns : namespaces) {
-            batch.emplace_back(sql_cache_clear_ns);
-            batch.back().text(ns);
-        }
+        batch.emplace_back(sql_cache_clear);
+        if (namespaces.empty()) batch.back().null();
+        else batch.back().text(text_array(namespaces));
+        batch.back().text(id);
+        batch.emplace_back(sql_answer);
+        batch.back().text(id);
+        batch.emplace_back(sql_forget_answers);
         batch.emplace_back(sql_commit);
         static const std::string none;
         call c{none, "clearing the node cache", {}};
         auto body = [&](pg::connection& conn, call&) -> asio::awaitable<std::size_t> {
             auto res = co_await conn.run(batch, query_timeout());
-            std::size_t n = 0;
-            for (std::size_t i = 1; i + 1 < res.size(); ++i) n += static_cast<std::size_t>(res[i].affected());
-            co_return n;
+            co_return static_cast<std::size_t>(std::stoull(res[2].text(0, 0)));
         };
         co_return co_await with_retry<std::size_t>(c, body);
     }
@@ -1230,14 +1301,20 @@ struct postgres_saver::impl {
     }
 
     asio::awaitable<std::optional<std::string>> break_lease(const std::string& thread) {
+        const std::string id = call_id();
         std::vector<pg::statement> batch;
+        batch.emplace_back(sql_begin);
         batch.emplace_back(sql_break_lease);
-        batch.back().text(thread);
+        batch.back().text(thread).text(id);
+        batch.emplace_back(sql_answer);
+        batch.back().text(id);
+        batch.emplace_back(sql_forget_answers);
+        batch.emplace_back(sql_commit);
         call c{thread, "breaking the thread's lease", {}};
         auto body = [&](pg::connection& conn, call&) -> asio::awaitable<std::optional<std::string>> {
             auto res = co_await conn.run(batch, query_timeout());
-            if (res[0].rows() == 0) co_return std::nullopt;
-            co_return res[0].text(0, 0);
+            if (res[2].rows() == 0 || res[2].is_null(0, 0)) co_return std::nullopt;
+            co_return res[2].text(0, 0);
         };
         auto holder = co_await with_retry<std::optional<std::string>>(c, body);
         if (holder == owner) {
@@ -1333,6 +1410,7 @@ struct postgres_saver::impl {
             // Each migration is a list of statements (the extended protocol takes one per query).
             static const std::vector<std::vector<const char*>> migrations{
                 {std::begin(migration_v1), std::end(migration_v1)},
+                {std::begin(migration_v2), std::end(migration_v2)},
             };
             if (migrations.size() != static_cast<std::size_t>(postgres_saver::schema_version))
                 throw std::logic_error("postgres_saver: one migration per schema version");

@@ -87,15 +87,77 @@ return {'OK'}
 
 /// A lease changed only by its holder. KEYS[1]: the lease; ARGV[1]: 'renew' or 'release';
 /// ARGV[2]: the holder expected; ARGV[3]: the new time to live (renew). 1 when done.
+/// ARGV[1] 'break': the lease deleted whoever holds it; the answer ('1' and the holder, or '0')
+/// is kept ten minutes under KEYS[2] (the call's own key), and a retried call whose first try
+/// ran (its answer lost with the connection) gets that answer instead of breaking again.
 constexpr std::string_view lease_script = R"lua(
+if ARGV[1] == 'break' then
+  local kept = redis.call('GET', KEYS[2])
+  if kept then return kept end
+  local holder = redis.call('GET', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  local answer = holder and ('1' .. holder) or '0'
+  redis.call('SET', KEYS[2], answer, 'PX', 600000)
+  return answer
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
 if ARGV[1] == 'renew' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) else redis.call('DEL', KEYS[1]) end
 return 1
+)lua";
+/// Reads. ARGV[1] 'exact' or 'range': checkpoints in one round trip. KEYS: the thread's ids, cp,
+/// writes and wseq keys; 'exact': ARGV[2] is the one entry's field; 'range': ARGV[2], ARGV[3]
+/// are the lex bounds, newest first, ARGV[4] a LIMIT or ''; ARGV[5]: the glob of the namespace's
+/// write fields (read when several entries are found; one entry: its own writes only). Returns
+/// {fields, entries, write fields and values (alternating), write arrival scores}; a missing
+/// entry or score is nil. ARGV[1] 'chain': every stored version of some channels, for the links
+/// of appended values (one round trip whatever the chain's length). KEYS[1]: the thread's vals;
+/// ARGV[2..]: one glob per channel. Returns the fields and values found (alternating).
+constexpr std::string_view read_script = R"lua(
+local function scan(key, pattern, out)
+  local cursor = '0'
+  repeat
+    local r = redis.call('HSCAN', key, cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor = r[1]
+    for _, x in ipairs(r[2]) do out[#out + 1] = x end
+  until cursor == '0'
+  return out
+end
+if ARGV[1] == 'chain' then
+  local out = {}
+  for i = 2, #ARGV do scan(KEYS[1], ARGV[i], out) end
+  return out
+end
+local fields
+if ARGV[1] == 'exact' then
+  fields = {ARGV[2]}
+elseif ARGV[4] ~= '' then
+  fields = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+else
+  fields = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
+end
+local entries, found = {}, 0
+for i, f in ipairs(fields) do
+  entries[i] = redis.call('HGET', KEYS[2], f)
+  if entries[i] then found = found + 1 end
+end
+local writes, scores = {}, {}
+if found > 0 then
+  local pattern = ARGV[5]
+  if found == 1 then -- that checkpoint's writes only
+    for i, e in ipairs(entries) do
+      if e then pattern = string.gsub(fields[i] .. '\0', '([%*%?%[%]\\])', '\\%1') .. '*' end
+    end
+  end
+  scan(KEYS[3], pattern, writes)
+  for i = 1, #writes, 2 do scores[#scores + 1] = redis.call('ZSCORE', KEYS[4], writes[i]) end
+end
+return {fields, entries, writes, scores}
 )lua";
 // clang-format on
 
 constexpr std::string_view write_marker = "@write";
 constexpr std::string_view lease_marker = "@lease";
+constexpr std::string_view read_marker = "@read";
 constexpr std::string_view graph_channel = reserved::graph;
 /// Words per operation of the write script (Lua's unpack has a limit of a few thousand).
 constexpr std::size_t chunk_words = 1000;
@@ -180,7 +242,7 @@ struct redis_saver::impl {
     std::vector<std::unique_ptr<redis::connection>> idle;
     std::size_t made = 0;
     std::deque<asio::steady_timer*> waiters;
-    std::string write_sha, lease_sha;
+    std::string write_sha, lease_sha, read_sha;
     std::set<std::string> held;
     std::optional<asio::steady_timer> keeper;
     bool stopping = false;
@@ -255,7 +317,8 @@ struct redis_saver::impl {
     /// Loads the scripts on a connection (and names it, when it is new).
     asio::awaitable<void> load_scripts(redis::connection& c, bool fresh) {
         std::vector<command> load{command{"SCRIPT", "LOAD", std::string(write_script)},
-                                  command{"SCRIPT", "LOAD", std::string(lease_script)}};
+                                  command{"SCRIPT", "LOAD", std::string(lease_script)},
+                                  command{"SCRIPT", "LOAD", std::string(read_script)}};
         if (fresh && !opt.client_name.empty()) {
             std::string name = opt.client_name;
             std::replace_if(name.begin(), name.end(), [](unsigned char ch) { return ch <= ' '; }, '_');
@@ -266,6 +329,7 @@ struct redis_saver::impl {
             if (x.is_error()) throw redis::protocol_error("setting the connection up: " + x.str);
         write_sha = r[0].str;
         lease_sha = r[1].str;
+        read_sha = r[2].str;
     }
 
     /// Runs `cmds` in one round trip on a pooled connection, connecting (again) when needed and
@@ -287,6 +351,7 @@ struct redis_saver::impl {
                     if (cmd.size() > 1 && cmd[0] == "EVALSHA") {
                         if (cmd[1] == write_marker) cmd[1] = write_sha;
                         else if (cmd[1] == lease_marker) cmd[1] = lease_sha;
+                        else if (cmd[1] == read_marker) cmd[1] = read_sha;
                     }
                 auto r = co_await c->run(cmds);
                 for (const auto& x : r)
@@ -461,43 +526,68 @@ struct redis_saver::impl {
     using value_map = std::map<std::pair<std::string, std::string>, std::optional<std::string>>;
 
     /// Fetches `wanted` values of (thread, ns) and every earlier version their appended items
-    /// extend, into `got`.
+    /// extend, into `got`: one round trip for `wanted`, and, when appended items link to versions
+    /// not read yet, one more (the read script's chain mode) for every version of those channels up to the
+    /// newest link missing, so a chain of any length costs two round trips, not one per link.
     asio::awaitable<void> fetch_values(std::string thread, std::string ns, std::set<std::pair<std::string, std::string>> wanted,
                                        value_map& got) {
-        for (;;) {
+        // Unseals one stored value (or the shared graph copy) into `got`, asking for its link.
+        auto take = [&](const std::pair<std::string, std::string>& key, const std::optional<std::string>& stored,
+                        const std::optional<std::string>& shared) {
+            const auto& [channel, version] = key;
+            std::optional<std::string> plain;
+            try {
+                if (!stored && shared) plain.emplace(codec::unseal(*shared, {graph_channel, version}));
+                if (stored) plain.emplace(codec::unseal(*stored, {ns, channel, version}));
+                if (plain)
+                    if (auto parts = codec::split_value(*plain, version); parts.extends) wanted.emplace(channel, *parts.extends);
+            } catch (const codec::corrupt& e) {
+                corrupt(thread, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
+                        {thread, channel});
+            }
+            got[key] = std::move(plain);
+        };
+        for (bool first = true;; first = false) {
             std::vector<std::pair<std::string, std::string>> missing;
             for (const auto& w : wanted)
                 if (!got.count(w)) missing.push_back(w);
             if (missing.empty()) co_return;
-            command vals{"HMGET", tkey(thread, "vals")};
-            command graphs{"HMGET", graphs_key()};
-            for (const auto& [channel, version] : missing) {
-                vals.push_back(join({ns, channel, version}));
-                if (channel == graph_channel) graphs.push_back(version);
-            }
-            std::vector<command> cmds{std::move(vals)};
-            if (graphs.size() > 2) cmds.push_back(std::move(graphs));
-            auto r = co_await all(std::move(cmds), thread);
-            std::size_t g = 0;
-            for (std::size_t i = 0; i < missing.size(); ++i) {
-                const auto& [channel, version] = missing[i];
-                std::optional<std::string> stored = text_of(r[0].elements.at(i));
-                std::optional<std::string> plain;
-                try {
-                    if (channel == graph_channel) {
-                        auto shared = text_of(r.at(1).elements.at(g++));
-                        if (!stored && shared) plain.emplace(codec::unseal(*shared, {graph_channel, version}));
-                    }
-                    if (stored) plain.emplace(codec::unseal(*stored, {ns, channel, version}));
-                    if (plain)
-                        if (auto parts = codec::split_value(*plain, version); parts.extends)
-                            wanted.emplace(channel, *parts.extends);
-                } catch (const codec::corrupt& e) {
-                    corrupt(thread, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
-                            {thread, channel});
+            if (first) {
+                command vals{"HMGET", tkey(thread, "vals")};
+                command graphs{"HMGET", graphs_key()};
+                for (const auto& [channel, version] : missing) {
+                    vals.push_back(join({ns, channel, version}));
+                    if (channel == graph_channel) graphs.push_back(version);
                 }
-                got[missing[i]] = std::move(plain);
+                std::vector<command> cmds{std::move(vals)};
+                if (graphs.size() > 2) cmds.push_back(std::move(graphs));
+                auto r = co_await all(std::move(cmds), thread);
+                std::size_t g = 0;
+                for (std::size_t i = 0; i < missing.size(); ++i) {
+                    std::optional<std::string> shared;
+                    if (missing[i].first == graph_channel) shared = text_of(r.at(1).elements.at(g++));
+                    take(missing[i], text_of(r[0].elements.at(i)), shared);
+                }
+                continue;
             }
+            // Links: per channel, every stored version up to the newest link missing.
+            std::map<std::string, std::string> upto;
+            for (const auto& [channel, version] : missing)
+                if (auto& u = upto[channel]; u < version) u = version;
+            command chain{"EVALSHA", std::string(read_marker), "1", tkey(thread, "vals"), "chain"};
+            for (const auto& [channel, version] : upto) chain.push_back(glob_literal(join({ns, channel, ""})) + "*");
+            auto r = co_await one(std::move(chain), thread);
+            const auto& fv = r.elements;
+            for (std::size_t i = 0; i + 1 < fv.size(); i += 2) {
+                const auto parts = split(fv[i].str);
+                if (parts.size() != 3 || parts[0] != ns) continue;
+                std::pair<std::string, std::string> key{std::string(parts[1]), std::string(parts[2])};
+                auto u = upto.find(key.first);
+                if (u == upto.end() || key.second > u->second || got.count(key)) continue;
+                take(key, fv[i + 1].str, std::nullopt);
+            }
+            for (const auto& m : missing)
+                if (!got.count(m)) got[m] = std::nullopt; // not stored: reported by `assemble`
         }
     }
 
@@ -531,37 +621,26 @@ struct redis_saver::impl {
         }
     }
 
-    /// The pending writes of (thread, ns), of checkpoint `id` only when given, by checkpoint id
-    /// and in the order they were first saved.
-    asio::awaitable<std::map<std::string, std::vector<pending_write>>> read_writes(std::string thread, std::string ns,
-                                                                                   std::optional<std::string> id) {
-        const std::string pattern = glob_literal(id ? join({ns, *id, ""}) : join({ns, ""})) + "*";
-        std::vector<std::pair<std::string, std::string>> found; // field, value
-        std::string cursor = "0";
-        do {
-            command scan{"HSCAN", tkey(thread, "writes"), cursor, "MATCH", pattern, "COUNT", "1000"};
-            auto r = co_await one(std::move(scan), thread);
-            cursor = r.elements.at(0).str;
-            const auto& items = r.elements.at(1).elements;
-            for (std::size_t i = 0; i + 1 < items.size(); i += 2) found.emplace_back(items[i].str, items[i + 1].str);
-        } while (cursor != "0");
-        std::map<std::string, std::vector<pending_write>> out;
-        if (found.empty()) co_return out;
-        command scores{"ZMSCORE", tkey(thread, "wseq")};
-        for (const auto& f : found) scores.push_back(f.first);
-        auto s = co_await one(std::move(scores), thread);
+    /// The pending writes found by the read script (fields and values alternating, then their
+    /// arrival scores), by checkpoint id and in the order they were first saved.
+    static std::map<std::string, std::vector<pending_write>> writes_of(const std::string& thread, const std::string& ns,
+                                                                      const reply& found, const reply& scores) {
         struct item {
             double seq;
             std::string cp;
             pending_write w;
         };
         std::vector<item> items;
-        for (std::size_t i = 0; i < found.size(); ++i) {
-            const auto& [field, value] = found[i];
+        const auto& fv = found.elements;
+        for (std::size_t i = 0; i + 1 < fv.size(); i += 2) {
+            const std::string& field = fv[i].str;
+            const std::string& value = fv[i + 1].str;
             const auto parts = split(field);
             if (parts.size() != 4) corrupt(thread, "a pending write is stored under a malformed field", {thread});
             item it{0, std::string(parts[1]), {}};
-            if (i < s.elements.size() && !s.elements[i].is_nil()) it.seq = std::strtod(s.elements[i].str.c_str(), nullptr);
+            const std::size_t k = i / 2;
+            if (k < scores.elements.size() && !scores.elements[k].is_nil())
+                it.seq = std::strtod(scores.elements[k].str.c_str(), nullptr);
             it.w.task_id = std::string(parts[2]);
             it.w.channel = std::string(parts[3]);
             const std::string what = "checkpoint " + it.cp + ": pending write of task " + quote(it.w.task_id) +
@@ -581,51 +660,53 @@ struct redis_saver::impl {
             items.push_back(std::move(it));
         }
         std::stable_sort(items.begin(), items.end(), [](const item& a, const item& b) { return a.seq < b.seq; });
+        std::map<std::string, std::vector<pending_write>> out;
         for (auto& it : items) out[it.cp].push_back(std::move(it.w));
-        co_return out;
+        return out;
     }
 
     /// Checkpoints of (thread, ns), newest first, with values and writes: the one with `exact`,
-    /// or those `o` selects.
+    /// or those `o` selects. One round trip (the read script: ids, entries and pending writes, as
+    /// one atomic snapshot), then one for the values, and one more only when appended values
+    /// link to versions not read yet (the read script's chain mode, whatever the chain's length).
     asio::awaitable<std::vector<checkpoint_tuple>> load(std::string thread, std::string ns, list_options o,
                                                         std::optional<std::string> exact) {
-        std::vector<std::string> ids;
-        if (exact) {
-            ids.push_back(*exact);
-        } else {
-            const std::string max = o.before ? "(" + join({ns, *o.before}) : "(" + ns + '\x01';
-            const std::string min = "[" + ns + '\0';
-            command range{"ZREVRANGEBYLEX", tkey(thread, "ids"), max, min};
-            if (o.limit && !o.source && !o.step) {
-                range.push_back("LIMIT");
-                range.push_back("0");
-                range.push_back(std::to_string(*o.limit));
-            }
-            auto r = co_await one(std::move(range), thread);
-            for (const auto& m : r.elements) ids.push_back(m.str.substr(ns.size() + 1));
-        }
         std::vector<checkpoint_tuple> out;
-        if (ids.empty() || (o.limit && *o.limit == 0)) co_return out;
-        command entries{"HMGET", tkey(thread, "cp")};
-        for (const auto& id : ids) entries.push_back(join({ns, id}));
-        auto r = co_await one(std::move(entries), thread);
+        if (o.limit && *o.limit == 0) co_return out;
+        command read{"EVALSHA", std::string(read_marker), "4", tkey(thread, "ids"), tkey(thread, "cp"),
+                     tkey(thread, "writes"), tkey(thread, "wseq")};
+        if (exact) {
+            read.push_back("exact");
+            read.push_back(join({ns, *exact}));
+            read.push_back("");
+            read.push_back("");
+        } else {
+            read.push_back("range");
+            read.push_back(o.before ? "(" + join({ns, *o.before}) : "(" + ns + '\x01');
+            read.push_back("[" + ns + '\0');
+            read.push_back(o.limit && !o.source && !o.step ? std::to_string(*o.limit) : std::string());
+        }
+        read.push_back(glob_literal(join({ns, ""})) + "*");
+        auto r = co_await one(std::move(read), thread);
+        if (!r.is_array() || r.elements.size() != 4) failed(thread, "unexpected answer of the read script");
+        const auto& fields = r.elements[0].elements;
+        const auto& entries = r.elements[1].elements;
         std::vector<checkpoint> cps;
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-            auto bytes = text_of(r.elements.at(i));
+        for (std::size_t i = 0; i < fields.size() && i < entries.size(); ++i) {
+            auto bytes = text_of(entries[i]);
             if (!bytes) continue;
-            auto cp = read_entry(thread, ns, ids[i], *bytes);
+            const std::string id = fields[i].str.substr(ns.size() + 1);
+            auto cp = read_entry(thread, ns, id, *bytes);
             if (o.source && cp.source != *o.source) continue;
             if (o.step && cp.step != *o.step) continue;
             if (o.limit && cps.size() >= *o.limit) break;
             cps.push_back(std::move(cp));
         }
         if (cps.empty()) co_return out;
+        auto writes = writes_of(thread, ns, r.elements[2], r.elements[3]);
         value_map got;
         auto wanted = versions_of(cps);
         co_await fetch_values(thread, ns, std::move(wanted), got);
-        std::optional<std::string> only;
-        if (cps.size() == 1) only = cps[0].id;
-        auto writes = co_await read_writes(thread, ns, only);
         out.reserve(cps.size());
         for (auto& cp : cps) {
             assemble(thread, cp, got);
@@ -1051,10 +1132,12 @@ struct redis_saver::impl {
     }
 
     asio::awaitable<std::optional<std::string>> break_op(std::string thread) {
-        command cmd{"GETDEL", tkey(thread, "lease")};
-
+        static std::atomic<std::uint64_t> calls{0};
+        const std::string answer = tkey(thread, "answer:" + owner + "#" + std::to_string(++calls));
+        command cmd{"EVALSHA", std::string(lease_marker), "2", tkey(thread, "lease"), answer, "break"};
         auto r = co_await one(std::move(cmd), thread);
-        co_return text_of(r);
+        if (r.str.empty() || r.str[0] != '1') co_return std::nullopt;
+        co_return r.str.substr(1);
     }
 
     void start_keeper() {

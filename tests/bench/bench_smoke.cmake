@@ -20,6 +20,11 @@ foreach(kind_var IN ITEMS "postgres;POSTGRES" "redis;REDIS")
     list(APPEND pairs "chain20 ${kind}" "supervisor ${kind}")
   endif()
 endforeach()
+# "tiered" (Redis in front of PostgreSQL) when both servers are given.
+if(NOT "$ENV{STATEGRAPH_BENCH_POSTGRES}$ENV{STATEGRAPH_TEST_POSTGRES}" STREQUAL "" AND
+   NOT "$ENV{STATEGRAPH_BENCH_REDIS}$ENV{STATEGRAPH_TEST_REDIS}" STREQUAL "" AND listed MATCHES "chain20 tiered\n")
+  list(APPEND pairs "chain20 tiered" "supervisor tiered")
+endif()
 foreach(pair IN LISTS pairs)
   separate_arguments(args UNIX_COMMAND "${pair}")
   execute_process(COMMAND ${BENCH} ${args} --smoke --db-dir ${DB_DIR}

@@ -12,6 +12,7 @@
 #include <stategraph/checkpoint/conformance.hpp>
 
 #include "postgres_test_support.hpp"
+#include "tcp_proxy.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -99,85 +100,6 @@ capabilities postgres_capabilities() {
     return true;
 }();
 
-/// A TCP proxy in front of the server, on a thread of its own: `drop()` cuts every connection
-/// through it (as a restarted server does), `stop()` also stops listening (a server gone).
-class tcp_proxy {
-public:
-    tcp_proxy(const std::string& host, int port)
-        : target_(asio::ip::make_address(host), static_cast<unsigned short>(port)),
-          acceptor_(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
-        asio::co_spawn(io_, accept(this), asio::detached);
-        thread_ = std::thread([this] { io_.run(); });
-    }
-    tcp_proxy(const tcp_proxy&) = delete;
-    tcp_proxy& operator=(const tcp_proxy&) = delete;
-    ~tcp_proxy() {
-        stop();
-        work_.reset();
-        io_.stop();
-        thread_.join();
-    }
-    int port() const { return acceptor_.local_endpoint().port(); }
-    void drop() {
-        std::promise<void> done;
-        asio::post(io_, [&] {
-            for (auto& s : sockets_) {
-                boost::system::error_code ec;
-                s->close(ec);
-            }
-            sockets_.clear();
-            done.set_value();
-        });
-        done.get_future().wait();
-    }
-    void stop() {
-        std::promise<void> done;
-        asio::post(io_, [&] {
-            boost::system::error_code ec;
-            acceptor_.close(ec);
-            done.set_value();
-        });
-        done.get_future().wait();
-        drop();
-    }
-
-private:
-    using socket_ptr = std::shared_ptr<asio::ip::tcp::socket>;
-    static asio::awaitable<void> accept(tcp_proxy* self) {
-        for (;;) {
-            auto client = std::make_shared<asio::ip::tcp::socket>(self->io_);
-            auto [ec] = co_await self->acceptor_.async_accept(*client, asio::as_tuple(asio::use_awaitable));
-            if (ec) co_return;
-            auto server = std::make_shared<asio::ip::tcp::socket>(self->io_);
-            auto [cec] = co_await server->async_connect(self->target_, asio::as_tuple(asio::use_awaitable));
-            if (cec) continue;
-            self->sockets_.push_back(client);
-            self->sockets_.push_back(server);
-            asio::co_spawn(self->io_, pump(client, server), asio::detached);
-            asio::co_spawn(self->io_, pump(server, client), asio::detached);
-        }
-    }
-    static asio::awaitable<void> pump(socket_ptr from, socket_ptr to) {
-        std::array<char, 16384> buf;
-        for (;;) {
-            auto [ec, n] = co_await from->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
-            if (ec) break;
-            auto [wec, m] = co_await asio::async_write(*to, asio::buffer(buf.data(), n), asio::as_tuple(asio::use_awaitable));
-            if (wec) break;
-        }
-        boost::system::error_code ignored;
-        from->close(ignored);
-        to->close(ignored);
-    }
-
-    asio::io_context io_;
-    asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
-    asio::ip::tcp::endpoint target_;
-    asio::ip::tcp::acceptor acceptor_;
-    std::vector<socket_ptr> sockets_;
-    std::thread thread_;
-};
-
 /// A run of `steps` checkpoints on thread `t` (each with a pending write), as the engine makes
 /// them: every step's put and put_writes must land exactly once, whatever happens to the connections.
 std::vector<cp_t> run_steps(saver& s, const std::string& thread, int steps) {
@@ -242,6 +164,28 @@ BOOST_AUTO_TEST_CASE(connections_cut_mid_run) {
         check_history(*s, "t" + std::to_string(round), cps);
         proxy.drop();
     }
+}
+
+/// break_lease and cache_clear whose first attempt committed but whose answer was lost with the
+/// connection: the retry reads the answer kept under the call's id instead of acting again (it
+/// found no lease and no entries, and answered "none" and 0, before schema version 2).
+BOOST_AUTO_TEST_CASE(retried_calls_keep_their_answers) {
+    const auto [host, port] = server_address();
+    tcp_proxy proxy(host, port);
+    auto holder = make_saver(options_for(fresh_schema()));
+    auto o = options_for(holder->options().schema, conninfo_named("sg_answers", "127.0.0.1", proxy.port()));
+    o.backoff = std::chrono::milliseconds(5);
+    auto s = make_saver(o);
+    check_break_answer_survives_a_cut(*holder, *s, proxy, "WITH gone AS (DELETE FROM stategraph_leases");
+
+    for (int i = 0; i < 3; ++i) run(s->cache_put("ns", "k" + std::to_string(i), i, std::chrono::milliseconds(0)));
+    run(s->cache_put("other", "k", 1, std::chrono::milliseconds(0)));
+    proxy.cut_answer_to("WITH gone AS (DELETE FROM stategraph_cache");
+    BOOST_TEST(run(s->cache_clear({"ns"})) == 3u);
+    BOOST_TEST(proxy.cuts() == 2);
+    BOOST_TEST(!run(s->cache_get("ns", "k0")).has_value());
+    BOOST_TEST(run(s->cache_get("other", "k")).has_value());
+    run(s->release("t"));
 }
 
 /// Skips a case when the tests were not given a way to restart the server.

@@ -8,6 +8,7 @@
 
 #include "redis_connection.hpp" // checkpoint/src: a second connection, to damage data and kill clients
 #include "redis_test_support.hpp"
+#include "tcp_proxy.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -205,6 +206,72 @@ BOOST_AUTO_TEST_CASE(latency_report) {
     BOOST_TEST_MESSAGE("redis_saver on " << redis_url() << ": put median " << puts[puts.size() / 2] << " us, get median "
                                          << gets[gets.size() / 2] << " us (300 steps)");
     BOOST_TEST(list(*s, "t", "", list_options{}).size() == 301u);
+}
+
+/// An appended channel 60 links long: the newest, an old one by id, a listing and a pruned
+/// thread all read back whole (the chain script reads the links in one round trip, however many).
+BOOST_AUTO_TEST_CASE(long_appended_chains_read_back_whole) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    auto prev = next_cp(nullptr, -1, "input", boost::json::object{{"log", boost::json::array{0}}, {"n", 0}});
+    put(*s, "chain", "", prev);
+    put(*s, "chain", "other", next_cp(nullptr, -1, "input", boost::json::object{{"log", boost::json::array{-1}}}));
+    std::vector<checkpoint> all{prev};
+    constexpr int links = 60;
+    for (int i = 1; i <= links; ++i) {
+        auto cp = next_cp(&prev, i - 1, "loop", boost::json::object{{"log", boost::json::array{i}}, {"n", i}});
+        cp.extends["log"] = prev.versions.at("log");
+        put(*s, "chain", "", cp);
+        all.push_back(cp);
+        prev = cp;
+    }
+    auto upto = [](int n) {
+        boost::json::array a;
+        for (int i = 0; i <= n; ++i) a.push_back(i);
+        return a;
+    };
+    std::vector<double> took;
+    for (int i = 0; i < 20; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        auto got = get(*s, "chain", "");
+        took.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("log") == upto(links));
+    }
+    std::sort(took.begin(), took.end());
+    BOOST_TEST_MESSAGE("redis_saver: get of a " << links << "-link appended channel, median " << took[took.size() / 2]
+                                                << " us");
+    auto old = get(*s, "chain", "", all[10].id);
+    BOOST_TEST_REQUIRE(old.has_value());
+    BOOST_TEST(old->cp.values.at("log") == upto(10));
+    BOOST_TEST(old->cp.values.at("n") == 10);
+    auto listed = list(*s, "chain", "", list_options{});
+    BOOST_TEST_REQUIRE(listed.size() == static_cast<std::size_t>(links + 1));
+    BOOST_TEST(listed.front().cp.values.at("log") == upto(links));
+    BOOST_TEST(listed.back().cp.values.at("log") == upto(0));
+    // The other namespace's versions of "log" are not links of this one.
+    BOOST_TEST(get(*s, "chain", "other")->cp.values.at("log") == (boost::json::array{-1}));
+    run(s->prune("chain", 2));
+    auto kept = get(*s, "chain", "");
+    BOOST_TEST_REQUIRE(kept.has_value());
+    BOOST_TEST(kept->cp.values.at("log") == upto(links));
+    BOOST_TEST(list(*s, "chain", "", list_options{}).size() == 2u);
+}
+
+/// break_lease whose first try ran but whose answer was lost with the connection: the retry
+/// reads the answer the script kept under the call's key instead of breaking again (it found no
+/// lease and answered "none" when the call was a bare GETDEL).
+BOOST_AUTO_TEST_CASE(retried_break_lease_keeps_its_answer) {
+    const auto where = redis::parse_url(redis_url());
+    tcp_proxy proxy(where.host, std::stoi(where.port));
+    auto holder = make_saver(options_with(fresh_prefix()));
+    auto o = holder->options();
+    o.url = "redis://127.0.0.1:" + std::to_string(proxy.port());
+    if (where.db) o.url += "/" + std::to_string(where.db);
+    auto s = make_saver(o);
+    run(s->get("t", "", std::nullopt)); // connected, scripts loaded
+    check_break_answer_survives_a_cut(*holder, *s, proxy, ":answer:");
+    BOOST_TEST(!run(s->break_lease("nobody")).has_value());
+    run(s->release("t"));
 }
 
 /// A server that is not there: a typed error naming the thread, after the configured attempts.

@@ -64,7 +64,8 @@ struct postgres_options {
 class postgres_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 1;
+    /// 2 added the kept answers of break_lease and cache_clear (retried calls answer exactly).
+    static constexpr int schema_version = 2;
 
     /// @brief Connects once (blocking, on the calling thread), creates the schema and migrates
     /// it. Throws `checkpoint_error` (`storage_failure` when the server cannot be reached).
