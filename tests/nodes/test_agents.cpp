@@ -487,3 +487,74 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(permission_rules_on_tool_calls)
+
+BOOST_AUTO_TEST_CASE(globs_and_precedence) {
+    using nodes::glob_match;
+    BOOST_TEST(glob_match("git push *", "git push origin main"));
+    BOOST_TEST(!glob_match("git push *", "git pull origin"));
+    BOOST_TEST(glob_match("/src/**", "/src/a/b.cpp"));
+    BOOST_TEST(glob_match(".env", ".env"));
+    BOOST_TEST(!glob_match(".env", ".env.local"));
+    BOOST_TEST(glob_match("a?c*", "abcdef"));
+    BOOST_TEST(glob_match("*", ""));
+
+    nodes::permission_rules const rules({"Bash(git *)", "Read(/src/**)"}, {"Bash(git push --force *)", "Edit(.env)"},
+                                        {"Bash(git push *)"});
+    BOOST_TEST((rules.check("Bash", "git diff HEAD").first == nodes::permission::allow));
+    BOOST_TEST((rules.check("Bash", "git push origin").first == nodes::permission::ask));  // ask beats allow
+    auto const [verdict, rule] = rules.check("Bash", "git push --force origin");
+    BOOST_TEST((verdict == nodes::permission::deny));  // deny beats ask and allow
+    BOOST_REQUIRE(rule);
+    BOOST_TEST(rule->text == "Bash(git push --force *)");
+    BOOST_TEST((rules.check("Edit", ".env").first == nodes::permission::deny));
+    BOOST_TEST((rules.check("Edit", "main.cpp").first == nodes::permission::allow));  // no rule: otherwise
+    BOOST_TEST((rules.check("Read", "/etc/passwd").first == nodes::permission::allow));
+
+    auto const e = require_agent_error([] { nodes::permission_rules({"Bash(git *"}, {"(x)"}, {"Ok"}); });
+    BOOST_TEST((e.kind() == nodes::errc::bad_permission_rule));
+    BOOST_TEST(e.problems().size() == 2u);
+    BOOST_TEST(std::string(e.what()).find("\"Bash(git *\"") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(tool_node_denies_asks_and_allows) {
+    std::vector<std::string> ran;
+    auto bash = [&ran](json::object const& args) {
+        ran.emplace_back(args.at("command").as_string());
+        return std::string("ok");
+    };
+    std::vector<nodes::tool> tools{nodes::tool("Bash", "runs a shell command", nullptr, bash).subject("command")};
+    nodes::permission_rules rules({"Bash(git *)"}, {"Bash(git push --force *)"}, {"Bash(git push *)"},
+                                  nodes::permission::deny);
+    sg::state_graph<chat> g("guarded");
+    g.add_node("tools", nodes::tool_node<&chat::messages>(tools, rules));
+    g.add_edge(sg::START, "tools").add_edge("tools", sg::END);
+    sg::compile_options co;
+    co.checkpointer = std::make_shared<sg::checkpoint::memory_saver>();
+    auto app = g.compile(co);
+    sg::run_config cfg;
+    cfg.thread_id = "perm";
+    auto input = start_with({user("work"), assistant_calls({{"b1", "Bash", R"({"cwd":"/","command":"git diff"})"},
+                                                            {"b2", "Bash", R"({"command":"git push --force o"})"},
+                                                            {"b3", "Bash", R"({"command":"git push o"})"},
+                                                            {"b4", "Bash", R"({"command":"ls"})"}})});
+    asio::io_context ioc;
+    auto first = drive(ioc, nullptr, app.invoke(std::move(input), cfg));
+    BOOST_REQUIRE(first.interrupted());
+    BOOST_TEST(first.interrupts.at(0).value.at("rule") == json::value("Bash(git push *)"));
+    ioc.restart();
+    auto done = drive(ioc, nullptr, app.invoke(sg::resume(true), cfg));
+    auto const& m = done.values.messages;
+    BOOST_REQUIRE_EQUAL(m.size(), 6u);
+    BOOST_TEST(m[2].error == "");
+    BOOST_TEST(m[3].error == "tool_denied");
+    BOOST_TEST(m[3].content.find("denied by rule \"Bash(git push --force *)\"") != std::string::npos);
+    BOOST_TEST(m[4].error == "");
+    BOOST_TEST(m[5].error == "tool_denied");
+    BOOST_TEST(m[5].content.find("denied by default") != std::string::npos);
+    std::vector<std::string> const expected{"git diff", "git push o"};  // git diff ran once (journaled)
+    BOOST_TEST(ran == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

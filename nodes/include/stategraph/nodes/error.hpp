@@ -21,6 +21,7 @@ enum class errc {
     bad_tool_arguments,  ///< @brief The call's arguments are not a JSON object.
     tool_failed,         ///< @brief The tool threw.
     tool_denied,         ///< @brief A human (or a permission rule) refused the call.
+    bad_permission_rule, ///< @brief A permission rule is not `Tool` or `Tool(pattern)`.
     // -- agents: thrown as agent_error ------------------------------------------------------
     step_limit = 20,     ///< @brief A ReAct agent called the model max_steps times and still got tool calls.
     no_tool_calls,       ///< @brief A tool node ran, but the last message asks for no tool call.
@@ -44,6 +45,7 @@ inline std::error_category const& nodes_category() noexcept {
             case errc::bad_tool_arguments: return "tool call arguments are not a JSON object";
             case errc::tool_failed: return "the tool failed";
             case errc::tool_denied: return "the tool call was denied";
+            case errc::bad_permission_rule: return "malformed permission rule";
             case errc::step_limit: return "the agent reached its step limit";
             case errc::no_tool_calls: return "the last message asks for no tool call";
             case errc::missing_description: return "an intent needs a description for the LLM router";
@@ -71,6 +73,7 @@ inline char const* to_string(errc e) noexcept {
     case errc::bad_tool_arguments: return "bad_tool_arguments";
     case errc::tool_failed: return "tool_failed";
     case errc::tool_denied: return "tool_denied";
+    case errc::bad_permission_rule: return "bad_permission_rule";
     case errc::step_limit: return "step_limit";
     case errc::no_tool_calls: return "no_tool_calls";
     case errc::missing_description: return "missing_description";

@@ -8,6 +8,7 @@
 #include <stategraph/nodes/chat_model.hpp>
 #include <stategraph/nodes/error.hpp>
 #include <stategraph/nodes/model_node.hpp>
+#include <stategraph/nodes/permissions.hpp>
 #include <stategraph/nodes/tool.hpp>
 #include <stategraph/nodes/tool_node.hpp>
 #include <stategraph/state_graph.hpp>
@@ -32,6 +33,7 @@ struct react_options {
     std::string system_prompt;         ///< @brief First message of every model call.
     int max_steps = 10;                ///< @brief Model calls per user turn (since the last "user" message).
     on_step_limit at_limit = on_step_limit::error;
+    permission_rules permissions;      ///< @brief Checked before each tool call (see tool_node).
 };
 
 /// @brief How many assistant messages follow the last user message.
@@ -66,7 +68,7 @@ compiled_graph<typename member_traits<Messages>::state_type> react_agent(std::sh
     using S = typename member_traits<Messages>::state_type;
     if (options.max_steps < 1)
         throw std::invalid_argument("react_agent '" + options.name + "': max_steps must be at least 1");
-    auto tools_fn = tool_node<Messages>(std::move(tools));
+    auto tools_fn = tool_node<Messages>(std::move(tools), options.permissions);
     model_options mo;
     mo.system_prompt = options.system_prompt;
     mo.tools = tools_fn.definitions();

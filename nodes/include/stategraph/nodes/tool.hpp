@@ -85,6 +85,15 @@ public:
     }
     tool&& ask_first(bool on = true) && { return std::move(ask_first(on)); }
 
+    /// @brief The argument that permission rules match (`Bash(git push *)` matches the
+    /// "command" argument of tool Bash with `.subject("command")`); default: the first string argument.
+    tool& subject(std::string field) & {
+        subject_ = std::move(field);
+        return *this;
+    }
+    tool&& subject(std::string field) && { return std::move(subject(std::move(field))); }
+    std::string const& subject_field() const noexcept { return subject_; }
+
     tool_definition const& definition() const noexcept { return definition_; }
     std::string const& name() const noexcept { return definition_.name; }
     bool asks_first() const noexcept { return ask_first_; }
@@ -124,6 +133,7 @@ private:
     function_type fn_;
     bool ask_first_ = false;
     bool journaled_ = false;
+    std::string subject_;
 };
 
 }  // namespace stategraph::nodes

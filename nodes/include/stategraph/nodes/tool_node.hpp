@@ -8,6 +8,7 @@
 #include <stategraph/context.hpp>
 #include <stategraph/nodes/chat_model.hpp>
 #include <stategraph/nodes/error.hpp>
+#include <stategraph/nodes/permissions.hpp>
 #include <stategraph/nodes/tool.hpp>
 #include <stategraph/state.hpp>
 #include <stategraph/update.hpp>
@@ -55,6 +56,7 @@ inline chat_message tool_error_message(tool_call const& call, errc kind, std::st
 
 /// @brief Run one call; every failure but an interrupt becomes an error message.
 inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::vector<tool> const> tools,
+                                                          std::shared_ptr<permission_rules const> rules,
                                                           tool_call call, stategraph::context* ctx) {
     tool const* found = nullptr;
     std::string names;
@@ -71,9 +73,16 @@ inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::v
         co_return tool_error_message(call, errc::bad_tool_arguments,
                                      "the arguments of tool '" + call.name + "' are not a JSON object: " + call.arguments);
     auto const& args = parsed.as_object();
-    if (found->asks_first()) {
+    auto verdict = std::pair<permission, permission_rule const*>(permission::allow, nullptr);
+    if (rules) verdict = rules->check(call.name, call_subject(args, found->subject_field()));
+    std::string const rule = verdict.second ? verdict.second->text : std::string();
+    if (verdict.first == permission::deny)
+        co_return tool_error_message(call, errc::tool_denied,
+                                     "the call of tool '" + call.name + "' is denied" +
+                                         (rule.empty() ? std::string(" by default") : " by rule \"" + rule + "\""));
+    if (found->asks_first() || verdict.first == permission::ask) {
         boost::json::object question{{"type", "tool_approval"}, {"tool", call.name}, {"arguments", args},
-                                     {"tool_call_id", call.id}};
+                                     {"tool_call_id", call.id}, {"rule", rule}};
         auto const answer = ctx->interrupt_now<boost::json::value>(question);
         if (!(answer.is_bool() && answer.get_bool()))
             co_return tool_error_message(call, errc::tool_denied,
@@ -110,14 +119,15 @@ inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::v
 /// @brief Run every call of @p calls in parallel; the messages come back in the calls' order.
 /// When tools interrupt, the first interrupt (in call order) is rethrown after all calls end.
 inline boost::asio::awaitable<std::vector<chat_message>> run_tool_calls(std::shared_ptr<std::vector<tool> const> tools,
+                                                                        std::shared_ptr<permission_rules const> rules,
                                                                         std::vector<tool_call> calls,
                                                                         stategraph::context* ctx) {
-    using op_type = decltype(boost::asio::co_spawn(ctx->executor(), run_tool_call(tools, tool_call{}, ctx),
+    using op_type = decltype(boost::asio::co_spawn(ctx->executor(), run_tool_call(tools, rules, tool_call{}, ctx),
                                                    boost::asio::deferred));
     std::vector<op_type> ops;
     ops.reserve(calls.size());
     for (auto const& call : calls)
-        ops.push_back(boost::asio::co_spawn(ctx->executor(), run_tool_call(tools, call, ctx), boost::asio::deferred));
+        ops.push_back(boost::asio::co_spawn(ctx->executor(), run_tool_call(tools, rules, call, ctx), boost::asio::deferred));
     auto group = boost::asio::experimental::make_parallel_group(std::move(ops));
     auto [order, errors, messages] =
         co_await group.async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
@@ -135,7 +145,10 @@ class tool_node_fn {
 public:
     using state_type = typename member_traits<Messages>::state_type;
 
-    explicit tool_node_fn(std::vector<tool> tools) : tools_(std::make_shared<std::vector<tool> const>(std::move(tools))) {}
+    explicit tool_node_fn(std::vector<tool> tools, permission_rules rules = {})
+        : tools_(std::make_shared<std::vector<tool> const>(std::move(tools))) {
+        if (!rules.empty()) rules_ = std::make_shared<permission_rules const>(std::move(rules));
+    }
 
     /// @brief The tools, as definitions to offer a model.
     std::vector<tool_definition> definitions() const {
@@ -151,13 +164,15 @@ public:
                                                        "': the last message is not an assistant message with tool calls");
         auto calls = list.back().tool_calls;
         auto tools = tools_;
+        auto rules = rules_;
         auto* context = &ctx;
-        auto messages = co_await detail::run_tool_calls(std::move(tools), std::move(calls), context);
+        auto messages = co_await detail::run_tool_calls(std::move(tools), std::move(rules), std::move(calls), context);
         co_return update<state_type>{}.template set<Messages>(std::move(messages));
     }
 
 private:
     std::shared_ptr<std::vector<tool> const> tools_;
+    std::shared_ptr<permission_rules const> rules_;
 };
 
 /// @brief A node over the state that holds `Messages` (a `std::vector<chat_message>` field with
@@ -172,12 +187,16 @@ private:
 /// does in LangGraph's ToolNode). Interrupt answers are matched by position, so a tool should
 /// interrupt before its first co_await (tools start in call order).
 /// @throws agent_error(errc::no_tool_calls) when the last message asks for no tool call.
+///
+/// With @p rules, each call is checked first (permission_rules): a denied call answers the model
+/// with a `tool_denied` message naming the rule; an "ask" call interrupts as `ask_first()` does
+/// (its payload names the rule).
 template <auto Messages>
-tool_node_fn<Messages> tool_node(std::vector<tool> tools) {
+tool_node_fn<Messages> tool_node(std::vector<tool> tools, permission_rules rules = {}) {
     static_assert(messages_field<Messages>,
                   "tool_node<&S::field>(tools): the field must be a std::vector<stategraph::nodes::chat_message> "
                   "member of the state, e.g. tool_node<&chat::messages>(tools)");
-    return tool_node_fn<Messages>(std::move(tools));
+    return tool_node_fn<Messages>(std::move(tools), std::move(rules));
 }
 
 /// @brief The route after a model node: "tools" when the last message asks for tool calls,
