@@ -5,6 +5,7 @@
 #include "run_with_server.hpp"
 
 #include <stategraph/dsl/dsl.hpp>
+#include <stategraph/nodes/circuit_breaker.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -272,6 +274,51 @@ BOOST_AUTO_TEST_CASE(llm_router_over_the_loopback_server_with_a_subgraph_intent)
     BOOST_TEST(system.find("- research: Finds facts") != std::string::npos);
     BOOST_TEST(system.find("- review: Checks the text") != std::string::npos);
     BOOST_TEST(body.at("messages").as_array().at(1).at("content") == boost::json::value("Task: an essay on graphs"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(circuit_breaker_policy)
+
+BOOST_AUTO_TEST_CASE(opens_after_failures_fails_fast_and_half_opens_after_cool_down) {
+    auto breaker = std::make_shared<nodes::circuit_breaker>(
+        "billing", nodes::circuit_options{2, std::chrono::milliseconds(150)});
+    bool failing = true;
+    int calls = 0;
+    auto billing = [&](desk const&) {
+        ++calls;
+        if (failing) throw std::runtime_error("billing backend down");
+        return sg::update<desk>{}.set<&desk::log>({"billing"});
+    };
+    nodes::supervisor<&desk::sup> sup("guarded");
+    sup.add(intent("billing", nodes::guarded<desk>(breaker, billing)))
+        .route([](desk const& d) { return d.log.empty() ? decision::to("billing") : decision::finish(); });
+    auto app = sup.compile();
+    auto call = [&] { return run_supervisor(app, "invoice"); };
+
+    BOOST_CHECK_THROW(call(), sg::node_error);
+    BOOST_TEST((breaker->state() == nodes::circuit_state::closed));
+    BOOST_CHECK_THROW(call(), sg::node_error);
+    BOOST_TEST((breaker->state() == nodes::circuit_state::open));
+    auto const e = require_agent_error(call);
+    BOOST_TEST((e.kind() == nodes::errc::circuit_open));
+    BOOST_TEST(std::string(e.what()).find("circuit breaker 'billing' is open after 2 failure(s)") != std::string::npos);
+    BOOST_TEST(calls == 2);  // failed fast: the intent did not run
+
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST((breaker->state() == nodes::circuit_state::half_open));
+    BOOST_CHECK_THROW(call(), sg::node_error);  // the trial fails: open again at once
+    BOOST_TEST(calls == 3);
+    BOOST_TEST((breaker->state() == nodes::circuit_state::open));
+    BOOST_TEST((require_agent_error(call).kind() == nodes::errc::circuit_open));
+
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    failing = false;
+    auto r = call();  // the trial succeeds: closed
+    BOOST_TEST(r.values.log.size() == 1u);
+    BOOST_TEST((breaker->state() == nodes::circuit_state::closed));
+    BOOST_TEST(calls == 4);
+    BOOST_CHECK_THROW(nodes::circuit_breaker("x", nodes::circuit_options{0}), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

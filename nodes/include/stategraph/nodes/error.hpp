@@ -25,6 +25,7 @@ enum class errc {
     // -- agents: thrown as agent_error ------------------------------------------------------
     step_limit = 20,     ///< @brief A ReAct agent called the model max_steps times and still got tool calls.
     no_tool_calls,       ///< @brief A tool node ran, but the last message asks for no tool call.
+    circuit_open,        ///< @brief The agent's circuit breaker is open: the call failed fast without running.
     // -- supervisor: compile() problems (all reported at once) and run-time errors -----------
     missing_description = 40, ///< @brief An intent has no description, and an LLM router must read it.
     router_and_route,         ///< @brief Both an LLM `router` and a deterministic `route` are given.
@@ -48,6 +49,7 @@ inline std::error_category const& nodes_category() noexcept {
             case errc::bad_permission_rule: return "malformed permission rule";
             case errc::step_limit: return "the agent reached its step limit";
             case errc::no_tool_calls: return "the last message asks for no tool call";
+            case errc::circuit_open: return "the circuit breaker is open";
             case errc::missing_description: return "an intent needs a description for the LLM router";
             case errc::router_and_route: return "give a router or a route, not both";
             case errc::no_router: return "a supervisor needs a router or a route";
@@ -76,6 +78,7 @@ inline char const* to_string(errc e) noexcept {
     case errc::bad_permission_rule: return "bad_permission_rule";
     case errc::step_limit: return "step_limit";
     case errc::no_tool_calls: return "no_tool_calls";
+    case errc::circuit_open: return "circuit_open";
     case errc::missing_description: return "missing_description";
     case errc::router_and_route: return "router_and_route";
     case errc::no_router: return "no_router";
@@ -97,9 +100,14 @@ struct problem {
 /// `problems()` lists every configuration problem when several were found at once.
 class agent_error : public std::system_error {
 public:
-    agent_error(errc code, std::string const& what) : std::system_error(make_error_code(code), what) {}
+    agent_error(errc code, std::string const& what) : std::system_error(make_error_code(code), what), what_(what) {}
     explicit agent_error(std::vector<problem> problems)
-        : std::system_error(make_error_code(problems.at(0).code), join(problems)), problems_(std::move(problems)) {}
+        : std::system_error(make_error_code(problems.at(0).code), join(problems)), what_(join(problems)),
+          problems_(std::move(problems)) {}
+
+    /// @brief The message as given (names the node kind, intent, tool or rule), without the
+    /// category's text appended.
+    char const* what() const noexcept override { return what_.c_str(); }
 
     /// @brief The kind of error.
     errc kind() const noexcept { return static_cast<errc>(code().value()); }
@@ -113,6 +121,7 @@ private:
             out += "\n  [" + std::string(to_string(p.code)) + "] " + p.message;
         return out;
     }
+    std::string what_;
     std::vector<problem> problems_;
 };
 
