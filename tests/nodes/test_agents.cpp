@@ -256,6 +256,30 @@ BOOST_AUTO_TEST_CASE(streamed_request_refused_is_http_status) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(default_stream_hands_over_the_whole_answer_as_one_chunk) {
+    auto rule = [](chat_request const&) {
+        chat_response out;
+        out.content = "whole answer";
+        out.tool_calls.push_back(nodes::tool_call{"t1", "get_weather", R"({"city":"Oslo"})"});
+        return out;
+    };
+    nodes::rule_chat_model model(rule);
+    std::vector<nodes::chat_chunk> chunks;
+    // The natural spelling: a lambda written inside the co_await expression.
+    auto task = [&model, &chunks]() -> asio::awaitable<chat_response> {
+        chat_request request;
+        request.messages.push_back(user("x"));
+        co_return co_await model.stream(request, [&chunks](nodes::chat_chunk const& c) { chunks.push_back(c); });
+    };
+    asio::io_context ioc;
+    auto const response = drive(ioc, nullptr, task());
+    BOOST_TEST(response.content == "whole answer");
+    BOOST_REQUIRE_EQUAL(chunks.size(), 1u);
+    BOOST_TEST(chunks[0].content == "whole answer");
+    BOOST_REQUIRE_EQUAL(chunks[0].tool_calls.size(), 1u);
+    BOOST_TEST(chunks[0].tool_calls[0].arguments == R"({"city":"Oslo"})");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(tool_node_runs_calls)

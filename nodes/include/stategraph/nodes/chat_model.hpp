@@ -131,7 +131,16 @@ public:
     /// returns the whole answer assembled from the pieces. The default implementation calls
     /// complete() and hands the whole answer over as one chunk; network models stream for real.
     virtual boost::asio::awaitable<chat_response> stream(chat_request request, chunk_handler on_chunk) {
-        chat_response response = co_await complete(std::move(request));
+        // Not a coroutine itself: g++ 12 may destroy a temporary argument of a coroutine twice
+        // (`co_await model.stream(request, [&](auto const& c) {...})` must be safe).
+        return stream_by_complete(*this, std::move(request), std::move(on_chunk));
+    }
+
+protected:
+    /// @brief The default stream(): complete() and one chunk with the whole answer.
+    static boost::asio::awaitable<chat_response> stream_by_complete(chat_model& model, chat_request request,
+                                                                    chunk_handler on_chunk) {
+        chat_response response = co_await model.complete(std::move(request));
         chat_chunk whole;
         whole.content = response.content;
         for (std::size_t i = 0; i < response.tool_calls.size(); ++i) {
@@ -143,7 +152,6 @@ public:
         co_return response;
     }
 
-protected:
     chat_model() = default;
     chat_model(chat_model const&) = default;
     chat_model& operator=(chat_model const&) = default;
