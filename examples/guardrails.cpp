@@ -12,9 +12,7 @@
 #include <stategraph/nodes/circuit_breaker.hpp>
 #include <stategraph/nodes/tool_node.hpp>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
+#include <stategraph/run_sync.hpp>
 
 #include <iostream>
 #include <memory>
@@ -32,14 +30,6 @@ struct session {
 };
 BOOST_DESCRIBE_STRUCT(session, (), (messages, invoices))
 auto reducers(sg::for_state<session>) { return sg::reducers{sg::reduce<&session::messages>(sg::messages)}; }
-
-template <class T>
-T run(boost::asio::awaitable<T> work) {
-    boost::asio::io_context io;
-    auto f = boost::asio::co_spawn(io, std::move(work), boost::asio::use_future);
-    io.run();
-    return f.get();
-}
 
 int main() {
     // -- permissions ----------------------------------------------------------------------
@@ -63,10 +53,10 @@ int main() {
     std::vector<nodes::chat_message> conversation{{"user", "publish my work"}, asked};
     sg::run_config cfg;
     cfg.thread_id = "shell-1";
-    auto paused = run(shell.invoke(sg::update<session>{}.set<&session::messages>(conversation), cfg));
+    auto paused = sg::run_sync(shell.invoke(sg::update<session>{}.set<&session::messages>(conversation), cfg));
     if (!paused.interrupted()) return 1;
     std::cout << "asked: " << boost::json::serialize(paused.interrupts.at(0).value) << '\n';
-    auto done = run(shell.invoke(sg::resume(true), cfg)).values;
+    auto done = sg::run_sync(shell.invoke(sg::resume(true), cfg)).values;
     for (const auto& m : done.messages)
         if (m.role == "tool") std::cout << "tool " << m.tool_call_id << ": " << m.content << (m.error.empty() ? "" : "  [" + m.error + "]") << '\n';
 
@@ -88,7 +78,7 @@ int main() {
     std::vector<std::string> outcomes;
     auto attempt = [&] {
         try {
-            run(billing.invoke(sg::update<session>{}));
+            sg::run_sync(billing.invoke(sg::update<session>{}));
             outcomes.push_back("ok");
         } catch (const sg::node_error& e) {
             try {
