@@ -179,6 +179,23 @@ BOOST_AUTO_TEST_CASE(fan_out_runs_intents_in_one_round_merged_by_reducers) {
     BOOST_TEST(again.values.sup.ended_by == "route");
 }
 
+BOOST_AUTO_TEST_CASE(ack_runs_in_parallel_with_the_first_decision) {
+    nodes::supervisor<&desk::sup> sup("acked");
+    sup.add(logging("work"))
+        .ack([](desk const& d) { return sg::update<desk>{}.set<&desk::reply>("Got it: " + d.request); })
+        .route([](desk const& d) { return d.log.empty() ? decision::to("work") : decision::finish(); });
+    auto r = run_supervisor(sup.compile(), "invoice");
+    BOOST_TEST(r.values.reply == "Got it: invoice");
+    BOOST_TEST(r.values.log.size() == 1u);
+    BOOST_TEST(r.step == 3);  // ack shares the first superstep with the decision
+
+    nodes::supervisor<&desk::sup> clash("clash");
+    clash.add(logging("ack")).ack([](desk const&) { return sg::update<desk>{}; })
+        .route([](desk const&) { return decision::finish(); });
+    auto const e = require_agent_error([&] { clash.compile(); });
+    BOOST_TEST((e.kind() == nodes::errc::duplicate_intent));
+}
+
 BOOST_AUTO_TEST_CASE(classifier_alone_ends_after_its_intent) {
     nodes::supervisor<&desk::sup> sup("triage");
     sup.add(logging("billing")).add(logging("shipping"))

@@ -127,7 +127,8 @@ struct llm_router {
 /// `max_iterations` rounds throw agent_error(errc::max_iterations); an intent chosen again by
 /// `next` within one chain throws agent_error(errc::intent_cycle); a decision naming no intent
 /// throws agent_error(errc::unknown_intent). compile() reports every configuration problem at
-/// once (agent_error with problems()).
+/// once (agent_error with problems()). An `ack` node, when given, runs from START in parallel
+/// with the first decision (the seed's ack preamble).
 template <auto Field>
 class supervisor {
     static_assert(std::is_same_v<typename member_traits<Field>::value_type, supervision>,
@@ -164,6 +165,16 @@ public:
         return *this;
     }
     supervisor&& evaluate(std::function<bool(S const&)> fn) && { return std::move(evaluate(std::move(fn))); }
+    /// @brief An acknowledgement node (a node over S, e.g. one writing "Got it, one moment...")
+    /// that runs in parallel with the first routing decision, in the same superstep.
+    template <class F>
+    supervisor& ack(F node) & {
+        static_assert(node_of<F, S>, "supervisor::ack(node): node must be a node of a graph over S");
+        if constexpr (node_of<F, S>) ack_ = [node = std::move(node)](state_graph<S>& g) { g.add_node("ack", node); };
+        return *this;
+    }
+    template <class F>
+    supervisor&& ack(F node) && { return std::move(ack(std::move(node))); }
     supervisor& max_iterations(int n) & {
         max_iterations_ = n;
         return *this;
@@ -186,7 +197,7 @@ public:
             out.push_back({errc::max_iterations, where + "max_iterations must be at least 1"});
         std::set<std::string> seen;
         for (auto const& i : intents_) {
-            if (i.name().empty() || i.name() == "supervisor" || i.name().rfind("__", 0) == 0)
+            if (i.name().empty() || i.name() == "supervisor" || (ack_ && i.name() == "ack") || i.name().rfind("__", 0) == 0)
                 out.push_back({errc::duplicate_intent, where + "intent name '" + i.name() + "' is reserved or empty"});
             else if (!seen.insert(i.name()).second)
                 out.push_back({errc::duplicate_intent, where + "intent '" + i.name() + "' is declared twice"});
@@ -214,6 +225,10 @@ public:
         };
         g.add_node("supervisor", std::move(decide), options);
         g.add_edge(START, "supervisor");
+        if (ack_) {
+            ack_(g);
+            g.add_edge(START, "ack").add_edge("ack", END);
+        }
         for (auto const& i : intents_) {
             i.add_to(g);
             g.add_edge(i.name(), "supervisor");
@@ -361,6 +376,7 @@ private:
     std::function<decision(S const&)> route_;
     std::optional<llm_router<S>> router_;
     std::function<bool(S const&)> evaluate_;
+    std::function<void(state_graph<S>&)> ack_;
     int max_iterations_ = 10;
 };
 
