@@ -30,7 +30,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <optional>
 #include <limits>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -203,8 +205,8 @@ url_parts parse_base_url(std::string_view url) {
     return out;
 }
 
-/// @brief Serialize the OpenAI request body.
-std::string make_body(chat_request const& request, std::string const& model) {
+/// @brief Serialize the OpenAI request body (with `stream: true` when @p stream).
+std::string make_body(chat_request const& request, std::string const& model, bool stream) {
     json::object body;
     body["model"] = model;
     json::array messages;
@@ -212,7 +214,26 @@ std::string make_body(chat_request const& request, std::string const& model) {
     for (auto const& m : request.messages) {
         json::object message;
         message["role"] = m.role;
-        message["content"] = m.content;
+        if (m.role == "assistant" && !m.tool_calls.empty() && m.content.empty())
+            message["content"] = nullptr;
+        else
+            message["content"] = m.content;
+        if (!m.tool_calls.empty()) {
+            json::array calls;
+            for (auto const& c : m.tool_calls) {
+                json::object function;
+                function["name"] = c.name;
+                function["arguments"] = c.arguments;
+                json::object call;
+                call["id"] = c.id;
+                call["type"] = "function";
+                call["function"] = std::move(function);
+                calls.emplace_back(std::move(call));
+            }
+            message["tool_calls"] = std::move(calls);
+        }
+        if (!m.tool_call_id.empty())
+            message["tool_call_id"] = m.tool_call_id;
         messages.emplace_back(std::move(message));
     }
     body["messages"] = std::move(messages);
@@ -223,7 +244,40 @@ std::string make_body(chat_request const& request, std::string const& model) {
         format["type"] = "json_object";
         body["response_format"] = std::move(format);
     }
+    if (!request.tools.empty()) {
+        json::array tools;
+        for (auto const& t : request.tools) {
+            json::object function;
+            function["name"] = t.name;
+            if (!t.description.empty())
+                function["description"] = t.description;
+            if (t.parameters.is_null())
+                function["parameters"] = json::object{{"type", "object"}, {"properties", json::object{}}};
+            else
+                function["parameters"] = t.parameters;
+            json::object tool;
+            tool["type"] = "function";
+            tool["function"] = std::move(function);
+            tools.emplace_back(std::move(tool));
+        }
+        body["tools"] = std::move(tools);
+    }
+    if (stream) {
+        body["stream"] = true;
+        body["stream_options"] = json::object{{"include_usage", true}};
+    }
     return json::serialize(body);
+}
+
+/// @brief A string member of @p o, or "" when absent or null; @p bad is called when it is not a string.
+template <class Bad>
+std::string string_member(json::object const& o, std::string_view key, std::string const& where, Bad const& bad) {
+    auto const* v = o.if_contains(key);
+    if (!v || v->is_null())
+        return {};
+    if (!v->is_string())
+        bad(where + "." + std::string(key) + " is not a string");
+    return std::string(v->get_string());
 }
 
 /// @brief Read an optional integer token count; absent or null gives 0.
@@ -270,6 +324,26 @@ chat_response parse_completion(std::string const& body, std::string const& endpo
             bad("choices[0].message.content is not a string");
         out.content = std::string(content->get_string());
     }
+    if (auto const* calls_value = message->if_contains("tool_calls"); calls_value && !calls_value->is_null()) {
+        auto const* calls = calls_value->if_array();
+        if (!calls)
+            bad("choices[0].message.tool_calls is not an array");
+        for (std::size_t i = 0; i < calls->size(); ++i) {
+            std::string const where = "choices[0].message.tool_calls[" + std::to_string(i) + "]";
+            auto const* call = (*calls)[i].if_object();
+            auto const* function_value = call ? call->if_contains("function") : nullptr;
+            auto const* function = function_value ? function_value->if_object() : nullptr;
+            if (!function)
+                bad(where + ".function is missing");
+            tool_call c;
+            c.id = string_member(*call, "id", where, bad);
+            c.name = string_member(*function, "name", where + ".function", bad);
+            c.arguments = string_member(*function, "arguments", where + ".function", bad);
+            if (c.name.empty())
+                bad(where + ".function.name is missing");
+            out.tool_calls.push_back(std::move(c));
+        }
+    }
     if (auto const* reason = choice->if_contains("finish_reason"); reason && !reason->is_null()) {
         if (!reason->is_string())
             bad("choices[0].finish_reason is not a string");
@@ -284,6 +358,130 @@ chat_response parse_completion(std::string const& body, std::string const& endpo
     }
     return out;
 }
+
+/// @brief Turns the body of a streamed answer (Server-Sent Events of `chat.completion.chunk`
+/// objects, ended by `data: [DONE]`) into chunks for the handler and, at the end, the whole answer.
+class sse_assembler {
+public:
+    sse_assembler(std::string endpoint, chunk_handler const& on_chunk)
+        : context_("POST " + std::move(endpoint)), on_chunk_(on_chunk) {}
+
+    /// @brief Whether the server answered with an event stream (set by round_trip).
+    bool active = false;
+
+    /// @brief Process the complete lines of @p body (the whole body received so far).
+    void feed(std::string_view body) {
+        for (;;) {
+            auto const nl = body.find('\n', offset_);
+            if (nl == std::string_view::npos)
+                return;
+            auto line = body.substr(offset_, nl - offset_);
+            offset_ = nl + 1;
+            if (!line.empty() && line.back() == '\r')
+                line.remove_suffix(1);
+            if (line.empty()) {
+                if (has_data_)
+                    event(data_);
+                data_.clear();
+                has_data_ = false;
+            } else if (line.rfind("data:", 0) == 0) {
+                auto value = line.substr(5);
+                if (!value.empty() && value.front() == ' ')
+                    value.remove_prefix(1);
+                if (has_data_)
+                    data_ += '\n';
+                data_ += value;
+                has_data_ = true;
+            }  // other fields (event:, id:, retry:) and comments (":") carry nothing here
+        }
+    }
+
+    /// @brief The whole answer; throws chat_error::bad_response if the stream was cut short.
+    chat_response finish(std::string_view body) {
+        feed(body);
+        if (has_data_)
+            event(data_);
+        if (!done_ && out_.finish_reason.empty())
+            fail(chat_error::bad_response, context_ + ": the event stream ended before [DONE]");
+        for (auto& [index, call] : calls_)
+            out_.tool_calls.push_back(std::move(call));
+        return std::move(out_);
+    }
+
+private:
+    [[noreturn]] void bad(std::string const& why, std::string_view data) const {
+        fail(chat_error::bad_response, context_ + ": " + why + ": " + excerpt(data));
+    }
+
+    void event(std::string const& data) {
+        if (data == "[DONE]") {
+            done_ = true;
+            return;
+        }
+        boost::system::error_code ec;
+        json::value doc = json::parse(data, ec);
+        if (ec)
+            bad("stream chunk is not JSON (" + ec.message() + ")", data);
+        auto const* root = doc.if_object();
+        if (!root)
+            bad("stream chunk is not a JSON object", data);
+        auto const on_bad = [&](std::string const& why) { bad(why, data); };
+        if (auto const* error = root->if_contains("error"))
+            bad("the server reported an error in the stream", json::serialize(*error));
+        if (auto const* usage_value = root->if_contains("usage"); usage_value && usage_value->is_object()) {
+            out_.prompt_tokens = token_count(usage_value->get_object(), "prompt_tokens", context_);
+            out_.completion_tokens = token_count(usage_value->get_object(), "completion_tokens", context_);
+        }
+        auto const* choices_value = root->if_contains("choices");
+        auto const* choices = choices_value ? choices_value->if_array() : nullptr;
+        if (!choices)
+            bad("stream chunk has no choices", data);
+        if (choices->empty())
+            return;  // the usage chunk
+        auto const* choice = choices->front().if_object();
+        if (!choice)
+            bad("choices[0] is not an object", data);
+        chat_chunk chunk;
+        if (auto const* delta_value = choice->if_contains("delta"); delta_value && delta_value->is_object()) {
+            auto const& delta = delta_value->get_object();
+            chunk.content = string_member(delta, "content", "delta", on_bad);
+            if (auto const* calls = delta.if_contains("tool_calls"); calls && calls->is_array()) {
+                for (auto const& item : calls->get_array()) {
+                    auto const* call = item.if_object();
+                    if (!call)
+                        bad("delta.tool_calls[] is not an object", data);
+                    tool_call_chunk piece;
+                    if (auto const* index = call->if_contains("index"); index && index->is_int64())
+                        piece.index = static_cast<int>(index->get_int64());
+                    piece.id = string_member(*call, "id", "delta.tool_calls[]", on_bad);
+                    if (auto const* f = call->if_contains("function"); f && f->is_object()) {
+                        piece.name = string_member(f->get_object(), "name", "function", on_bad);
+                        piece.arguments = string_member(f->get_object(), "arguments", "function", on_bad);
+                    }
+                    auto& whole = calls_[piece.index];
+                    whole.id += piece.id;
+                    whole.name += piece.name;
+                    whole.arguments += piece.arguments;
+                    chunk.tool_calls.push_back(std::move(piece));
+                }
+            }
+        }
+        if (auto const reason = string_member(*choice, "finish_reason", "choices[0]", on_bad); !reason.empty())
+            out_.finish_reason = reason;
+        out_.content += chunk.content;
+        if ((!chunk.content.empty() || !chunk.tool_calls.empty()) && on_chunk_)
+            on_chunk_(chunk);
+    }
+
+    std::string context_;
+    chunk_handler const& on_chunk_;
+    std::size_t offset_ = 0;
+    std::string data_;
+    bool has_data_ = false;
+    bool done_ = false;
+    chat_response out_;
+    std::map<int, tool_call> calls_;
+};
 
 bool timed_out(boost::system::error_code const& ec, clock_type::time_point deadline) {
     return ec == beast::error::timeout ||
@@ -316,7 +514,8 @@ using response_type = http::response<http::string_body>;
 /// (and TLS-established) and its lowest layer carries the deadline.
 template <class Stream>
 asio::awaitable<response_type> round_trip(Stream& stream, http::request<http::string_body>& request,
-                                          std::string const& endpoint, clock_type::time_point deadline) {
+                                          std::string const& endpoint, clock_type::time_point deadline,
+                                          sse_assembler* sse) {
     boost::system::error_code ec;
     auto token = asio::redirect_error(asio::use_awaitable, ec);
 
@@ -330,7 +529,20 @@ asio::awaitable<response_type> round_trip(Stream& stream, http::request<http::st
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(max_response_body);
-    co_await http::async_read(stream, buffer, parser, token);
+    if (sse) {
+        co_await http::async_read_header(stream, buffer, parser, token);
+        auto const& head = parser.get();
+        sse->active = !ec && head.result_int() / 100 == 2 &&
+                      head[http::field::content_type].starts_with("text/event-stream");
+    }
+    if (sse && sse->active) {
+        while (!ec && !parser.is_done()) {
+            co_await http::async_read_some(stream, buffer, parser, token);
+            sse->feed(parser.get().body());
+        }
+    } else if (!ec) {
+        co_await http::async_read(stream, buffer, parser, token);
+    }
     if (ec) {
         if (timed_out(ec, deadline))
             fail(chat_error::timeout, "POST " + endpoint + ": timed out waiting for the response");
@@ -410,8 +622,19 @@ openai_options const& openai_chat_model::options() const noexcept { return impl_
 std::string const& openai_chat_model::endpoint() const noexcept { return impl_->url.endpoint; }
 
 asio::awaitable<chat_response> openai_chat_model::complete(chat_request request) {
-    // Keep the configuration alive for the whole exchange, independently of *this.
-    std::shared_ptr<impl> const self = impl_;
+    std::shared_ptr<impl> self = impl_;
+    return exchange(std::move(self), std::move(request), nullptr);
+}
+
+asio::awaitable<chat_response> openai_chat_model::stream(chat_request request, chunk_handler on_chunk) {
+    std::shared_ptr<impl> self = impl_;
+    auto handler = std::make_shared<chunk_handler>(std::move(on_chunk));
+    return exchange(std::move(self), std::move(request), std::move(handler));
+}
+
+asio::awaitable<chat_response> openai_chat_model::exchange(std::shared_ptr<impl> self, chat_request request,
+                                                           std::shared_ptr<chunk_handler> on_chunk) {
+    // self keeps the configuration alive for the whole exchange, independently of *this.
     url_parts const& url = self->url;
     openai_options const& options = self->options;
 
@@ -423,10 +646,14 @@ asio::awaitable<chat_response> openai_chat_model::complete(chat_request request)
     http_request.set(http::field::host, url.host_header);
     http_request.set(http::field::user_agent, "stategraph/0.1");
     http_request.set(http::field::content_type, "application/json");
-    http_request.set(http::field::accept, "application/json");
+    http_request.set(http::field::accept, on_chunk ? "text/event-stream" : "application/json");
     if (!options.api_key.empty())
         http_request.set(http::field::authorization, "Bearer " + options.api_key);
-    http_request.body() = make_body(request, model);
+    http_request.body() = make_body(request, model, on_chunk != nullptr);
+    std::optional<sse_assembler> sse;
+    if (on_chunk)
+        sse.emplace(url.endpoint, *on_chunk);
+    sse_assembler* const sse_ptr = sse ? &*sse : nullptr;
     http_request.prepare_payload();
 
     auto const deadline = clock_type::now() + options.timeout;
@@ -448,13 +675,13 @@ asio::awaitable<chat_response> openai_chat_model::complete(chat_request request)
                 fail(chat_error::timeout, "POST " + url.endpoint + ": timed out in the TLS handshake");
             fail(chat_error::tls_failed, "POST " + url.endpoint + ": TLS handshake failed: " + ec.message());
         }
-        response = co_await round_trip(stream, http_request, url.endpoint, deadline);
+        response = co_await round_trip(stream, http_request, url.endpoint, deadline, sse_ptr);
         // No TLS close_notify exchange: the response is complete and the connection is discarded.
         beast::get_lowest_layer(stream).close();
     } else {
         beast::tcp_stream stream(self->executor);
         co_await connect(stream, endpoints, url, deadline);
-        response = co_await round_trip(stream, http_request, url.endpoint, deadline);
+        response = co_await round_trip(stream, http_request, url.endpoint, deadline, sse_ptr);
         boost::system::error_code ignored;
         stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
         stream.close();
@@ -466,6 +693,8 @@ asio::awaitable<chat_response> openai_chat_model::complete(chat_request request)
                                           (reason.empty() ? "" : " " + std::string(reason)) + ": " +
                                           excerpt(response.body()));
     }
+    if (sse && sse->active)
+        co_return sse->finish(response.body());
     co_return parse_completion(response.body(), url.endpoint);
 }
 

@@ -10,9 +10,13 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -29,6 +33,7 @@
 #include <openssl/x509v3.h>
 
 #include <exception>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -100,6 +105,20 @@ enum class fake_reply {
     malformed_json,  ///< @brief HTTP 200 with a truncated JSON body.
     no_choices,      ///< @brief HTTP 200 with a JSON object lacking "choices".
     hang,            ///< @brief Never answer (until the client goes away).
+    cut_stream,      ///< @brief For `stream: true`: send some chunks, then end without `[DONE]`.
+};
+
+/// @brief A tool call in a scripted answer.
+struct fake_tool_call {
+    std::string id;
+    std::string name;
+    std::string arguments;  ///< JSON text
+};
+
+/// @brief One scripted answer: text and/or tool calls (finish_reason "tool_calls" when any).
+struct scripted_reply {
+    std::string content;
+    std::vector<fake_tool_call> tool_calls;
 };
 
 /// @brief One request as the fake server saw it.
@@ -119,7 +138,12 @@ struct observed_request {
 /// `Authorization: Bearer <api_key>` (else 401 with an OpenAI-style error), Content-Type
 /// application/json (else 415), body a JSON object with a string "model" and a non-empty
 /// "messages" array of {role, content} strings (else 400). Then it answers as `reply` says.
-/// Token usage is counted in whitespace-separated words.
+/// Token usage is counted in whitespace-separated words. Messages may be assistant messages
+/// with `tool_calls` (content null) and "tool" messages (with a `tool_call_id`); a request may
+/// offer `tools`. Valid requests take the next answer of `script` (or `reply_content` when the
+/// script is empty). With `"stream": true` the answer goes out as Server-Sent Events in HTTP
+/// chunks: one `chat.completion.chunk` per word of the text, a tool call's id and name, then its
+/// arguments in two pieces, a finish chunk, a usage chunk, and `data: [DONE]`.
 class fake_openai_server {
 public:
     /// @brief Start accepting on @p ioc; with @p tls non-null, speak HTTPS using that context.
@@ -159,6 +183,8 @@ public:
     fake_reply reply = fake_reply::completion;
     /// @brief The assistant message content of completions.
     std::string reply_content = "Hello from the fake server.";
+    /// @brief Scripted answers, taken in order (front first) by valid requests.
+    std::deque<scripted_reply> script;
     /// @brief Every request received, in arrival order.
     std::vector<observed_request> requests;
 
@@ -232,14 +258,118 @@ private:
             requests.emplace_back();
             std::size_t const index = requests.size() - 1;
             requests[index].server_name = server_name;
-            std::optional<response_type> response = handle(request, requests[index]);
+            std::vector<std::string> events;
+            std::optional<response_type> response = handle(request, requests[index], events);
             if (!response)
                 continue;  // fake_reply::hang: wait for the client to give up
             requests[index].status = response->result_int();
+            if (!events.empty()) {
+                co_await write_events(*stream, request, events);
+                co_return;
+            }
             co_await boost::beast::http::async_write(*stream, *response, token);
             if (ec || !response->keep_alive())
                 co_return;
         }
+    }
+
+    /// @brief Send @p events as one Server-Sent Event per HTTP chunk, then close.
+    template <class Stream>
+    static boost::asio::awaitable<void> write_events(Stream& stream, request_type const& request,
+                                                     std::vector<std::string> const& events) {
+        namespace http = boost::beast::http;
+        boost::system::error_code ec;
+        auto token = boost::asio::redirect_error(boost::asio::use_awaitable, ec);
+        http::response<http::empty_body> head(http::status::ok, request.version());
+        head.set(http::field::server, "fake-openai");
+        head.set(http::field::content_type, "text/event-stream");
+        head.set(http::field::cache_control, "no-cache");
+        head.keep_alive(false);
+        head.chunked(true);
+        http::response_serializer<http::empty_body> serializer(head);
+        co_await http::async_write_header(stream, serializer, token);
+        for (auto const& event : events) {
+            if (ec)
+                co_return;
+            co_await boost::asio::async_write(stream, http::make_chunk(boost::asio::buffer(event)), token);
+        }
+        if (!ec)
+            co_await boost::asio::async_write(stream, http::make_chunk_last(), token);
+        boost::beast::get_lowest_layer(stream).close();
+    }
+
+    static std::string sse(boost::json::value const& chunk) { return "data: " + boost::json::serialize(chunk) + "\n\n"; }
+
+    static boost::json::object stream_chunk(std::string const& model, boost::json::object delta,
+                                            boost::json::value finish_reason) {
+        boost::json::object choice;
+        choice["index"] = 0;
+        choice["delta"] = std::move(delta);
+        choice["finish_reason"] = std::move(finish_reason);
+        boost::json::array choices;
+        choices.emplace_back(std::move(choice));
+        boost::json::object chunk;
+        chunk["id"] = "chatcmpl-fake-stream";
+        chunk["object"] = "chat.completion.chunk";
+        chunk["created"] = 1700000000;
+        chunk["model"] = model;
+        chunk["choices"] = std::move(choices);
+        return chunk;
+    }
+
+    /// @brief The events of a streamed @p answer (see the class comment).
+    std::vector<std::string> stream_events(std::string const& model, scripted_reply const& answer, int prompt_tokens,
+                                           int completion_tokens) const {
+        std::vector<std::string> events;
+        events.push_back(": a comment line, which clients ignore\n\n");
+        std::istringstream words(answer.content);
+        std::string word;
+        bool first = true;
+        while (words >> word) {
+            boost::json::object delta;
+            if (first)
+                delta["role"] = "assistant";
+            delta["content"] = (first ? "" : " ") + word;
+            first = false;
+            events.push_back(sse(stream_chunk(model, std::move(delta), nullptr)));
+        }
+        for (std::size_t i = 0; i < answer.tool_calls.size(); ++i) {
+            auto const& call = answer.tool_calls[i];
+            auto const half = call.arguments.size() / 2;
+            for (int piece = 0; piece < 3; ++piece) {
+                boost::json::object function;
+                if (piece == 0)
+                    function["name"] = call.name;
+                function["arguments"] = piece == 0 ? std::string() : piece == 1 ? call.arguments.substr(0, half)
+                                                                               : call.arguments.substr(half);
+                boost::json::object item;
+                item["index"] = i;
+                if (piece == 0) {
+                    item["id"] = call.id;
+                    item["type"] = "function";
+                }
+                item["function"] = std::move(function);
+                boost::json::object delta;
+                delta["tool_calls"] = boost::json::array{std::move(item)};
+                events.push_back(sse(stream_chunk(model, std::move(delta), nullptr)));
+            }
+        }
+        if (reply == fake_reply::cut_stream)
+            return events;
+        events.push_back(sse(stream_chunk(model, boost::json::object{},
+                                          answer.tool_calls.empty() ? "stop" : "tool_calls")));
+        boost::json::object usage;
+        usage["prompt_tokens"] = prompt_tokens;
+        usage["completion_tokens"] = completion_tokens;
+        usage["total_tokens"] = prompt_tokens + completion_tokens;
+        boost::json::object last;
+        last["id"] = "chatcmpl-fake-stream";
+        last["object"] = "chat.completion.chunk";
+        last["choices"] = boost::json::array{};
+        last["usage"] = std::move(usage);
+        events.push_back(sse(last));
+        events.push_back("data: [DONE]\n\n");
+        return events;
     }
 
     static response_type make_response(request_type const& request, unsigned status, std::string body) {
@@ -264,7 +394,8 @@ private:
         return make_response(request, status, boost::json::serialize(body));
     }
 
-    std::optional<response_type> handle(request_type const& request, observed_request& seen) {
+    std::optional<response_type> handle(request_type const& request, observed_request& seen,
+                                        std::vector<std::string>& events) {
         namespace http = boost::beast::http;
         seen.method = std::string(request.method_string());
         seen.target = std::string(request.target());
@@ -294,10 +425,32 @@ private:
             auto const* message = m.if_object();
             auto const* role = message ? message->if_contains("role") : nullptr;
             auto const* content = message ? message->if_contains("content") : nullptr;
-            if (!role || !role->is_string() || !content || !content->is_string())
+            auto const* calls = message ? message->if_contains("tool_calls") : nullptr;
+            bool const content_ok =
+                content && (content->is_string() || (content->is_null() && calls && calls->is_array()));
+            if (!role || !role->is_string() || !content_ok)
                 return error_response(request, 400, "Malformed message", "invalid_body");
-            prompt_tokens += count_words(std::string(content->get_string()));
+            if (role->get_string() == "tool") {
+                auto const* id = message->if_contains("tool_call_id");
+                if (!id || !id->is_string() || id->get_string().empty())
+                    return error_response(request, 400, "A tool message needs a tool_call_id", "invalid_body");
+            }
+            if (content->is_string())
+                prompt_tokens += count_words(std::string(content->get_string()));
         }
+        if (auto const* tools = body->if_contains("tools")) {
+            if (!tools->is_array())
+                return error_response(request, 400, "tools must be an array", "invalid_body");
+            for (auto const& t : tools->get_array()) {
+                auto const* function = t.is_object() ? t.get_object().if_contains("function") : nullptr;
+                auto const* name = function && function->is_object() ? function->get_object().if_contains("name")
+                                                                      : nullptr;
+                if (!name || !name->is_string())
+                    return error_response(request, 400, "Malformed tool", "invalid_body");
+            }
+        }
+        auto const* stream_flag = body->if_contains("stream");
+        bool const streaming = stream_flag && stream_flag->is_bool() && stream_flag->get_bool();
 
         switch (reply) {
         case fake_reply::hang:
@@ -307,18 +460,44 @@ private:
         case fake_reply::no_choices:
             return make_response(request, 200, R"({"id": "chatcmpl-fake", "object": "chat.completion"})");
         case fake_reply::completion:
+        case fake_reply::cut_stream:  // cut only when streaming
             break;
         }
 
-        int const completion_tokens = count_words(reply_content);
+        scripted_reply answer{reply_content, {}};
+        if (!script.empty()) {
+            answer = std::move(script.front());
+            script.pop_front();
+        }
+        int const completion_tokens = count_words(answer.content);
+        if (streaming) {
+            events = stream_events(std::string(model->get_string()), answer, prompt_tokens, completion_tokens);
+            return make_response(request, 200, "");
+        }
         boost::json::object message;
         message["role"] = "assistant";
-        message["content"] = reply_content;
+        if (answer.tool_calls.empty()) {
+            message["content"] = answer.content;
+        } else {
+            message["content"] = answer.content.empty() ? boost::json::value(nullptr) : boost::json::value(answer.content);
+            boost::json::array calls;
+            for (auto const& c : answer.tool_calls) {
+                boost::json::object function;
+                function["name"] = c.name;
+                function["arguments"] = c.arguments;
+                boost::json::object call;
+                call["id"] = c.id;
+                call["type"] = "function";
+                call["function"] = std::move(function);
+                calls.emplace_back(std::move(call));
+            }
+            message["tool_calls"] = std::move(calls);
+        }
         boost::json::object choice;
         choice["index"] = 0;
         choice["message"] = std::move(message);
         choice["logprobs"] = nullptr;
-        choice["finish_reason"] = "stop";
+        choice["finish_reason"] = answer.tool_calls.empty() ? "stop" : "tool_calls";
         boost::json::array choices;
         choices.emplace_back(std::move(choice));
         boost::json::object usage;

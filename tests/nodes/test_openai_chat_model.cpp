@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "fake_openai_server.hpp"
+#include "run_with_server.hpp"
 
 #include <stategraph/nodes/chat_model.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
@@ -37,27 +38,9 @@ using stategraph::test::fake_reply;
 
 constexpr char const* api_key = "sk-test-123";
 
-/// @brief Run @p task on @p ioc to completion; stop @p server afterwards so run() returns.
 template <class T>
 T run(asio::io_context& ioc, fake_openai_server* server, asio::awaitable<T> task) {
-    std::optional<T> result;
-    std::exception_ptr error;
-    bool done = false;
-    auto on_done = [&](std::exception_ptr e, T value) {
-        done = true;
-        error = e;
-        if (!e)
-            result = std::move(value);
-        if (server)
-            server->stop();
-    };
-    asio::co_spawn(ioc, std::move(task), on_done);
-    ioc.run_for(std::chrono::seconds(20));
-    BOOST_REQUIRE_MESSAGE(done, "the request did not finish");
-    BOOST_REQUIRE_MESSAGE(ioc.stopped(), "work was left on the io_context");
-    if (error)
-        std::rethrow_exception(error);
-    return std::move(*result);
+    return stategraph::test::run_with_server(ioc, server, std::move(task));
 }
 
 chat_response complete(asio::io_context& ioc, fake_openai_server* server, chat_model& model, chat_request request) {
@@ -71,14 +54,7 @@ chat_request hello_request() {
     return request;
 }
 
-openai_options options_for(fake_openai_server const& server) {
-    openai_options options;
-    options.base_url = server.base_url();
-    options.api_key = api_key;
-    options.model = "gpt-test";
-    options.timeout = std::chrono::seconds(10);
-    return options;
-}
+openai_options options_for(fake_openai_server const& server) { return stategraph::test::options_for(server, api_key); }
 
 /// @brief Run @p f, require a system_error equal to @p expected whose message contains @p needle.
 template <class F>

@@ -6,6 +6,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/describe/class.hpp>
+#include <boost/json/value.hpp>
 
 #include <functional>
 #include <optional>
@@ -16,14 +17,41 @@
 
 namespace stategraph::nodes {
 
-/// @brief One message of a chat conversation ("system", "user", "assistant", ...).
+/// @brief One call of a tool requested by the model (OpenAI `tool_calls[i]`, type "function").
+struct tool_call {
+    std::string id;         ///< @brief Call id chosen by the model; the tool message answers it.
+    std::string name;       ///< @brief The tool's name.
+    std::string arguments;  ///< @brief The arguments as JSON text, exactly as the model wrote them.
+
+    friend bool operator==(tool_call const&, tool_call const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(tool_call, (), (id, name, arguments))
+
+/// @brief A tool offered to the model (OpenAI `tools[i]`, type "function").
+struct tool_definition {
+    std::string name;              ///< @brief Name the model calls it by.
+    std::string description;       ///< @brief What it does, for the model.
+    boost::json::value parameters; ///< @brief JSON Schema of the arguments object (null: `{"type":"object"}`).
+
+    friend bool operator==(tool_definition const&, tool_definition const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(tool_definition, (), (name, description, parameters))
+
+/// @brief One message of a chat conversation ("system", "user", "assistant", "tool").
+///
+/// Usable as the element of a state field reduced with `stategraph::messages` (it has `id` and
+/// `role`): a message with the id of an earlier one replaces it.
 struct chat_message {
-    std::string role;     ///< @brief Speaker role, e.g. "system", "user" or "assistant".
-    std::string content;  ///< @brief Message text.
+    std::string role;                  ///< @brief Speaker role: "system", "user", "assistant" or "tool".
+    std::string content;               ///< @brief Message text.
+    std::vector<tool_call> tool_calls; ///< @brief Tools an assistant message asks to run.
+    std::string tool_call_id;          ///< @brief For role "tool": the call this message answers.
+    std::string id;                    ///< @brief Message id (the `messages` reducer assigns one when empty).
+    std::string error;                 ///< @brief For role "tool": the failure kind (a `nodes::errc` name), empty on success.
 
     friend bool operator==(chat_message const&, chat_message const&) = default;
 };
-BOOST_DESCRIBE_STRUCT(chat_message, (), (role, content))
+BOOST_DESCRIBE_STRUCT(chat_message, (), (role, content, tool_calls, tool_call_id, id, error))
 
 /// @brief A chat-completion request.
 struct chat_request {
@@ -35,10 +63,12 @@ struct chat_request {
     std::optional<double> temperature;
     /// @brief Ask the model for a single JSON object (OpenAI `response_format: json_object`).
     bool json_mode = false;
+    /// @brief Tools the model may call (OpenAI `tools`); omitted from the request when empty.
+    std::vector<tool_definition> tools;
 
     friend bool operator==(chat_request const&, chat_request const&) = default;
 };
-BOOST_DESCRIBE_STRUCT(chat_request, (), (model, messages, temperature, json_mode))
+BOOST_DESCRIBE_STRUCT(chat_request, (), (model, messages, temperature, json_mode, tools))
 
 /// @brief The model's answer to a chat_request.
 struct chat_response {
@@ -46,10 +76,44 @@ struct chat_response {
     std::string finish_reason;  ///< @brief Why generation stopped ("stop", "length", ...); may be empty.
     int prompt_tokens = 0;      ///< @brief Tokens consumed by the prompt, as reported by the server (0 if not reported).
     int completion_tokens = 0;  ///< @brief Tokens generated, as reported by the server (0 if not reported).
+    std::vector<tool_call> tool_calls;  ///< @brief Tools the model asks to run ("tool_calls" finish), in order.
 
     friend bool operator==(chat_response const&, chat_response const&) = default;
+
+    /// @brief The answer as an assistant message (content and tool calls) for the conversation.
+    chat_message to_message() const {
+        chat_message m;
+        m.role = "assistant";
+        m.content = content;
+        m.tool_calls = tool_calls;
+        return m;
+    }
 };
-BOOST_DESCRIBE_STRUCT(chat_response, (), (content, finish_reason, prompt_tokens, completion_tokens))
+BOOST_DESCRIBE_STRUCT(chat_response, (), (content, finish_reason, prompt_tokens, completion_tokens, tool_calls))
+
+/// @brief A piece of a tool call while it streams: the first piece of a call carries its id and
+/// name, later ones more of its arguments text. `index` tells the calls of one answer apart.
+struct tool_call_chunk {
+    int index = 0;
+    std::string id;
+    std::string name;
+    std::string arguments;
+
+    friend bool operator==(tool_call_chunk const&, tool_call_chunk const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(tool_call_chunk, (), (index, id, name, arguments))
+
+/// @brief One streamed piece of an answer (an OpenAI `chat.completion.chunk` delta).
+struct chat_chunk {
+    std::string content;                      ///< @brief More text (may be empty).
+    std::vector<tool_call_chunk> tool_calls;  ///< @brief Pieces of tool calls.
+
+    friend bool operator==(chat_chunk const&, chat_chunk const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(chat_chunk, (), (content, tool_calls))
+
+/// @brief Receives the chunks of a streamed answer, in order, as they arrive.
+using chunk_handler = std::function<void(chat_chunk const&)>;
 
 /// @brief Abstract chat model: turns a chat_request into a chat_response asynchronously.
 ///
@@ -63,7 +127,31 @@ public:
     /// @return The first choice produced by the model.
     virtual boost::asio::awaitable<chat_response> complete(chat_request request) = 0;
 
+    /// @brief Complete @p request, handing each piece of the answer to @p on_chunk as it arrives;
+    /// returns the whole answer assembled from the pieces. The default implementation calls
+    /// complete() and hands the whole answer over as one chunk; network models stream for real.
+    virtual boost::asio::awaitable<chat_response> stream(chat_request request, chunk_handler on_chunk) {
+        // Not a coroutine itself: g++ 12 may destroy a temporary argument of a coroutine twice
+        // (`co_await model.stream(request, [&](auto const& c) {...})` must be safe).
+        return stream_by_complete(*this, std::move(request), std::move(on_chunk));
+    }
+
 protected:
+    /// @brief The default stream(): complete() and one chunk with the whole answer.
+    static boost::asio::awaitable<chat_response> stream_by_complete(chat_model& model, chat_request request,
+                                                                    chunk_handler on_chunk) {
+        chat_response response = co_await model.complete(std::move(request));
+        chat_chunk whole;
+        whole.content = response.content;
+        for (std::size_t i = 0; i < response.tool_calls.size(); ++i) {
+            auto const& call = response.tool_calls[i];
+            whole.tool_calls.push_back(tool_call_chunk{static_cast<int>(i), call.id, call.name, call.arguments});
+        }
+        if (on_chunk)
+            on_chunk(whole);
+        co_return response;
+    }
+
     chat_model() = default;
     chat_model(chat_model const&) = default;
     chat_model& operator=(chat_model const&) = default;

@@ -93,6 +93,14 @@ public:
     /// @throws boost::system::system_error with a chat_error code.
     boost::asio::awaitable<chat_response> complete(chat_request request) override;
 
+    /// @brief POST @p request with `stream: true` and read the Server-Sent Events as they come:
+    /// each `chat.completion.chunk` delta (text and tool-call pieces) goes to @p on_chunk, and the
+    /// assembled answer is returned after `data: [DONE]`. A server that answers with a plain
+    /// JSON completion instead is accepted (no chunks are handed over then).
+    /// @throws boost::system::system_error with a chat_error code (bad_response when the stream
+    /// is malformed or ends early).
+    boost::asio::awaitable<chat_response> stream(chat_request request, chunk_handler on_chunk) override;
+
     /// @brief The options this client was built with.
     openai_options const& options() const noexcept;
 
@@ -101,6 +109,8 @@ public:
 
 private:
     struct impl;
+    static boost::asio::awaitable<chat_response> exchange(std::shared_ptr<impl> self, chat_request request,
+                                                          std::shared_ptr<chunk_handler> on_chunk);
     std::shared_ptr<impl> impl_;
 };
 

@@ -1,0 +1,104 @@
+// supervisor: a classifier picks the first intent, `next` chains, a route fans out, evaluate stops.
+//
+//   START --> desk --> END           desk = nodes::supervisor<&ticket::sup>("desk"):
+//
+//     START --> supervisor --(decision)--> classify ---+
+//                 ^   |                    lookup -----+   (lookup and policy run together
+//                 |   |                    policy -----+    in one round: a fan-out)
+//                 |   |                    reply ------+
+//                 |   +--(END)--> END                  |
+//                 +------------------------------------+
+//
+//   round 0  classifier       -> classify
+//   round 1  classify.next    -> lookup + policy   (fan-out; notes merged by the append reducer)
+//   round 2  route            -> reply
+//   then     evaluate         -> END (a reply exists)
+//
+// The same supervisor under an LLM router would need a description on every intent; compile()
+// reports all such problems at once (shown at the end).
+#include <stategraph/dsl/dsl.hpp>
+#include <stategraph/nodes/supervisor.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sg = stategraph;
+namespace nodes = stategraph::nodes;
+using namespace sg::dsl;
+using nodes::decision;
+
+struct ticket {
+    std::string text;
+    std::string category;
+    std::vector<std::string> notes;
+    std::string reply;
+    nodes::supervision sup;
+};
+BOOST_DESCRIBE_STRUCT(ticket, (), (text, category, notes, reply, sup))
+auto reducers(sg::for_state<ticket>) { return sg::reducers{sg::reduce<&ticket::notes>(sg::append)}; }
+
+sg::update<ticket> classify(const ticket& t) {
+    return sg::update<ticket>{}.set<&ticket::category>(t.text.find("refund") != std::string::npos ? "refund" : "other");
+}
+sg::update<ticket> lookup(const ticket&) { return sg::update<ticket>{}.set<&ticket::notes>({"order A-17: delivered"}); }
+sg::update<ticket> policy(const ticket&) { return sg::update<ticket>{}.set<&ticket::notes>({"refunds within 30 days"}); }
+sg::update<ticket> reply(const ticket& t) {
+    std::string text = "Re: " + t.text + " --";
+    for (const auto& n : t.notes) text += " " + n + ";";
+    return sg::update<ticket>{}.set<&ticket::reply>(text);
+}
+
+int main() {
+    using intent = nodes::intent<ticket>;
+    auto after_classify = [](const ticket& t) -> std::optional<decision> {
+        if (t.category == "refund") return decision::to({"lookup", "policy"});
+        return std::nullopt;  // let the route decide
+    };
+    nodes::supervisor<&ticket::sup> desk("desk");
+    desk.add(intent("classify", classify).next(after_classify))
+        .add(intent("lookup", lookup))
+        .add(intent("policy", policy))
+        .add(intent("reply", reply))
+        .classifier([](const ticket&) { return std::string("classify"); })
+        .route([](const ticket& t) { return t.reply.empty() ? decision::to("reply") : decision::finish(); })
+        .evaluate([](const ticket& t) { return !t.reply.empty(); });
+
+    // clang-format off
+    auto app = graph<ticket>("support",
+        "desk"_n = desk.compile(),
+        start >> "desk"_n >> end).compile();
+    // clang-format on
+
+    boost::asio::io_context io;
+    auto input = sg::update<ticket>{}.set<&ticket::text>("please refund order A-17");
+    auto done = boost::asio::co_spawn(io, app.invoke(std::move(input)), boost::asio::use_future);
+    io.run();
+    const ticket t = done.get().values;
+    std::cout << "rounds:";
+    for (const auto& r : t.sup.rounds) std::cout << ' ' << r;
+    std::cout << "\nended by: " << t.sup.ended_by << "\nreply: " << t.reply << '\n';
+
+    // Under an LLM router every intent needs a description: all problems come at once.
+    nodes::supervisor<&ticket::sup> llm_desk("llm_desk");
+    auto model = std::make_shared<nodes::rule_chat_model>([](const nodes::chat_request&) { return nodes::chat_response{}; });
+    llm_desk.add(intent("lookup", lookup)).add(intent("reply", reply).describe("Writes the answer"))
+        .router({model, nullptr, ""})
+        .route([](const ticket&) { return decision::finish(); });
+    std::size_t problems = 0;
+    try {
+        llm_desk.compile();
+    } catch (const nodes::agent_error& e) {
+        std::cout << e.what() << '\n';
+        problems = e.problems().size();
+    }
+
+    const std::vector<std::string> rounds{"classify", "lookup+policy", "reply"};
+    return t.sup.rounds == rounds && t.sup.ended_by == "evaluate" && t.notes.size() == 2 && problems == 2 ? 0 : 1;
+}

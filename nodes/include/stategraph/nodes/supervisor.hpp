@@ -1,0 +1,385 @@
+#ifndef STATEGRAPH_NODES_SUPERVISOR_HPP
+#define STATEGRAPH_NODES_SUPERVISOR_HPP
+
+/// @file
+/// @brief `supervisor<&S::supervision>(name)`: picks which intent(s) handle the state, runs them
+/// (in parallel for a fan-out), evaluates, and loops until END, as a compiled graph.
+
+#include <stategraph/nodes/chat_model.hpp>
+#include <stategraph/nodes/error.hpp>
+#include <stategraph/state_graph.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/describe/class.hpp>
+#include <boost/json/parse.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace stategraph::nodes {
+
+/// @brief The supervisor's bookkeeping, a field of the user's state (checkpointed with it).
+struct supervision {
+    int iteration = 0;                 ///< @brief Dispatch rounds done in this run.
+    std::vector<std::string> last;     ///< @brief The intents of the last round.
+    std::vector<std::string> chain;    ///< @brief Intents chained by `next` since the last classifier/router/route decision.
+    std::vector<std::string> rounds;   ///< @brief Each round's intents, joined by "+" (a fan-out shows "a+b").
+    std::string ended_by;              ///< @brief What chose END: "evaluate", "next", "router", "route", "classifier".
+
+    friend bool operator==(supervision const&, supervision const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(supervision, (), (iteration, last, chain, rounds, ended_by))
+
+/// @brief A routing decision: one intent, several (run in parallel), or END.
+struct decision {
+    std::vector<std::string> intents;  ///< @brief Empty with end = true.
+    bool end = false;
+
+    /// @brief Go to one intent.
+    static decision to(std::string intent) { return {{std::move(intent)}, false}; }
+    /// @brief Fan out to several intents, run in parallel in one round: `decision::to({"a", "b"})`.
+    static decision to(std::initializer_list<std::string> intents) { return {std::vector<std::string>(intents), false}; }
+    /// @brief Fan out to a list of intents built at run time.
+    static decision to(std::vector<std::string> intents) { return {std::move(intents), false}; }
+    /// @brief Stop: the supervisor's graph ends.
+    static decision finish() { return {{}, true}; }
+};
+
+/// @brief One thing a supervisor can dispatch: a callback node, or a compiled graph over the
+/// same state (an agent such as react_agent(), or any subgraph).
+template <class S>
+class intent {
+public:
+    /// @brief @p run is a node of a graph over S (a callable returning update<S>, ...) or a
+    /// compiled_graph<S>.
+    template <class F>
+    intent(std::string name, F run) : name_(std::move(name)) {
+        if constexpr (std::is_same_v<std::remove_cvref_t<F>, compiled_graph<S>>) {
+            kind_ = "agent";
+            add_ = [run = std::move(run)](state_graph<S>& g, std::string const& n) { g.add_node(n, run); };
+        } else {
+            static_assert(node_of<F, S>,
+                          "intent<S>(name, run): run must be a node of a graph over S (callable as run(const S&) or "
+                          "run(const S&, stategraph::context&), returning stategraph::update<S> or an awaitable of "
+                          "it) or a stategraph::compiled_graph<S> (an agent or subgraph)");
+            kind_ = "callback";
+            if constexpr (node_of<F, S>)
+                add_ = [run = std::move(run)](state_graph<S>& g, std::string const& n) { g.add_node(n, run); };
+        }
+    }
+
+    /// @brief What the intent does; required under an LLM router (the router reads it).
+    intent& describe(std::string text) & {
+        description_ = std::move(text);
+        return *this;
+    }
+    intent&& describe(std::string text) && { return std::move(describe(std::move(text))); }
+
+    /// @brief What runs after this intent: a decision, or nullopt to let the router/route decide.
+    intent& next(std::function<std::optional<decision>(S const&)> fn) & {
+        next_ = std::move(fn);
+        return *this;
+    }
+    intent&& next(std::function<std::optional<decision>(S const&)> fn) && { return std::move(next(std::move(fn))); }
+
+    std::string const& name() const noexcept { return name_; }
+    std::string const& description() const noexcept { return description_; }
+    std::string const& kind() const noexcept { return kind_; }
+    std::function<std::optional<decision>(S const&)> const& next_fn() const noexcept { return next_; }
+    void add_to(state_graph<S>& g) const { add_(g, name_); }
+
+private:
+    std::string name_, description_, kind_;
+    std::function<void(state_graph<S>&, std::string const&)> add_;
+    std::function<std::optional<decision>(S const&)> next_;
+};
+
+/// @brief An LLM router: the model gets the intents' names and descriptions and answers with
+/// JSON `{"next": "<intent>" | ["<a>", "<b>"] | "END", "reasoning": "..."}`.
+template <class S>
+struct llm_router {
+    std::shared_ptr<chat_model> model;
+    /// @brief The task as the router should read it (e.g. the user's message and what is known so far).
+    std::function<std::string(S const&)> describe_state;
+    /// @brief Extra instructions put before the list of intents.
+    std::string instructions;
+};
+
+/// @brief Builds a supervisor over the state holding `Field` (a `supervision` member):
+///
+///     START --> supervisor --(decision)--> intent_a --+
+///                   ^   |                 intent_b --+  (a fan-out runs in one superstep;
+///                   |   +--(END)--> END               the reducers merge the updates)
+///                   +-------------------------------+
+///
+/// Each round the `supervisor` node decides, by this authority: on round 0 the `classifier`
+/// (if any) picks the first intent; afterwards `evaluate` (true: satisfied, END), then the
+/// `next` of the intent(s) just run, then the LLM `router` or the deterministic `route`. A
+/// classifier alone ends after its intent (unless `next` continues). Decisions past
+/// `max_iterations` rounds throw agent_error(errc::max_iterations); an intent chosen again by
+/// `next` within one chain throws agent_error(errc::intent_cycle); a decision naming no intent
+/// throws agent_error(errc::unknown_intent). compile() reports every configuration problem at
+/// once (agent_error with problems()). An `ack` node, when given, runs from START in parallel
+/// with the first decision (the seed's ack preamble).
+template <auto Field>
+class supervisor {
+    static_assert(std::is_same_v<typename member_traits<Field>::value_type, supervision>,
+                  "supervisor<&S::field>: the field must be a stategraph::nodes::supervision member of the state");
+
+public:
+    using state_type = typename member_traits<Field>::state_type;
+    using S = state_type;
+
+    explicit supervisor(std::string name) : name_(std::move(name)) {}
+
+    supervisor& add(intent<S> i) & {
+        intents_.push_back(std::move(i));
+        return *this;
+    }
+    supervisor&& add(intent<S> i) && { return std::move(add(std::move(i))); }
+    supervisor& classifier(std::function<std::string(S const&)> fn) & {
+        classifier_ = std::move(fn);
+        return *this;
+    }
+    supervisor&& classifier(std::function<std::string(S const&)> fn) && { return std::move(classifier(std::move(fn))); }
+    supervisor& route(std::function<decision(S const&)> fn) & {
+        route_ = std::move(fn);
+        return *this;
+    }
+    supervisor&& route(std::function<decision(S const&)> fn) && { return std::move(route(std::move(fn))); }
+    supervisor& router(llm_router<S> r) & {
+        router_ = std::move(r);
+        return *this;
+    }
+    supervisor&& router(llm_router<S> r) && { return std::move(router(std::move(r))); }
+    supervisor& evaluate(std::function<bool(S const&)> fn) & {
+        evaluate_ = std::move(fn);
+        return *this;
+    }
+    supervisor&& evaluate(std::function<bool(S const&)> fn) && { return std::move(evaluate(std::move(fn))); }
+    /// @brief An acknowledgement node (a node over S, e.g. one writing "Got it, one moment...")
+    /// that runs in parallel with the first routing decision, in the same superstep.
+    template <class F>
+    supervisor& ack(F node) & {
+        static_assert(node_of<F, S>, "supervisor::ack(node): node must be a node of a graph over S");
+        if constexpr (node_of<F, S>) ack_ = [node = std::move(node)](state_graph<S>& g) { g.add_node("ack", node); };
+        return *this;
+    }
+    template <class F>
+    supervisor&& ack(F node) && { return std::move(ack(std::move(node))); }
+    supervisor& max_iterations(int n) & {
+        max_iterations_ = n;
+        return *this;
+    }
+    supervisor&& max_iterations(int n) && { return std::move(max_iterations(n)); }
+
+    /// @brief Every configuration problem (empty when the supervisor can be built).
+    std::vector<problem> problems() const {
+        std::vector<problem> out;
+        auto const where = "supervisor '" + name_ + "': ";
+        if (router_ && route_)
+            out.push_back({errc::router_and_route, where + "give an LLM router or a deterministic route, not both"});
+        if (!router_ && !route_ && !classifier_)
+            out.push_back({errc::no_router, where + "give a router, a route or a classifier"});
+        if (router_ && !router_->model)
+            out.push_back({errc::no_router, where + "the LLM router has no chat model"});
+        if (intents_.empty())
+            out.push_back({errc::unknown_intent, where + "no intents"});
+        if (max_iterations_ < 1)
+            out.push_back({errc::max_iterations, where + "max_iterations must be at least 1"});
+        std::set<std::string> seen;
+        for (auto const& i : intents_) {
+            if (i.name().empty() || i.name() == "supervisor" || (ack_ && i.name() == "ack") || i.name().rfind("__", 0) == 0)
+                out.push_back({errc::duplicate_intent, where + "intent name '" + i.name() + "' is reserved or empty"});
+            else if (!seen.insert(i.name()).second)
+                out.push_back({errc::duplicate_intent, where + "intent '" + i.name() + "' is declared twice"});
+            if (router_ && i.description().empty())
+                out.push_back({errc::missing_description,
+                               where + "intent '" + i.name() + "' (" + i.kind() +
+                                   ") has no description; the LLM router chooses by description: add .describe(\"...\")"});
+        }
+        return out;
+    }
+
+    /// @brief The supervisor as a compiled graph (use it as a subgraph node).
+    /// @throws agent_error listing every problem() when the configuration is wrong.
+    compiled_graph<S> compile() const {
+        auto found = problems();
+        if (!found.empty()) throw agent_error(std::move(found));
+        auto self = std::make_shared<supervisor const>(*this);
+        state_graph<S> g(name_);
+        node_options options;
+        for (auto const& i : intents_) options.ends.push_back(i.name());
+        options.ends.push_back(END);
+        auto decide = [self](S const& s, stategraph::context&) -> boost::asio::awaitable<command<S>> {
+            auto pending = self->decide(s);
+            co_return co_await std::move(pending);
+        };
+        g.add_node("supervisor", std::move(decide), options);
+        g.add_edge(START, "supervisor");
+        if (ack_) {
+            ack_(g);
+            g.add_edge(START, "ack").add_edge("ack", END);
+        }
+        for (auto const& i : intents_) {
+            i.add_to(g);
+            g.add_edge(i.name(), "supervisor");
+        }
+        return g.compile();
+    }
+
+private:
+    std::string where() const { return "supervisor '" + name_ + "': "; }
+
+    bool known(std::string const& name) const {
+        return std::any_of(intents_.begin(), intents_.end(), [&](auto const& i) { return i.name() == name; });
+    }
+
+    void check_known(decision const& d, std::string const& source) const {
+        for (auto const& n : d.intents)
+            if (!known(n)) {
+                std::string names;
+                for (auto const& i : intents_) names += (names.empty() ? "" : ", ") + i.name();
+                throw agent_error(errc::unknown_intent, where() + source + " chose unknown intent '" + n +
+                                                            "'; the intents are: " + names);
+            }
+        if (!d.end && d.intents.empty())
+            throw agent_error(errc::unknown_intent, where() + source + " chose no intent (use decision::finish() to end)");
+    }
+
+    /// @brief The LLM router's decision.
+    boost::asio::awaitable<decision> ask_router(S const& s) const {
+        chat_request request;
+        request.json_mode = true;
+        std::string prompt = router_->instructions.empty() ? std::string("You route a task to the right specialist.")
+                                                           : router_->instructions;
+        prompt += "\nSpecialists:\n";
+        for (auto const& i : intents_) prompt += "- " + i.name() + ": " + i.description() + "\n";
+        prompt += "Answer with JSON {\"next\": <a specialist's name, a list of names to run in parallel, or \"END\" "
+                  "when the task is done>, \"reasoning\": <why>}.";
+        request.messages.push_back(chat_message{"system", prompt});
+        request.messages.push_back(chat_message{"user", router_->describe_state ? router_->describe_state(s) : std::string()});
+        auto model = router_->model;
+        auto response = co_await model->complete(std::move(request));
+        boost::system::error_code ec;
+        auto doc = boost::json::parse(response.content, ec);
+        auto const* next = !ec && doc.is_object() ? doc.as_object().if_contains("next") : nullptr;
+        decision d;
+        if (next && next->is_string()) {
+            std::string const v(next->get_string());
+            if (v == "END" || v == END) d.end = true;
+            else d.intents.push_back(v);
+        } else if (next && next->is_array()) {
+            for (auto const& v : next->get_array())
+                if (v.is_string()) d.intents.emplace_back(v.get_string());
+        } else {
+            throw agent_error(errc::unknown_intent,
+                              where() + "the LLM router's answer has no \"next\": " + response.content.substr(0, 200));
+        }
+        co_return d;
+    }
+
+    boost::asio::awaitable<command<S>> decide(S const& s) const {
+        supervision sup = s.*Field;
+        if (!sup.ended_by.empty()) sup = supervision{};  // a new run of the supervisor
+        std::optional<decision> chosen;
+        std::string source;
+        bool from_next = false;
+        if (sup.iteration == 0 && classifier_) {
+            chosen = decision::to(classifier_(s));
+            source = "classifier";
+        } else if (sup.iteration > 0) {
+            if (evaluate_ && evaluate_(s)) {
+                chosen = decision::finish();
+                source = "evaluate";
+            }
+            if (!chosen) {
+                decision merged;
+                bool any = false;
+                for (auto const& i : intents_) {
+                    if (!i.next_fn() || std::find(sup.last.begin(), sup.last.end(), i.name()) == sup.last.end()) continue;
+                    if (auto d = i.next_fn()(s)) {
+                        any = true;
+                        if (d->end) merged.end = true;
+                        for (auto& n : d->intents)
+                            if (std::find(merged.intents.begin(), merged.intents.end(), n) == merged.intents.end())
+                                merged.intents.push_back(n);
+                    }
+                }
+                if (any) {
+                    if (!merged.intents.empty()) merged.end = false;
+                    chosen = std::move(merged);
+                    source = "next";
+                    from_next = true;
+                }
+            }
+            if (!chosen && !route_ && !router_) {
+                chosen = decision::finish();  // a classifier alone ends after its intent
+                source = "classifier";
+            }
+        }
+        if (!chosen) {
+            if (route_) {
+                chosen = route_(s);
+                source = "route";
+            } else {
+                auto pending = ask_router(s);
+                chosen = co_await std::move(pending);
+                source = "router";
+            }
+        }
+        check_known(*chosen, source);
+        command<S> out;
+        if (chosen->end) {
+            sup.ended_by = source;
+            sup.last.clear();
+            out.targets.push_back(END);
+        } else {
+            if (sup.iteration >= max_iterations_)
+                throw agent_error(errc::max_iterations, where() + "reached max_iterations (" + std::to_string(max_iterations_) +
+                                                            ") without END; the " + source + " still chose '" +
+                                                            chosen->intents.front() + "'");
+            if (from_next) {
+                for (auto const& n : chosen->intents)
+                    if (std::find(sup.chain.begin(), sup.chain.end(), n) != sup.chain.end()) {
+                        std::string path;
+                        for (auto const& c : sup.chain) path += c + " -> ";
+                        throw agent_error(errc::intent_cycle,
+                                          where() + "intent '" + n + "' was chosen again within one branch: " + path + n);
+                    }
+                sup.chain.insert(sup.chain.end(), chosen->intents.begin(), chosen->intents.end());
+            } else {
+                sup.chain = chosen->intents;
+            }
+            std::string round;
+            for (auto const& n : chosen->intents) round += (round.empty() ? "" : "+") + n;
+            sup.rounds.push_back(round);
+            sup.last = chosen->intents;
+            ++sup.iteration;
+            out.targets = chosen->intents;
+        }
+        out.writes.template set<Field>(std::move(sup));
+        co_return out;
+    }
+
+    std::string name_;
+    std::vector<intent<S>> intents_;
+    std::function<std::string(S const&)> classifier_;
+    std::function<decision(S const&)> route_;
+    std::optional<llm_router<S>> router_;
+    std::function<bool(S const&)> evaluate_;
+    std::function<void(state_graph<S>&)> ack_;
+    int max_iterations_ = 10;
+};
+
+}  // namespace stategraph::nodes
+
+#endif  // STATEGRAPH_NODES_SUPERVISOR_HPP
