@@ -21,7 +21,6 @@ const char* const schema_v1[] = {
     "PRIMARY KEY(prefix, key))",
     "CREATE INDEX IF NOT EXISTS store_items_expires ON store_items(expires_at) WHERE expires_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS store_items_updated ON store_items(updated_at)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS store_fts USING fts5(text, tokenize = 'unicode61')",
 };
 
 // The rows under a namespace prefix (?1: the prefix joined with '.', "" for all).
@@ -107,8 +106,8 @@ struct sqlite_store::impl {
     }
 
     void open() {
-        const int rc = sqlite3_open_v2(opt.path.c_str(), &db,
-                                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+        const int flags = opt.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        const int rc = sqlite3_open_v2(opt.path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
         if (rc != SQLITE_OK) {
             std::string m = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
             sqlite3_close(db);
@@ -116,6 +115,26 @@ struct sqlite_store::impl {
             throw store_error(store_errc::storage_failure, "sqlite_store: cannot open " + opt.path + ": " + m);
         }
         sqlite3_busy_timeout(db, static_cast<int>(opt.busy_timeout.count()));
+        if (opt.read_only) {
+            std::int64_t version = 0;
+            {
+                stmt s(*this, "SELECT count(*) FROM sqlite_master WHERE name = 'store_schema'");
+                if (s.step("reading the schema")) version = s.col_int(0);
+            }
+            if (version) {
+                stmt s(*this, "SELECT coalesce(max(version), 0) FROM store_schema");
+                version = s.step("reading the schema version") ? s.col_int(0) : 0;
+            }
+            if (version < 1)
+                throw store_error(store_errc::storage_failure,
+                                  "sqlite_store " + opt.path + ": the file holds no store (opened read-only)");
+            if (version > schema_version)
+                throw store_error(store_errc::schema_too_new,
+                                  "sqlite_store " + opt.path + ": the store's schema has version " +
+                                      std::to_string(version) + ", newer than this stategraph knows (" +
+                                      std::to_string(schema_version) + "); upgrade stategraph to open it");
+            return;
+        }
         if (opt.path != ":memory:") exec("PRAGMA journal_mode=WAL", "setting WAL mode");
         exec("PRAGMA synchronous=NORMAL", "setting synchronous");
         transaction([&] {
@@ -132,6 +151,11 @@ struct sqlite_store::impl {
                                       std::to_string(schema_version) + "); upgrade stategraph to open it");
             if (version < 1) {
                 for (const char* sql : schema_v1) exec(sql, "creating the store's tables");
+                std::string tokenizer;
+                for (char c : opt.tokenizer) tokenizer += c == '\'' ? std::string("''") : std::string(1, c);
+                const auto fts = "CREATE VIRTUAL TABLE IF NOT EXISTS store_fts USING fts5(text, tokenize = '" +
+                                 tokenizer + "')";
+                exec(fts.c_str(), "creating the store's full-text index");
                 exec("DELETE FROM store_schema", "writing the schema version");
                 exec("INSERT INTO store_schema(version) VALUES(1)", "writing the schema version");
             }

@@ -154,7 +154,7 @@ std::string add_days(std::string_view iso_date, int days);
 class memory_store {
 public:
     /// @brief The schema version written by this code.
-    static constexpr int schema_version = 2;
+    static constexpr int schema_version = 3;
 
     /// @brief Opens (and by default creates) the database at @p path and migrates its schema.
     explicit memory_store(const std::filesystem::path& path, memory_options options = {});

@@ -8,7 +8,8 @@
 ///   item; `prefix` is the namespace joined with '.', `value` JSON text, times in milliseconds
 ///   since the Unix epoch (`expires_at` NULL: never expires);
 /// - `store_fts(text)`: an FTS5 table (tokenizer `unicode61`) holding the indexed text of each
-///   item under the item's rowid; searches rank by FTS5's `bm25` (score = -bm25).
+///   item under the item's rowid (tokenizer `sqlite_store_options::tokenizer`); searches rank by
+///   FTS5's `bm25` (score = -bm25).
 ///
 /// The SQLite work runs inside the awaiting coroutine (a store call is short: one or two
 /// statements), guarded by a mutex.
@@ -27,6 +28,12 @@ struct sqlite_store_options {
     store_options store;
     /// How long to wait for another connection's write lock before `storage_failure`.
     std::chrono::milliseconds busy_timeout{5000};
+    /// Open with SQLITE_OPEN_READONLY: reads work, writes fail with `storage_failure`; the file
+    /// must already hold the store's tables.
+    bool read_only = false;
+    /// The FTS5 tokenizer of a store this opens first (e.g. "porter unicode61 remove_diacritics 2"
+    /// for English stemming and folded accents); a store's file keeps the one it was made with.
+    std::string tokenizer = "unicode61";
 };
 
 /// @brief A store in one SQLite file. Errors: `store_error` with `storage_failure` (the file
