@@ -5,6 +5,7 @@
 #include <stategraph/store/store.hpp>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/parse_options.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
@@ -274,7 +275,9 @@ namespace_path base_store::parse_namespace(std::string_view joined) {
 
 json::object base_store::parse_value(std::string_view text, const namespace_path& ns, const std::string& key) {
     boost::system::error_code ec;
-    auto v = json::parse(text, ec);
+    json::parse_options lenient;
+    lenient.allow_invalid_utf8 = true; // a value holding invalid UTF-8 comes back as it was stored
+    auto v = json::parse(text, ec, {}, lenient);
     if (ec || !v.is_object())
         throw store_error(store_errc::corrupt_item,
                           "store: the item at namespace " + quoted(ns) + ", key \"" + key +

@@ -62,6 +62,18 @@ BOOST_AUTO_TEST_CASE(sqlite_store_outlives_the_process_object) {
     std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
+BOOST_AUTO_TEST_CASE(sqlite_store_keeps_invalid_utf8_as_it_was_given) {
+    auto s = sqlite_on_temp_file({});
+    const st::namespace_path ns{"chat"};
+    const json::object v{{"text", "caf\xc3 and \xff\xfe cake"}};
+    run(s->put(ns, "bad", v));
+    auto got = run(s->get(ns, "bad"));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->value == v);
+    const std::string q = "cake";
+    BOOST_TEST(run(s->search(ns, {.query = q})).size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(sqlite_store_shares_a_file_with_the_saver) {
     const auto path = temp_path("shared.db");
     stategraph::checkpoint::sqlite_saver saver({.path = path});

@@ -27,6 +27,8 @@ boost::asio::awaitable<sg::update<chat>> remember(const chat& s, sg::context& ct
     const sg::store::namespace_path ns{"users", s.user, "facts"};
     const json::object fact{{"text", s.message}, {"step", ctx.step()}};
     co_await ctx.store().put(ns, s.message, fact, {.ttl = std::chrono::minutes(60)});
+    const sg::store::namespace_path seen{"seen", s.user};
+    co_await ctx.store().put(seen, "last", fact, {}); // a literal key and empty options in the co_await
     co_return sg::update<chat>{};
 }
 
@@ -67,6 +69,10 @@ BOOST_AUTO_TEST_CASE(nodes_reach_the_graphs_store) {
     BOOST_TEST((other.values.recalled == std::vector<std::string>{"tea"}));
     const sg::store::namespace_path ann{"users", "ann", "facts"};
     BOOST_TEST(sg::run_sync(memory->search(ann)).size() == 2u);
+    const sg::store::namespace_path seen{"seen", "ann"};
+    auto last = sg::run_sync(memory->get(seen, "last"));
+    BOOST_TEST_REQUIRE(last.has_value());
+    BOOST_TEST(last->value.at("text") == "any tea for me?");
 }
 
 BOOST_AUTO_TEST_CASE(a_call_can_bring_its_own_store) {
@@ -76,7 +82,7 @@ BOOST_AUTO_TEST_CASE(a_call_can_bring_its_own_store) {
     auto r = sg::run_sync(app.invoke(says("ann", "hello"), {.store = &calls}));
     BOOST_TEST(r.values.recalled.size() == 1u);
     const sg::store::namespace_path all;
-    BOOST_TEST(sg::run_sync(calls.search(all)).size() == 1u);
+    BOOST_TEST(sg::run_sync(calls.search(all)).size() == 2u);
     BOOST_TEST(sg::run_sync(graphs->search(all)).empty());
 }
 
@@ -90,14 +96,14 @@ BOOST_AUTO_TEST_CASE(a_subgraph_uses_its_parents_store) {
     auto r = sg::run_sync(app.invoke(says("cid", "subgraphs share memory")));
     BOOST_TEST(r.values.recalled.size() == 1u);
     const sg::store::namespace_path all;
-    BOOST_TEST(sg::run_sync(parent_store->search(all)).size() == 1u);
+    BOOST_TEST(sg::run_sync(parent_store->search(all)).size() == 2u);
     BOOST_TEST(sg::run_sync(own_store->search(all)).empty());
     // a parent without a store leaves the subgraph its own
     sg::state_graph<chat> bare("bare");
     bare.add_node("inner", remember_then_recall().compile({.store = own_store}));
     bare.add_edge(sg::START, "inner").add_edge("inner", sg::END);
     (void)sg::run_sync(bare.compile().invoke(says("cid", "own store")));
-    BOOST_TEST(sg::run_sync(own_store->search(all)).size() == 1u);
+    BOOST_TEST(sg::run_sync(own_store->search(all)).size() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(a_node_without_a_store_gets_no_store_naming_it) {
