@@ -33,6 +33,11 @@ struct sqlite_store::impl {
     sqlite3* db = nullptr;
     std::mutex mutex;
 
+    impl() = default;
+    impl(const impl&) = delete;
+    impl& operator=(const impl&) = delete;
+    ~impl() { sqlite3_close(db); } // also when the constructor of the store threw after opening
+
     [[noreturn]] void fail(const std::string& doing, const namespace_path& ns = {}, const std::string& key = {}) const {
         std::string where = ns.empty() ? std::string() : " (namespace \"" + to_string(ns) + "\"" +
                                                              (key.empty() ? "" : ", key \"" + key + "\"") + ")";
@@ -187,9 +192,7 @@ sqlite_store::sqlite_store(sqlite_store_options options)
     impl_->open();
 }
 
-sqlite_store::~sqlite_store() {
-    if (impl_ && impl_->db) sqlite3_close(impl_->db);
-}
+sqlite_store::~sqlite_store() = default;
 
 const std::string& sqlite_store::path() const noexcept { return impl_->opt.path; }
 
