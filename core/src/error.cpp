@@ -35,6 +35,7 @@ const char* to_string(errc e) noexcept {
     case errc::lease_lost: return "lease_lost";
     case errc::thread_exists: return "thread_exists";
     case errc::key_mismatch: return "key_mismatch";
+    case errc::no_store: return "no_store";
     }
     return "unknown_error";
 }

@@ -59,6 +59,7 @@ struct task_frame {
     int recursion_limit = 25;
     durability mode = durability::sync; // the call's durability, which its subgraphs follow
     const runtime_context* runtime = nullptr;
+    store::base_store* store = nullptr; // the call's store, else the graph's (a subgraph: its parent's)
     const std::string* run_id = nullptr;
     // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
     const std::string* checkpoint_id = nullptr;
@@ -111,6 +112,15 @@ boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::
     if (!f.saver || !f.checkpoint_id) co_return; // no checkpointer: kept for retries of this call only
     std::vector<checkpoint::pending_write> w{{f.task_id, *f.node, std::string(checkpoint::reserved::effects), f.effects}};
     co_await f.saver->put_writes(*f.thread_id, *f.ns, *f.checkpoint_id, std::move(w));
+}
+
+store::base_store* store_of_call(const task_frame& f) noexcept { return f.store; }
+
+void throw_no_store(const task_frame& f) {
+    throw graph_error(errc::no_store,
+                      "node '" + *f.node + "' asked for the store (ctx.store()), but the run has none: give the graph "
+                          "one with compile_options::store, or the call with run_config::store",
+                      {*f.node});
 }
 
 const runtime_context& runtime_of_call(const task_frame& f) noexcept {
@@ -1324,6 +1334,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.saver = r.session.saver();
     f.checkpoint_id = &r.cp_id;
     f.runtime = &env.cfg.runtime;
+    f.store = env.cfg.store ? env.cfg.store : g.store.get();
     f.run_id = &r.run_id;
     f.recursion_limit = env.cfg.recursion_limit;
     f.mode = r.mode;
@@ -2122,6 +2133,7 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     cfg.recursion_limit = f.recursion_limit;
     cfg.durability = f.mode; // a subgraph writes its checkpoints as its parent does
     if (f.runtime) cfg.runtime = *f.runtime; // the subgraph's nodes see the caller's dependencies
+    cfg.store = f.store;                     // and the parent's store (else the subgraph's own)
     cfg.allow_drift = true;
     // The namespace belongs to this task: a checkpoint there that still has work (next nodes,
     // pending writes or a breakpoint) is an earlier attempt of this task (interrupted, stopped at

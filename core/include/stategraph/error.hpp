@@ -49,6 +49,7 @@ enum class errc {
     lease_lost,            ///< this process's lease on the thread was taken over: its write was refused
     thread_exists,         ///< the target thread of `copy_thread` already has checkpoints or writes
     key_mismatch,          ///< the store is encrypted with another key, or a key was given for an unencrypted store, or none for an encrypted one
+    no_store,              ///< a node asked for the long-term memory store (`ctx.store()`) and the run has none
 };
 
 /// @brief The category of `errc`, named "stategraph".

@@ -1,9 +1,17 @@
 #include "memory/memory_store.hpp"
 
+#include <stategraph/store/sqlite_store.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json.hpp>
+
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <cstdio>
 #include <unordered_map>
 #include <utility>
@@ -277,9 +285,22 @@ END;
 INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
 )sql";
 
+// Facts move onto the long-term memory Store (stategraph::store::sqlite_store, same file): the
+// text, dates and contact of each fact are a Store item in ("users", user_id, "facts"); this
+// table keeps only the ids, so that ids stay unique and a fact's contact must exist. The rows of
+// `facts` (versions 1 and 2) are moved to the Store when the file is opened (move_facts_to_store).
+constexpr const char* schema_v3 = R"sql(
+CREATE TABLE fact_ids (
+    id         INTEGER PRIMARY KEY,
+    user_id    TEXT NOT NULL CHECK (length(user_id) > 0),
+    contact_id INTEGER NULL REFERENCES contacts (id) ON DELETE CASCADE
+);
+)sql";
+
 /// migrations[i] brings the schema from version i to i + 1.
 constexpr std::array<const char*, memory_store::schema_version> migrations = {schema_v1,
-                                                                              schema_v2};
+                                                                              schema_v2,
+                                                                              schema_v3};
 
 constexpr const char* fact_columns = "id, user_id, contact_id, text, created_at, event_date";
 
@@ -329,7 +350,11 @@ struct connection {
 
 }  // namespace detail
 
-struct memory_store::impl : detail::connection {};
+struct memory_store::impl : detail::connection {
+    /// The Store holding the facts (its own connection to the same file).
+    std::unique_ptr<stategraph::store::sqlite_store> items;
+    bool read_only = false;
+};
 
 namespace {
 
@@ -524,6 +549,142 @@ void migrate(detail::connection& s, bool read_only)
     }
 }
 
+
+// --- facts on the Store ------------------------------------------------------------------------
+
+namespace sgs = stategraph::store;
+namespace json = boost::json;
+
+/// Runs one Store call to completion (the SQLite store works in place: no thread hop) and
+/// reports its failures as memory_error.
+template <class T>
+T run_store(boost::asio::awaitable<T> work, std::string_view op, const std::filesystem::path& path)
+{
+    try {
+        boost::asio::io_context io;
+        auto f = boost::asio::co_spawn(io, std::move(work), boost::asio::use_future);
+        io.run();
+        return f.get();
+    } catch (const sgs::store_error& e) {
+        const std::string what = e.what();
+        memory_errc code = memory_errc::sqlite_failure;
+        switch (e.kind()) {
+        case sgs::store_errc::storage_failure:
+            code = what.find("readonly") != std::string::npos ? memory_errc::read_only
+                   : what.find("locked") != std::string::npos ? memory_errc::busy
+                                                              : memory_errc::sqlite_failure;
+            break;
+        case sgs::store_errc::corrupt_item: code = memory_errc::io_failed; break;
+        case sgs::store_errc::schema_too_new: code = memory_errc::schema_too_new; break;
+        default: code = memory_errc::invalid_argument; break;
+        }
+        throw memory_error(code, op, what, path);
+    }
+}
+
+/// A user id as one namespace label ('.' separates labels): '%' and '.' are escaped.
+std::string label_of(std::string_view user_id)
+{
+    std::string out;
+    for (char c : user_id) out += c == '%' ? std::string("%25") : c == '.' ? std::string("%2E") : std::string(1, c);
+    return out;
+}
+
+sgs::namespace_path facts_namespace(std::string_view user_id)
+{
+    return {"users", label_of(user_id), "facts"};
+}
+
+json::object fact_to_json(const fact& f)
+{
+    json::object o;
+    o["id"] = f.id;
+    o["user_id"] = f.user_id;
+    o["contact_id"] = f.contact_id ? json::value(*f.contact_id) : json::value(nullptr);
+    o["text"] = f.text;
+    o["created_at"] = f.created_at;
+    o["event_date"] = f.event_date ? json::value(*f.event_date) : json::value(nullptr);
+    return o;
+}
+
+fact fact_from_item(const sgs::item& it, const std::filesystem::path& path)
+{
+    try {
+        const auto& v = it.value;
+        fact f;
+        f.id = v.at("id").to_number<std::int64_t>();
+        f.user_id = json::value_to<std::string>(v.at("user_id"));
+        if (!v.at("contact_id").is_null()) f.contact_id = v.at("contact_id").to_number<std::int64_t>();
+        f.text = json::value_to<std::string>(v.at("text"));
+        f.created_at = json::value_to<std::string>(v.at("created_at"));
+        if (!v.at("event_date").is_null()) f.event_date = json::value_to<std::string>(v.at("event_date"));
+        return f;
+    } catch (const std::exception& e) {
+        throw memory_error(memory_errc::io_failed, "read fact",
+                           "the Store item " + sgs::to_string(it.ns) + "/" + it.key + " is not a fact: " + e.what(),
+                           path);
+    }
+}
+
+/// UTC now as "YYYY-MM-DDTHH:MM:SS.sssZ" (as the SQL default strftime('%Y-%m-%dT%H:%M:%fZ')).
+std::string now_iso()
+{
+    const auto now = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    const auto day = std::chrono::floor<std::chrono::days>(now);
+    const std::chrono::hh_mm_ss<std::chrono::milliseconds> t{now - day};
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%sT%02d:%02d:%02d.%03dZ",
+                  format_iso_date(std::chrono::year_month_day{day}).c_str(), static_cast<int>(t.hours().count()),
+                  static_cast<int>(t.minutes().count()), static_cast<int>(t.seconds().count()),
+                  static_cast<int>(t.subseconds().count()));
+    return buf;
+}
+
+/// Every fact in `prefix` matching `filter`.
+std::vector<fact> facts_where(sgs::base_store& store, const sgs::namespace_path& prefix, const json::object& filter,
+                              std::string_view op, const std::filesystem::path& path)
+{
+    auto items = run_store(store.search(prefix, {.filter = filter, .limit = std::size_t{1} << 30}), op, path);
+    std::vector<fact> out;
+    for (const auto& it : items) out.push_back(fact_from_item(it, path));
+    return out;
+}
+
+/// Moves the rows of the version-1/2 `facts` table (if the file still has it) to the Store,
+/// keeping their ids, then drops it. Idempotent: a crash before the drop copies them again.
+void move_facts_to_store(detail::connection& s, sgs::base_store& store)
+{
+    constexpr std::string_view op = "move facts to the store";
+    {
+        statement has(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'facts'", op);
+        if (!has.step() || has.integer(0) == 0) return;
+    }
+    std::vector<fact> old;
+    {
+        statement st(s, std::string("SELECT ") + fact_columns + " FROM facts ORDER BY id", op);
+        while (st.step()) old.push_back(read_fact(st));
+    }
+    for (const auto& f : old)
+        run_store(store.put(facts_namespace(f.user_id), std::to_string(f.id), fact_to_json(f)), op, s.path);
+    transaction tx(s, op);
+    for (const auto& f : old) {
+        statement ins(s, "INSERT OR IGNORE INTO fact_ids (id, user_id, contact_id) VALUES (?1, ?2, ?3)", op);
+        ins.bind(1, f.id).bind(2, std::string_view(f.user_id)).bind(3, f.contact_id).run();
+    }
+    s.exec("DROP TRIGGER IF EXISTS facts_fts_ai; DROP TRIGGER IF EXISTS facts_fts_ad; "
+           "DROP TRIGGER IF EXISTS facts_fts_au; DROP TABLE IF EXISTS facts_fts; DROP TABLE facts;",
+           op);
+    tx.commit();
+    for (auto it = s.cache.begin(); it != s.cache.end();) { // statements on the dropped tables
+        if (it->first.find("facts") != std::string::npos && it->first.find("fact_ids") == std::string::npos) {
+            sqlite3_finalize(it->second);
+            it = s.cache.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -565,6 +726,22 @@ memory_store::memory_store(const std::filesystem::path& path, memory_options opt
                            impl_->db ? sqlite3_errmsg(impl_->db) : e.what(), path, e.sqlite_code());
     }
     migrate(*impl_, read_only);
+    impl_->read_only = read_only;
+    try {
+        sgs::sqlite_store_options o;
+        o.path = path.string();
+        o.read_only = read_only;
+        o.busy_timeout = options.busy_timeout;
+        o.tokenizer = "porter unicode61 remove_diacritics 2"; // English stemming, accents folded
+        o.store.refresh_on_read = false;
+        o.store.index_fields = {"text"};
+        impl_->items = std::make_unique<sgs::sqlite_store>(std::move(o));
+    } catch (const sgs::store_error& e) {
+        throw memory_error(e.kind() == sgs::store_errc::schema_too_new ? memory_errc::schema_too_new
+                                                                       : memory_errc::open_failed,
+                           "open", e.what(), path);
+    }
+    if (!read_only) move_facts_to_store(*impl_, *impl_->items);
 }
 
 memory_store::~memory_store() = default;
@@ -631,24 +808,18 @@ std::size_t memory_store::seed_demo(std::string_view user_id)
         q.bind(1, user_id).bind(2, c.full_name);
         if (q.step()) ids[c.full_name] = q.integer(0);
     }
+    tx.commit();
     const std::string today = today_iso_date();
     for (const auto& f : demo_facts) {
         std::optional<std::int64_t> contact_id;
         if (!f.contact_full_name.empty()) contact_id = ids.at(f.contact_full_name);
         std::optional<std::string> date;
         if (f.days_from_today) date = add_days(today, *f.days_from_today);
-        statement st(s,
-                     "INSERT INTO facts (user_id, contact_id, text, event_date) "
-                     "SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS "
-                     "(SELECT 1 FROM facts WHERE user_id = ?1 AND text = ?3)",
-                     op);
-        st.bind(1, user_id).bind(2, contact_id).bind(3, f.text);
-        if (date) st.bind(4, std::string_view(*date));
-        else st.bind_null(4);
-        st.run();
-        inserted += static_cast<std::size_t>(sqlite3_changes(s.db));
+        const json::object same{{"text", f.text}};
+        if (!facts_where(*s.items, facts_namespace(user_id), same, op, s.path).empty()) continue;
+        add_fact(user_id, contact_id, f.text, date ? std::optional<std::string_view>(*date) : std::nullopt);
+        ++inserted;
     }
-    tx.commit();
     return inserted;
 }
 
@@ -710,6 +881,7 @@ std::vector<std::string> memory_store::contact_first_names(std::string_view user
 }
 
 // --- facts ------------------------------------------------------------------------------------
+// Each fact is a Store item ("users", user_id, "facts") / "<id>"; see schema_v3.
 
 std::int64_t memory_store::add_fact(std::string_view user_id,
                                     std::optional<std::int64_t> contact_id, std::string_view text,
@@ -720,25 +892,40 @@ std::int64_t memory_store::add_fact(std::string_view user_id,
         event_date = trim(*event_date);
         (void)require_date(*event_date, op, impl_->path);
     }
-    statement st(*impl_,
-                 "INSERT INTO facts (user_id, contact_id, text, event_date) "
-                 "VALUES (?1, ?2, ?3, ?4) RETURNING id",
-                 op);
-    st.bind(1, user_id).bind(2, contact_id).bind(3, trim(text)).bind(4, event_date);
-    const std::int64_t id = st.step() ? st.integer(0) : 0;
-    st.run();
+    text = trim(text);
+    std::int64_t id = 0;
+    {
+        statement st(*impl_, "INSERT INTO fact_ids (user_id, contact_id) VALUES (?1, ?2) RETURNING id", op);
+        st.bind(1, user_id).bind(2, contact_id);
+        id = st.step() ? st.integer(0) : 0;
+        st.run();
+    }
+    auto forget_id = [&] {
+        statement del(*impl_, "DELETE FROM fact_ids WHERE id = ?1", op);
+        del.bind(1, id).run();
+    };
+    if (text.empty()) {
+        forget_id();
+        throw memory_error(memory_errc::constraint_failed, op, "CHECK constraint failed: a fact's text is empty",
+                           impl_->path);
+    }
+    const fact f{id, std::string(user_id), contact_id, std::string(text), now_iso(),
+                 event_date ? std::optional<std::string>(*event_date) : std::nullopt};
+    try {
+        run_store(impl_->items->put(facts_namespace(user_id), std::to_string(id), fact_to_json(f)), op, impl_->path);
+    } catch (...) {
+        forget_id();
+        throw;
+    }
     return id;
 }
 
 std::vector<fact> memory_store::facts_for_contact(std::int64_t contact_id) const
 {
-    statement st(*impl_,
-                 std::string("SELECT ") + fact_columns +
-                     " FROM facts WHERE contact_id = ?1 ORDER BY id",
-                 "facts_for_contact");
-    st.bind(1, contact_id);
-    std::vector<fact> out;
-    while (st.step()) out.push_back(read_fact(st));
+    const sgs::namespace_path users{"users"};
+    const json::object about{{"contact_id", contact_id}};
+    auto out = facts_where(*impl_->items, users, about, "facts_for_contact", impl_->path);
+    std::sort(out.begin(), out.end(), [](const fact& a, const fact& b) { return a.id < b.id; });
     return out;
 }
 
@@ -748,15 +935,19 @@ std::vector<fact_hit> memory_store::search_facts(std::string_view user_id, std::
     std::vector<fact_hit> out;
     const std::string match = fts_query(query);
     if (match.empty() || limit == 0) return out;
-    statement st(*impl_,
-                 "SELECT f.id, f.user_id, f.contact_id, f.text, f.created_at, f.event_date, "
-                 "       bm25(facts_fts) AS score "
-                 "FROM facts_fts JOIN facts f ON f.id = facts_fts.rowid "
-                 "WHERE facts_fts MATCH ?1 AND f.user_id = ?2 "
-                 "ORDER BY score, f.id LIMIT ?3",
-                 "search_facts");
-    st.bind(1, std::string_view(match)).bind(2, user_id).bind(3, clamp_limit(limit));
-    while (st.step()) out.push_back({read_fact(st), st.real(6)});
+    // The keywords of fts_query, without its quotes and ORs (the Store matches any of them).
+    std::string words;
+    for (std::size_t i = 0; i < match.size(); ++i) {
+        if (match.compare(i, 4, " OR ") == 0) {
+            words += ' ';
+            i += 3;
+        } else {
+            words += match[i] == '"' ? ' ' : match[i];
+        }
+    }
+    auto items = run_store(impl_->items->search(facts_namespace(user_id), {.query = words, .limit = limit}),
+                           "search_facts", impl_->path);
+    for (const auto& it : items) out.push_back({fact_from_item(it, impl_->path), -it.score.value_or(0.0)});
     return out;
 }
 
@@ -766,19 +957,16 @@ std::vector<fact> memory_store::facts_between(std::string_view user_id, std::str
     constexpr std::string_view op = "facts_between";
     const auto from = require_date(from_date, op, impl_->path);
     const auto to = require_date(to_date, op, impl_->path);
-    std::vector<fact> out;
-    if (std::chrono::sys_days{to} < std::chrono::sys_days{from}) return out;
+    if (std::chrono::sys_days{to} < std::chrono::sys_days{from}) return {};
     const std::string lo = format_iso_date(from);
     // Exclusive upper bound: also matches "YYYY-MM-DDTHH:MM" values on to_date.
     const std::string hi =
         format_iso_date(std::chrono::year_month_day{std::chrono::sys_days{to} + std::chrono::days{1}});
-    statement st(*impl_,
-                 std::string("SELECT ") + fact_columns +
-                     " FROM facts WHERE user_id = ?1 AND event_date IS NOT NULL "
-                     "AND event_date >= ?2 AND event_date < ?3 ORDER BY event_date, id",
-                 op);
-    st.bind(1, user_id).bind(2, std::string_view(lo)).bind(3, std::string_view(hi));
-    while (st.step()) out.push_back(read_fact(st));
+    const json::object within{{"event_date", json::object{{"$gte", lo}, {"$lt", hi}}}};
+    auto out = facts_where(*impl_->items, facts_namespace(user_id), within, op, impl_->path);
+    std::sort(out.begin(), out.end(), [](const fact& a, const fact& b) {
+        return std::tie(*a.event_date, a.id) < std::tie(*b.event_date, b.id);
+    });
     return out;
 }
 

@@ -3,7 +3,7 @@
 
 /// @file memory_store.hpp
 /// @brief Embedded SQLite memory database of the Global Supervisor example
-///        (contacts, facts with FTS5 retrieval, chat messages).
+///        (contacts, facts on the stategraph Store with FTS5 retrieval, chat messages).
 
 #include <boost/describe/class.hpp>
 #include <boost/describe/enum.hpp>
@@ -140,9 +140,11 @@ std::string add_days(std::string_view iso_date, int days);
 
 /// @brief Embedded SQLite memory database: one file, WAL journal, versioned schema.
 ///
-/// Schema (user_version 2): contacts, facts (+ FTS5 external-content index `facts_fts`
-/// kept in sync by triggers), messages. Opening migrates older files forward; a file
-/// with a newer user_version is refused with memory_errc::schema_too_new.
+/// Schema (user_version 3): contacts, messages, and `fact_ids` (each fact's id and contact);
+/// the facts themselves are items of the long-term memory Store (stategraph::store::sqlite_store,
+/// tables store_items / store_fts in the same file) at ("users", user_id, "facts"), key "<id>".
+/// Opening migrates older files forward (the facts of versions 1 and 2 move onto the Store); a
+/// file with a newer user_version is refused with memory_errc::schema_too_new.
 ///
 /// Thread safety: a memory_store owns one SQLite connection opened in multi-thread mode
 /// (SQLITE_OPEN_NOMUTEX). Use it from one thread at a time (it may move between threads);
@@ -154,7 +156,7 @@ std::string add_days(std::string_view iso_date, int days);
 class memory_store {
 public:
     /// @brief The schema version written by this code.
-    static constexpr int schema_version = 2;
+    static constexpr int schema_version = 3;
 
     /// @brief Opens (and by default creates) the database at @p path and migrates its schema.
     explicit memory_store(const std::filesystem::path& path, memory_options options = {});

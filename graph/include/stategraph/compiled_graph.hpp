@@ -78,6 +78,9 @@ struct compile_options {
     /// Where cached nodes keep their outcomes (`cache_policy`); empty: the checkpointer, or, for a
     /// graph without one, a memory saver private to the compiled graph.
     std::shared_ptr<checkpoint::saver> cache;
+    /// The long-term memory store its nodes reach with `ctx.store()` (shared by every thread and
+    /// run; subgraphs use their parent's). `run_config::store` overrides it for one call.
+    std::shared_ptr<store::base_store> store;
 };
 
 namespace detail {

@@ -7,6 +7,7 @@
 #include <stategraph/error.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
+#include <stategraph/store/store.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -62,6 +63,8 @@ std::pair<std::string, const boost::json::value*> begin_effect(task_frame& f, st
 boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::json::value result);
 [[noreturn]] void throw_effect_mismatch(task_frame& f, const std::string& key, const std::string& type);
 const runtime_context& runtime_of_call(const task_frame& f) noexcept;
+store::base_store* store_of_call(const task_frame& f) noexcept;
+[[noreturn]] void throw_no_store(const task_frame& f);
 [[noreturn]] void throw_runtime_mismatch(const task_frame& f, const std::string& wanted);
 
 /// What `fn()` of `ctx.task` gives: a value, or an awaitable of one.
@@ -144,6 +147,18 @@ public:
     }
     /// @brief Whether the call passed a runtime context.
     bool has_runtime() const noexcept { return bool(detail::runtime_of_call(*f_)); }
+
+    /// @brief The long-term memory store of the run (`run_config::store`, else
+    /// `compile_options::store`; in a subgraph, its parent's): items shared by every thread,
+    /// `co_await ctx.store().search(ns, {.query = text, .limit = 5})`.
+    /// @throws graph_error(no_store) naming the node when the run has no store.
+    store::base_store& store() const {
+        auto* s = detail::store_of_call(*f_);
+        if (!s) detail::throw_no_store(*f_);
+        return *s;
+    }
+    /// @brief Whether the run has a store.
+    bool has_store() const noexcept { return detail::store_of_call(*f_) != nullptr; }
 
     /// @brief Pauses the run for a human: `co_await ctx.interrupt<T>(payload)`. Returns the
     /// answer given on resume, converted to `T`; without an answer the node stops here, and it

@@ -16,6 +16,10 @@
 #include <type_traits>
 #include <typeinfo>
 
+namespace stategraph::store {
+class base_store;
+}
+
 namespace stategraph {
 
 /// @brief A short identifier (thread or checkpoint id) stored inline: trivially copyable and
@@ -99,6 +103,9 @@ struct run_config {
     bool allow_drift = false;             ///< resume a thread written by a different graph shape
     std::size_t keep_last = 0;            ///< retention: after the call, keep only the newest N checkpoints (0 = all)
     runtime_context runtime;              ///< the caller's dependencies for the nodes (`ctx.runtime<T>()`)
+    /// the long-term memory store for this call's nodes (`ctx.store()`), instead of the graph's
+    /// `compile_options::store`; it must outlive the call
+    store::base_store* store = nullptr;
     /// when checkpoints are written (subgraphs follow their parent's mode)
     stategraph::durability durability = stategraph::durability::sync;
 };

@@ -230,6 +230,7 @@ public:
         if (!impl->cache && std::any_of(impl->nodes.begin(), impl->nodes.end(), [](const auto& n) { return n.cache.has_value(); }))
             impl->cache = std::make_shared<checkpoint::memory_saver>(); // in process memory: one per compiled graph
         impl->saver = std::move(options.checkpointer);
+        impl->store = std::move(options.store);
         return compiled_graph<S>(std::shared_ptr<const detail::graph_core>(std::move(impl)));
     }
 

@@ -71,7 +71,8 @@ ok "resume: $(json "$work/resume.json" 'j["reply"]')"
 
 # The fact is stored against the chosen contact (read with sqlite3 when it is installed).
 if command -v sqlite3 >/dev/null; then
-  who=$(sqlite3 "$db" "SELECT c.full_name FROM facts f JOIN contacts c ON c.id = f.contact_id WHERE f.text LIKE 'Thomas is traveling%'")
+  # (facts are Store items: JSON values in store_items)
+  who=$(sqlite3 "$db" "SELECT c.full_name FROM store_items f JOIN contacts c ON c.id = json_extract(f.value, '$.contact_id') WHERE json_extract(f.value, '$.text') LIKE 'Thomas is traveling%'")
   [ "$who" = "Thomas Berger" ] || fail "fact stored for '$who'"
   ok "fact stored for Thomas Berger"
 fi

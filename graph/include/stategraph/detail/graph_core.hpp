@@ -20,6 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace stategraph::store {
+class base_store;
+}
+
 namespace stategraph::checkpoint {
 class saver;
 }
@@ -72,6 +76,8 @@ struct graph_core {
     /// Where cached nodes keep their outcomes: `compile_options::cache`, else the checkpointer,
     /// else a memory saver of this graph's own (null when no node is cached and there is neither).
     std::shared_ptr<checkpoint::saver> cache;
+    /// The long-term memory store (`compile_options::store`), or null.
+    std::shared_ptr<store::base_store> store;
 
     /// The node's index, or -2 when there is no such node.
     int find(const std::string& name) const {

@@ -111,9 +111,10 @@ BOOST_AUTO_TEST_CASE(schema_created_and_reopen_is_idempotent)
     BOOST_TEST(raw_query(tmp.path, "PRAGMA journal_mode") == "wal");
     const std::string tables = raw_query(
         tmp.path, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
-                  "WHERE type IN ('table', 'trigger') AND name NOT LIKE 'facts_fts_%' "
-                  "   OR name LIKE 'facts_fts_a_' ORDER BY name)");
-    BOOST_TEST(tables == "contacts,facts,facts_fts,facts_fts_ad,facts_fts_ai,facts_fts_au,messages");
+                  "WHERE type IN ('table', 'trigger') AND name NOT LIKE 'store_fts_%' ORDER BY name)");
+    // Facts are Store items (store_items, FTS5 in store_fts); fact_ids keeps their ids and contacts.
+    BOOST_TEST(tables == "contacts,fact_ids,messages,store_fts,store_items,store_schema");
+    BOOST_TEST(raw_query(tmp.path, "SELECT prefix || '/' || key FROM store_items") == "users.u1.facts/1");
     for (int i = 0; i < 2; ++i) {
         gs::memory_store store(tmp.path);  // reopen: no migration runs again, data kept
         BOOST_TEST(store.user_version() == gs::memory_store::schema_version);
@@ -128,18 +129,33 @@ BOOST_AUTO_TEST_CASE(schema_created_and_reopen_is_idempotent)
 BOOST_AUTO_TEST_CASE(migrates_from_version_1)
 {
     temp_db tmp;
-    {
+    // A version-1 file: facts in a table of their own (before the FTS index and the Store).
+    raw_query(tmp.path,
+              "CREATE TABLE contacts (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, name TEXT NOT NULL, "
+              "  full_name TEXT NOT NULL, relation TEXT NOT NULL DEFAULT '', notes TEXT NOT NULL DEFAULT ''); "
+              "CREATE TABLE facts (id INTEGER PRIMARY KEY, user_id TEXT NOT NULL, "
+              "  contact_id INTEGER NULL REFERENCES contacts (id), text TEXT NOT NULL, "
+              "  created_at TEXT NOT NULL, event_date TEXT NULL); "
+              "CREATE TABLE messages (id INTEGER PRIMARY KEY, chat_id TEXT NOT NULL, role TEXT NOT NULL, "
+              "  content TEXT NOT NULL, created_at TEXT NOT NULL, seq INTEGER NOT NULL, UNIQUE (chat_id, seq)); "
+              "INSERT INTO contacts VALUES (7, 'u1', 'Marco', 'Marco Rossi', 'friend', ''); "
+              "INSERT INTO facts VALUES (41, 'u1', 7, 'Marco is a vegetarian', '2024-01-02T03:04:05.000Z', NULL); "
+              "INSERT INTO facts VALUES (42, 'u1', NULL, 'Trip to Oslo', '2024-01-02T03:04:05.000Z', '2030-05-01'); "
+              "PRAGMA user_version = 1");
+    for (int open = 0; open < 2; ++open) { // the second open finds nothing left to move
         gs::memory_store store(tmp.path);
-        store.add_fact("u1", std::nullopt, "Marco is a vegetarian");
+        BOOST_TEST(store.user_version() == gs::memory_store::schema_version);
+        const auto hits = store.search_facts("u1", "vegetarians?");  // porter stemming
+        BOOST_TEST_REQUIRE(hits.size() == 1u);
+        BOOST_TEST(hits[0].value.text == "Marco is a vegetarian");
+        BOOST_TEST(hits[0].value.id == 41);
+        BOOST_TEST(hits[0].value.created_at == "2024-01-02T03:04:05.000Z");
+        BOOST_TEST(store.facts_for_contact(7).size() == 1u + static_cast<std::size_t>(open));
+        BOOST_TEST(store.facts_between("u1", "2030-05-01", "2030-05-01").size() == 1u);
+        if (open == 0) BOOST_TEST(store.add_fact("u1", 7, "Marco cooks risotto") == 43);  // ids go on after the old ones
     }
-    // Simulate a version-1 file (before the FTS index existed).
-    raw_query(tmp.path, "DROP TRIGGER facts_fts_ai; DROP TRIGGER facts_fts_ad; "
-                        "DROP TRIGGER facts_fts_au; DROP TABLE facts_fts; PRAGMA user_version = 1");
-    gs::memory_store store(tmp.path);
-    BOOST_TEST(store.user_version() == 2);
-    const auto hits = store.search_facts("u1", "vegetarians?");  // porter stemming
-    BOOST_TEST_REQUIRE(hits.size() == 1u);
-    BOOST_TEST(hits[0].value.text == "Marco is a vegetarian");
+    BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'facts%'") == "0");
+    BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM store_items") == "3");
 }
 
 BOOST_AUTO_TEST_CASE(seed_demo_is_idempotent)
@@ -154,7 +170,7 @@ BOOST_AUTO_TEST_CASE(seed_demo_is_idempotent)
         BOOST_TEST(again.seed_demo("u1") == 0u);
     }
     BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM contacts") == "4");
-    BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM facts") == "8");
+    BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM store_items WHERE prefix = 'users.u1.facts'") == "8");
     BOOST_TEST(store.seed_demo("u2") == 12u);  // per user
     BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM contacts") == "8");
 }
@@ -257,7 +273,7 @@ BOOST_AUTO_TEST_CASE(fts_search)
     BOOST_TEST(store.search_facts("u1", "").empty());
     BOOST_TEST(store.search_facts("u1", "text:italian").size() == 1u);
     BOOST_TEST(store.search_facts("u1", "'; DROP TABLE facts; --").empty());  // searches "drop" OR "table" OR "facts"
-    BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM facts") == "16");
+    BOOST_TEST(raw_query(tmp.path, "SELECT count(*) FROM store_items") == "16");
 
     BOOST_TEST(gs::fts_query("\"what's up? (AND) OR*\"").empty());
     BOOST_TEST(gs::fts_query("Italian FOOD, italian!") == "\"italian\" OR \"food\"");

@@ -1,0 +1,134 @@
+// The stores: the conformance suite over the memory store and the SQLite store (FTS5), and what
+// is particular to SQLite (a file that outlives the store, its schema version, a shared file).
+#include <stategraph/store/conformance.hpp>
+#include <stategraph/store/memory_store.hpp>
+#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/sqlite_saver.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+namespace json = boost::json;
+namespace st = stategraph::store;
+using stategraph::checkpoint::testing::run;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+    static std::atomic<int> counter{0};
+    auto dir = std::filesystem::temp_directory_path() /
+               ("sg_store_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(dir);
+    return (dir / name).string();
+}
+
+/// A SQLite store on a new file, removed with the store.
+std::shared_ptr<st::base_store> sqlite_on_temp_file(st::store_options o) {
+    const auto path = temp_path("store.db");
+    auto* s = new st::sqlite_store({path, std::move(o)});
+    return std::shared_ptr<st::base_store>(s, [path](st::base_store* p) {
+        delete p;
+        std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+    });
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(store)
+
+STATEGRAPH_STORE_CONFORMANCE(memory_store_conformance,
+                             [](st::store_options o) { return std::make_shared<st::memory_store>(std::move(o)); })
+STATEGRAPH_STORE_CONFORMANCE(sqlite_store_conformance, sqlite_on_temp_file)
+
+BOOST_AUTO_TEST_CASE(sqlite_store_outlives_the_process_object) {
+    const auto path = temp_path("kept.db");
+    const st::namespace_path ns{"users", "u1", "facts"};
+    const json::object v{{"text", "remembers the lighthouse"}};
+    {
+        st::sqlite_store s({path, {}});
+        run(s.put(ns, "f", v));
+    }
+    st::sqlite_store again({path, {}});
+    auto got = run(again.get(ns, "f"));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->value == v);
+    const std::string q = "lighthouse";
+    BOOST_TEST(run(again.search(ns, {.query = q})).size() == 1u);
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+BOOST_AUTO_TEST_CASE(sqlite_store_keeps_invalid_utf8_as_it_was_given) {
+    auto s = sqlite_on_temp_file({});
+    const st::namespace_path ns{"chat"};
+    const json::object v{{"text", "caf\xc3 and \xff\xfe cake"}};
+    run(s->put(ns, "bad", v));
+    auto got = run(s->get(ns, "bad"));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->value == v);
+    const std::string q = "cake";
+    BOOST_TEST(run(s->search(ns, {.query = q})).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(sqlite_store_shares_a_file_with_the_saver) {
+    const auto path = temp_path("shared.db");
+    stategraph::checkpoint::sqlite_saver saver({.path = path});
+    st::sqlite_store s({path, {}});
+    const st::namespace_path ns{"n"};
+    const json::object v{{"x", 1}};
+    run(s.put(ns, "k", v));
+    BOOST_TEST(run(s.get(ns, "k")).has_value());
+    BOOST_TEST(run(saver.list_threads({})).empty());
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+BOOST_AUTO_TEST_CASE(sqlite_store_refuses_a_newer_schema) {
+    const auto path = temp_path("newer.db");
+    { st::sqlite_store s({path, {}}); }
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_exec(db, "UPDATE store_schema SET version = 99", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    try {
+        st::sqlite_store s({path, {}});
+        BOOST_ERROR("opened a store of schema version 99");
+    } catch (const st::store_error& e) {
+        BOOST_TEST(static_cast<int>(e.kind()) == static_cast<int>(st::store_errc::schema_too_new));
+        BOOST_TEST(std::string(e.what()).find("version 99") != std::string::npos, e.what());
+    }
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+BOOST_AUTO_TEST_CASE(sqlite_store_reports_a_corrupt_item_and_a_bad_path) {
+    const auto path = temp_path("corrupt.db");
+    {
+        st::sqlite_store s({path, {}});
+        const st::namespace_path ns{"a", "b"};
+        const json::object v{{"x", 1}};
+        run(s.put(ns, "k", v));
+    }
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_exec(db, "UPDATE store_items SET value = '[1, 2'", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    st::sqlite_store s({path, {}});
+    const st::namespace_path ns{"a", "b"};
+    st::testing::expect_store_error([&] { (void)run(s.get(ns, "k")); }, st::store_errc::corrupt_item,
+                                    "namespace (\"a\", \"b\"), key \"k\"");
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+    st::testing::expect_store_error([] { st::sqlite_store bad({"/nonexistent-dir/x/store.db", {}}); },
+                                    st::store_errc::storage_failure, "/nonexistent-dir/x/store.db");
+    st::testing::expect_store_error([] { st::sqlite_store bad({"", {}}); }, st::store_errc::storage_failure, "path");
+}
+
+BOOST_AUTO_TEST_CASE(store_error_codes_have_messages) {
+    for (int e = 1; e <= 6; ++e)
+        BOOST_TEST(st::store_category().message(e) != "unknown store error");
+    BOOST_TEST(st::to_string(st::namespace_path{"users", "u1"}) == "users.u1");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
