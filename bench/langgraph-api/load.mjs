@@ -45,8 +45,10 @@ const body = (extra = {}) => {
   });
 };
 
-/** POST `path`; `onData(chunk, t)` sees every chunk; resolves with status and the whole text. */
-function post(path, data, onData) {
+/** POST `path`; `onData(chunk, t)` sees every chunk; resolves with status and the whole text.
+ * A kept-alive socket the server closed as the request went out (ECONNRESET before any reply on a
+ * reused socket, the race Node's documentation describes for `req.reusedSocket`) is retried once. */
+function post(path, data, onData, retried = false) {
   return new Promise((resolve, reject) => {
     const req = http.request(
       { host: target.hostname, port: target.port, path, method: "POST", agent,
@@ -62,7 +64,10 @@ function post(path, data, onData) {
         res.on("error", reject);
       },
     );
-    req.on("error", reject);
+    req.on("error", (e) => {
+      if (!retried && req.reusedSocket && e.code === "ECONNRESET") resolve(post(path, data, onData, true));
+      else reject(e);
+    });
     req.end(data);
   });
 }
