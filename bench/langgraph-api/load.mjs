@@ -124,6 +124,12 @@ const pct = (xs, p) => {
 };
 const r3 = (x) => (x == null ? null : Math.round(x * 1000) / 1000);
 
+const info = await new Promise((resolve) =>
+  http.get({ host: target.hostname, port: target.port, path: "/info", agent }, (res) => {
+    let t = "";
+    res.on("data", (c) => (t += c)).on("end", () => resolve(res.statusCode === 200 ? JSON.parse(t) : {}));
+  }).on("error", () => resolve({})),
+);
 if (Number(a["warmup-seconds"]) > 0) await closedLoop(Number(a["warmup-seconds"]));
 const { lat, elapsed } = await closedLoop(Number(a.seconds));
 const firsts = [], totals = [];
@@ -150,6 +156,9 @@ console.log(JSON.stringify({
     m("stream_run_ms", "ms", totals),
   ],
   config: { clients, seconds: Number(a.seconds), elapsed_s: r3(elapsed), streams: firsts.length, url: a.url },
-  versions: { node: process.versions.node, "@langchain/langgraph-api": require("@langchain/langgraph-api/package.json").version },
+  versions: a.side === "cpp"
+    ? { stategraph_bench_server: info.version ?? "?", "driver node": process.versions.node }
+    : { node: process.versions.node, "@langchain/langgraph-api": require("@langchain/langgraph-api/package.json").version,
+        "@langchain/langgraph": (info.langgraph_js_version ?? require("@langchain/langgraph/package.json").version) },
 }));
 agent.destroy();
