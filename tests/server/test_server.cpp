@@ -759,6 +759,15 @@ BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
     json::object hi{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}};
     BOOST_TEST_REQUIRE(post(s.port, "/threads/" + tid + "/runs/wait", hi).status == 200u);
     auto history = [&] { return post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array(); };
+    // waits (up to 5 s) until the slow run on `thread` has written its first checkpoint
+    auto until_written = [&](const std::string& thread, std::size_t had) {
+        for (int i = 0; i < 500; ++i) {
+            auto h = post(s.port, "/threads/" + thread + "/history", json::object{{"limit", 100}}).json().as_array();
+            if (h.size() > had) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    };
     auto before = history();
     BOOST_TEST_REQUIRE(before.size() > 1u);
     auto state_before = get(s.port, "/threads/" + tid + "/state").json().at("values");
@@ -767,8 +776,7 @@ BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
     json::object slow{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}};
     auto created = post(s.port, "/threads/" + tid + "/runs", slow).json();
     std::string rid(created.at("run_id").as_string());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // it runs and writes its input checkpoint
-    BOOST_TEST(history().size() > before.size());
+    BOOST_TEST(until_written(tid, before.size())); // it runs and writes its input checkpoint
     auto cancel = post(s.port, "/threads/" + tid + "/runs/" + rid + "/cancel?wait=1&action=rollback", json::object{});
     BOOST_TEST(cancel.status == 204u);
     BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid).status == 404u);
@@ -789,7 +797,7 @@ BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
     // multitask_strategy rollback: the run in flight goes with its checkpoints, the new one runs
     auto victim = post(s.port, "/threads/" + tid + "/runs", slow).json();
     std::string victim_id(victim.at("run_id").as_string());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(until_written(tid, base.size()));
     json::object urgent{{"assistant_id", "chat"}, {"input", json::object{{"question", "now"}}}, {"multitask_strategy", "rollback"}};
     auto won = post(s.port, "/threads/" + tid + "/runs/wait", urgent);
     BOOST_TEST_REQUIRE(won.status == 200u);
@@ -805,7 +813,7 @@ BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
     auto fresh = new_thread(s.port);
     auto first = post(s.port, "/threads/" + fresh + "/runs", slow).json();
     std::string first_id(first.at("run_id").as_string());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(until_written(fresh, 0));
     BOOST_TEST(post(s.port, "/threads/" + fresh + "/runs/" + first_id + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
     BOOST_TEST(post(s.port, "/threads/" + fresh + "/history", json::object{}).json().as_array().empty());
     BOOST_TEST(get(s.port, "/threads/" + fresh).json().at("status").as_string() == "idle");
