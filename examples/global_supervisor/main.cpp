@@ -51,6 +51,7 @@
 #include <stategraph/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
 #include <stategraph/server/server.hpp>
+#include <stategraph/store/sqlite_store.hpp>
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/json/value_from.hpp>
@@ -489,6 +490,11 @@ int cmd_serve(const args& a) {
             if (!o.empty()) so.cors_origins.insert(o);
     }
     so.log = [](std::string_view line) { std::cerr << line << "\n"; };
+    { // the Store endpoints (/store/...): a SQLite store beside the database
+        sg::store::sqlite_store_options sto;
+        sto.path = db + ".store";
+        so.store = std::make_shared<sg::store::sqlite_store>(std::move(sto));
+    }
     boost::asio::io_context io;
     app ap(io, a, db, true);
     srv::assistant_options ao;

@@ -9,6 +9,7 @@
 #include <stategraph/drain.hpp>
 #include <stategraph/error.hpp>
 #include <stategraph/topology.hpp>
+#include <stategraph/store/store.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -17,6 +18,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -323,6 +325,8 @@ struct run_rec {
     std::size_t last_values_event = SIZE_MAX; ///< its index in `events`
     json::value error;       ///< {"error", "message"} when the run failed
     bool cancel_requested = false;
+    bool rollback = false;  ///< cancelled with action rollback: its checkpoints and record go
+    std::string started_cp; ///< a checkpoint id made as it started: the ones it wrote are newer
     std::shared_ptr<net::cancellation_signal> cancel = std::make_shared<net::cancellation_signal>();
     std::unique_ptr<detail::run_request> request;
 
@@ -625,7 +629,12 @@ struct server::impl : std::enable_shared_from_this<impl> {
         req->graph = a->spec.core;
         req->thread_id = th->thread_id;
         auto snap = co_await detail::get_state(std::move(req));
-        if (snap.checkpoint_id.empty()) co_return;
+        if (snap.checkpoint_id.empty()) { // nothing stored (yet, or again after a rollback)
+            th->values = nullptr;
+            th->interrupts = {};
+            if (th->queue.empty() && th->status != "error") th->status = "idle";
+            co_return;
+        }
         th->values = state_to_json(a->table(), snap.values.get());
         th->interrupts = {};
         for (const auto& t : snap.tasks)
@@ -750,6 +759,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (!run->cancel_requested && a) {
             run->status = "running";
             run->updated_at = now_iso();
+            run->started_cp = checkpoint::new_checkpoint_id();
             auto req = std::move(run->request);
             run_rec* raw = run.get();
             impl* me = self.get();
@@ -781,6 +791,17 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         run->updated_at = now_iso();
         if (!th->queue.empty() && th->queue.front() == run) th->queue.pop_front();
+        if (run->rollback && !run->started_cp.empty() && a) {
+            // The run was cancelled through this coroutine's slot: the rollback's own waits
+            // must not see that cancellation.
+            co_await net::this_coro::reset_cancellation_state();
+            try {
+                auto saver = a->spec.core->saver;
+                co_await roll_back(saver, th->thread_id, run->started_cp);
+            } catch (const std::exception& e) {
+                run->error = json::object{{"error", "RollbackError"}, {"message", e.what()}};
+            }
+        }
         if (run->status != "error") {
             if (th->status == "error") th->status = "idle";
             th->error = nullptr;
@@ -788,13 +809,20 @@ struct server::impl : std::enable_shared_from_this<impl> {
         try {
             co_await self->refresh(th);
         } catch (const std::exception&) {
+            if (run->rollback && th->queue.empty() && th->status == "busy") { // rolled back to no checkpoint
+                th->status = "idle";
+                th->values = nullptr;
+                th->interrupts = {};
+            }
         }
         if (run->status == "error") th->status = th->queue.empty() ? "error" : "busy";
         else if (!th->queue.empty()) th->status = "busy";
         run->finished = true;
         run->notify();
-        // Finished runs are kept (get, join, replay) up to a bound; the oldest go first.
-        self->finished_runs.push_back(run->run_id);
+        // Finished runs are kept (get, join, replay) up to a bound; the oldest go first. A run
+        // rolled back is deleted at once.
+        if (run->rollback) self->runs.erase(run->run_id);
+        else self->finished_runs.push_back(run->run_id);
         while (self->finished_runs.size() > std::max<std::size_t>(self->opts.max_finished_runs, 1)) {
             self->runs.erase(self->finished_runs.front());
             self->finished_runs.pop_front();
@@ -807,6 +835,31 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         if (!th->queue.empty()) self->start(th, th->queue.front());
         else if (th->temporary && !run->keep_thread) co_await self->drop_thread(th);
+    }
+
+    /// Rollback: the checkpoints of `thread_id` newer than `since` (those of the run rolled back)
+    /// go. The saver deletes whole threads only, so the thread is deleted and its older
+    /// checkpoints (root namespace) are written again, oldest first, with their pending writes.
+    static awaitable<void> roll_back(std::shared_ptr<checkpoint::saver> saver, std::string thread_id, std::string since) {
+        const checkpoint::list_options all{};
+        const std::string root; // the root namespace (g++ 12: no temporaries in co_await)
+        auto list = co_await saver->list(thread_id, root, all);
+        std::vector<checkpoint::checkpoint_tuple> keep;
+        for (auto& t : list)
+            if (t.cp.id < since) keep.push_back(std::move(t));
+        if (keep.size() == list.size()) co_return;
+        co_await saver->delete_thread(thread_id);
+        for (auto it = keep.rbegin(); it != keep.rend(); ++it) {
+            checkpoint::checkpoint cp = std::move(it->cp);
+            json::object written; // a put carries the channels this checkpoint wrote
+            for (const auto& [ch, version] : cp.versions)
+                if (version == cp.id)
+                    if (auto* v = cp.values.if_contains(ch)) written[ch] = *v;
+            cp.values = std::move(written);
+            cp.extends.clear();
+            co_await saver->put(thread_id, root, cp);
+            if (!it->writes.empty()) co_await saver->put_writes(thread_id, root, cp.id, std::move(it->writes));
+        }
     }
 
     awaitable<void> drop_thread(std::shared_ptr<thread_rec> th) {
@@ -890,8 +943,6 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (field(body, unsupported))
                 throw http_error(422, std::string("field '") + unsupported +
                                           "' is not supported by this server yet (declare breakpoints at compile time)");
-        if (run->multitask == "rollback")
-            throw http_error(422, "multitask_strategy 'rollback' is not supported by this server yet (use reject, enqueue or interrupt)");
 
         // The thread. One made here is forgotten again if the request turns out to be wrong.
         struct forget_on_error {
@@ -999,8 +1050,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
             th->metadata["graph_id"] = a->spec.graph_id;
             th->metadata["assistant_id"] = a->assistant_id;
         }
-        if (run->multitask == "interrupt")
-            for (auto& r : th->queue) cancel_run(*r);
+        if (run->multitask == "interrupt" || run->multitask == "rollback")
+            for (auto& r : th->queue) {
+                r->rollback = r->rollback || run->multitask == "rollback";
+                cancel_run(*r);
+            }
         undo.id.clear();
         co_return run;
     }
@@ -1133,6 +1187,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     awaitable<void> route_threads(call& c);
     awaitable<void> route_runs(call& c, std::shared_ptr<thread_rec> th);
     awaitable<void> create_run(call& c, bool stateless, const std::string& how);
+    awaitable<void> route_store(call& c);
 
     awaitable<void> session(tcp::socket sock);
     awaitable<void> accept_loop();
@@ -1508,9 +1563,9 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
     }
     if (p.size() == 5 && p[4] == "cancel" && verb == http::verb::post) {
         auto action = c.query.get("action").value_or("interrupt");
-        if (action == "rollback") throw http_error(422, "cancel action 'rollback' is not supported by this server yet (use interrupt)");
-        if (action != "interrupt") throw http_error(422, "query parameter 'action' must be interrupt or rollback (got '" + action + "')");
+        if (action != "interrupt" && action != "rollback") throw http_error(422, "query parameter 'action' must be interrupt or rollback (got '" + action + "')");
         if (run->finished) throw http_error(409, "run '" + run->run_id + "' has already finished (" + run->status + ")");
+        if (action == "rollback") run->rollback = true;
         cancel_run(*run);
         if (c.query.flag("wait")) {
             while (!run->finished) co_await wait_change(run, std::chrono::seconds(1));
@@ -1521,6 +1576,177 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
         co_return;
     }
     throw http_error(404, "no route " + std::string(c.req.method_string()) + " " + std::string(c.req.target()));
+}
+
+// -- the Store (/store/...) ----------------------------------------------------------------
+
+namespace {
+
+/// A namespace given as a JSON array of strings (`what` names the field); checked by the store.
+store::namespace_path namespace_of(const json::value* v, const std::string& what, bool allow_empty) {
+    store::namespace_path ns;
+    if (!v) {
+        if (allow_empty) return ns;
+        throw http_error(422, "field '" + what + "' is required (an array of strings)");
+    }
+    if (!v->is_array()) wrong_type(what, "an array of strings", *v);
+    for (const auto& l : v->get_array()) {
+        if (!l.is_string()) wrong_type(what + "[" + std::to_string(ns.size()) + "]", "a string", l);
+        ns.emplace_back(l.get_string());
+    }
+    try {
+        store::base_store::check_namespace(ns, allow_empty);
+    } catch (const store::store_error& e) {
+        throw http_error(422, "field '" + what + "': " + e.what());
+    }
+    return ns;
+}
+
+std::string required_key(const json::object& body) {
+    auto k = opt_string(body, "key");
+    if (!k) throw http_error(422, "field 'key' is required (a string)");
+    if (k->empty()) throw http_error(422, "field 'key' must not be empty");
+    return *k;
+}
+
+std::optional<bool> opt_bool(const json::object& o, std::string_view k) {
+    auto* v = field(o, k);
+    if (!v) return std::nullopt;
+    if (!v->is_bool()) wrong_type(std::string(k), "a boolean", *v);
+    return v->get_bool();
+}
+
+json::array namespace_json(const store::namespace_path& ns) {
+    json::array a;
+    for (const auto& l : ns) a.emplace_back(l);
+    return a;
+}
+
+json::object item_json(const store::item& it) {
+    return json::object{{"namespace", namespace_json(it.ns)},
+                        {"key", it.key},
+                        {"value", it.value},
+                        {"created_at", iso_of(it.created_at)},
+                        {"updated_at", iso_of(it.updated_at)}};
+}
+
+/// A store error as the answer: the client's mistakes are 422 (naming the namespace or key),
+/// the storage's faults 500.
+[[noreturn]] void rethrow_store(const store::store_error& e) {
+    switch (e.kind()) {
+    case store::store_errc::invalid_namespace:
+    case store::store_errc::invalid_key:
+    case store::store_errc::invalid_filter: throw http_error(422, e.what());
+    default: throw http_error(500, std::string("store failure: ") + e.what());
+    }
+}
+
+} // namespace
+
+awaitable<void> server::impl::route_store(call& c) {
+    const auto& p = c.path;
+    auto verb = c.req.method();
+    const std::string route = std::string(c.req.method_string()) + " " + std::string(c.req.target());
+    if (!opts.store) throw http_error(404, "no Store is configured on this server (" + route + ")");
+    auto& st = *opts.store;
+    try {
+        if (p.size() == 2 && p[1] == "items" && verb == http::verb::put) {
+            json::object body = body_object(c);
+            auto ns = namespace_of(field(body, "namespace"), "namespace", false);
+            auto key = required_key(body);
+            auto* v = field(body, "value");
+            if (!v) throw http_error(422, "field 'value' is required (an object)");
+            if (!v->is_object()) wrong_type("value", "an object", *v);
+            const json::object value = v->get_object();
+            store::put_options po;
+            std::vector<std::string> index_fields;
+            if (auto* ix = field(body, "index")) {
+                if (ix->is_bool() && !ix->get_bool()) po.index = store::index_spec::off();
+                else if (ix->is_array()) {
+                    for (const auto& f : ix->get_array()) {
+                        if (!f.is_string()) wrong_type("index[" + std::to_string(index_fields.size()) + "]", "a string", f);
+                        index_fields.emplace_back(f.get_string());
+                    }
+                    po.index = store::index_spec(index_fields);
+                } else
+                    wrong_type("index", "false, null or an array of field paths", *ix);
+            }
+            double ttl = opt_number(body, "ttl", 0);
+            if (ttl < 0) throw http_error(422, "field 'ttl' must be a number of minutes, not negative (got " + std::to_string(ttl) + ")");
+            if (ttl > 0) po.ttl = std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(ttl * 60'000)));
+            co_await st.put(ns, key, value, po);
+            reply(c, 204, nullptr);
+            co_return;
+        }
+        if (p.size() == 2 && p[1] == "items" && verb == http::verb::get) {
+            auto joined = c.query.get("namespace");
+            if (!joined || joined->empty())
+                throw http_error(422, "query parameter 'namespace' is required (labels joined by '.')");
+            auto key = c.query.get("key");
+            if (!key || key->empty()) throw http_error(422, "query parameter 'key' is required");
+            auto ns = store::base_store::parse_namespace(*joined);
+            try {
+                store::base_store::check_namespace(ns);
+            } catch (const store::store_error& e) {
+                throw http_error(422, "query parameter 'namespace': " + std::string(e.what()));
+            }
+            std::optional<bool> refresh;
+            if (auto r = c.query.get("refresh_ttl")) refresh = c.query.flag("refresh_ttl");
+            auto it = co_await st.get(ns, *key, refresh);
+            if (!it) reply(c, 200, nullptr); // LangGraph answers null for a missing item
+            else reply(c, 200, item_json(*it));
+            co_return;
+        }
+        if (p.size() == 2 && p[1] == "items" && verb == http::verb::delete_) {
+            json::object body = body_object(c);
+            auto ns = namespace_of(field(body, "namespace"), "namespace", false);
+            auto key = required_key(body);
+            co_await st.remove(ns, key);
+            reply(c, 204, nullptr);
+            co_return;
+        }
+        if (p.size() == 3 && p[1] == "items" && p[2] == "search" && verb == http::verb::post) {
+            json::object body = body_object(c);
+            auto prefix = namespace_of(field(body, "namespace_prefix"), "namespace_prefix", true);
+            store::search_options so;
+            auto filter = opt_object(body, "filter").value_or(json::object{});
+            if (!filter.empty()) so.filter = store::value_filter(filter);
+            auto query = opt_string(body, "query").value_or("");
+            so.query = query;
+            so.limit = static_cast<std::size_t>(opt_int(body, "limit", 10, 0, 10'000));
+            so.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, INT64_MAX));
+            if (auto r = opt_bool(body, "refresh_ttl"))
+                so.refresh_ttl = *r ? store::search_options::refresh::yes : store::search_options::refresh::no;
+            auto found = co_await st.search(prefix, so);
+            json::array items;
+            for (const auto& it : found) {
+                auto o = item_json(it);
+                if (it.score) o["score"] = *it.score;
+                items.emplace_back(std::move(o));
+            }
+            reply(c, 200, json::object{{"items", std::move(items)}});
+            co_return;
+        }
+        if (p.size() == 2 && p[1] == "namespaces" && verb == http::verb::post) {
+            json::object body = body_object(c);
+            auto prefix = namespace_of(field(body, "prefix"), "prefix", true);
+            auto suffix = namespace_of(field(body, "suffix"), "suffix", true);
+            store::namespace_query q;
+            if (!prefix.empty()) q.prefix = &prefix;
+            if (!suffix.empty()) q.suffix = &suffix;
+            q.max_depth = static_cast<std::size_t>(opt_int(body, "max_depth", 0, 0, 1'000));
+            q.limit = static_cast<std::size_t>(opt_int(body, "limit", 100, 0, 10'000));
+            q.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, INT64_MAX));
+            auto list = co_await st.list_namespaces(q);
+            json::array out;
+            for (const auto& ns : list) out.emplace_back(namespace_json(ns));
+            reply(c, 200, json::object{{"namespaces", std::move(out)}});
+            co_return;
+        }
+    } catch (const store::store_error& e) {
+        rethrow_store(e);
+    }
+    throw http_error(404, "no route " + route);
 }
 
 awaitable<void> server::impl::dispatch(call& c) {
@@ -1551,7 +1777,7 @@ awaitable<void> server::impl::dispatch(call& c) {
         reply(c, 200,
                             json::object{{"version", opts.version},
                                          {"server", "stategraph"},
-                                         {"flags", json::object{{"assistants", true}, {"crons", false}, {"langsmith", false}, {"store", false}}}});
+                                         {"flags", json::object{{"assistants", true}, {"crons", false}, {"langsmith", false}, {"store", opts.store != nullptr}}}});
         co_return;
     }
     if (!p.empty() && p[0] == "assistants") {
@@ -1560,6 +1786,10 @@ awaitable<void> server::impl::dispatch(call& c) {
     }
     if (!p.empty() && p[0] == "threads") {
         co_await route_threads(c);
+        co_return;
+    }
+    if (!p.empty() && p[0] == "store") {
+        co_await route_store(c);
         co_return;
     }
     if (p.size() == 2 && p[0] == "runs" && (p[1] == "stream" || p[1] == "wait") && verb == http::verb::post) {

@@ -5,6 +5,7 @@
 #include <stategraph/server/server.hpp>
 
 #include <stategraph/checkpoint/memory_saver.hpp>
+#include <stategraph/store/memory_store.hpp>
 #include <stategraph/stategraph.hpp>
 
 #include <boost/asio/connect.hpp>
@@ -399,7 +400,8 @@ BOOST_AUTO_TEST_CASE(background_runs_busy_cancel_stateless) {
     BOOST_TEST(cancel.status == 204u);
     BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid3).json().at("status").as_string() == "interrupted");
     BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel", json::object{}).status == 409u);
-    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel?action=rollback", json::object{}).status == 422u);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel?action=rollback", json::object{}).status == 409u);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid3 + "/cancel?action=undo", json::object{}).status == 422u);
     BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + tid + "/runs/" + rid3).status == 204u);
     BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid3).status == 404u);
 
@@ -747,6 +749,181 @@ BOOST_AUTO_TEST_CASE(api_keys_own_threads) {
     // The server is gone (its thread joined): the log lines never hold key material.
     BOOST_TEST(log->size() >= 6u);
     for (const auto& line : *log) BOOST_TEST(line.find("key-") == std::string::npos);
+}
+
+// -- rollback: the run and the checkpoints it wrote go; the thread is as before it -----------
+
+BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    json::object hi{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}};
+    BOOST_TEST_REQUIRE(post(s.port, "/threads/" + tid + "/runs/wait", hi).status == 200u);
+    auto history = [&] { return post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array(); };
+    // waits (up to 5 s) until the slow run on `thread` has written its first checkpoint
+    auto until_written = [&](const std::string& thread, std::size_t had) {
+        for (int i = 0; i < 500; ++i) {
+            auto h = post(s.port, "/threads/" + thread + "/history", json::object{{"limit", 100}}).json().as_array();
+            if (h.size() > had) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    };
+    auto before = history();
+    BOOST_TEST_REQUIRE(before.size() > 1u);
+    auto state_before = get(s.port, "/threads/" + tid + "/state").json().at("values");
+
+    // cancel?action=rollback on a running run: 204, the run is gone, the history as before
+    json::object slow{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}};
+    auto created = post(s.port, "/threads/" + tid + "/runs", slow).json();
+    std::string rid(created.at("run_id").as_string());
+    BOOST_TEST(until_written(tid, before.size())); // it runs and writes its input checkpoint
+    auto cancel = post(s.port, "/threads/" + tid + "/runs/" + rid + "/cancel?wait=1&action=rollback", json::object{});
+    BOOST_TEST(cancel.status == 204u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid).status == 404u);
+    auto after = history();
+    BOOST_TEST_REQUIRE(after.size() == before.size());
+    for (std::size_t i = 0; i < after.size(); ++i)
+        BOOST_TEST(after[i].at("checkpoint").at("checkpoint_id") == before[i].at("checkpoint").at("checkpoint_id"));
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/state").json().at("values") == state_before);
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "idle");
+
+    // the thread still runs after a rollback (the rewritten checkpoints read back)
+    json::object again{{"assistant_id", "chat"}, {"input", json::object{{"question", "again"}}}};
+    auto ran = post(s.port, "/threads/" + tid + "/runs/wait", again).json();
+    BOOST_TEST(ran.at("question").as_string() == "again");
+    BOOST_TEST(ran.at("log").as_array().size() == 4u); // work, ask of "hi" and of "again"
+    auto base = history();
+
+    // multitask_strategy rollback: the run in flight goes with its checkpoints, the new one runs
+    auto victim = post(s.port, "/threads/" + tid + "/runs", slow).json();
+    std::string victim_id(victim.at("run_id").as_string());
+    BOOST_TEST(until_written(tid, base.size()));
+    json::object urgent{{"assistant_id", "chat"}, {"input", json::object{{"question", "now"}}}, {"multitask_strategy", "rollback"}};
+    auto won = post(s.port, "/threads/" + tid + "/runs/wait", urgent);
+    BOOST_TEST_REQUIRE(won.status == 200u);
+    BOOST_TEST(won.json().at("question").as_string() == "now");
+    BOOST_TEST(won.json().at("log").as_array().size() == 6u); // nothing of the slow run
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + victim_id).status == 404u);
+    auto runs = get(s.port, "/threads/" + tid + "/runs").json().as_array();
+    for (const auto& r : runs) BOOST_TEST(r.at("run_id") != json::value(victim_id));
+    auto final_history = history();
+    BOOST_TEST(final_history.size() == base.size() + (base.size() - before.size())); // one run's checkpoints more
+
+    // rollback of a run on a fresh thread: no checkpoint is left, the thread is empty and idle
+    auto fresh = new_thread(s.port);
+    auto first = post(s.port, "/threads/" + fresh + "/runs", slow).json();
+    std::string first_id(first.at("run_id").as_string());
+    BOOST_TEST(until_written(fresh, 0));
+    BOOST_TEST(post(s.port, "/threads/" + fresh + "/runs/" + first_id + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
+    BOOST_TEST(post(s.port, "/threads/" + fresh + "/history", json::object{}).json().as_array().empty());
+    BOOST_TEST(get(s.port, "/threads/" + fresh).json().at("status").as_string() == "idle");
+}
+
+// -- the Store endpoints ---------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(store_items_search_namespaces) {
+    auto o = test_options();
+    o.store = std::make_shared<sg::store::memory_store>();
+    running_server s(std::move(o));
+    BOOST_TEST(get(s.port, "/info").json().at("flags").at("store").as_bool());
+    auto put = [&](json::array ns, const std::string& key, json::object value) {
+        json::object body{{"namespace", std::move(ns)}, {"key", key}, {"value", std::move(value)}};
+        return call(s.port, http::verb::put, "/store/items", json::serialize(body));
+    };
+    BOOST_TEST(put(json::array{"users", "u1", "facts"}, "f1", json::object{{"text", "likes coffee"}, {"n", 1}}).status == 204u);
+    BOOST_TEST(put(json::array{"users", "u1", "facts"}, "f2", json::object{{"text", "plays chess"}, {"n", 2}}).status == 204u);
+    BOOST_TEST(put(json::array{"users", "u2", "facts"}, "f1", json::object{{"text", "drinks tea"}, {"n", 3}}).status == 204u);
+    json::object not_indexed{{"namespace", json::array{"users", "u2", "notes"}}, {"key", "n1"},
+                             {"value", json::object{{"text", "coffee"}}}, {"index", false}, {"ttl", 5}};
+    BOOST_TEST(call(s.port, http::verb::put, "/store/items", json::serialize(not_indexed)).status == 204u);
+
+    auto got = get(s.port, "/store/items?namespace=users.u1.facts&key=f1");
+    BOOST_TEST_REQUIRE(got.status == 200u);
+    auto item = got.json().as_object();
+    BOOST_TEST(item.at("namespace") == (json::array{"users", "u1", "facts"}));
+    BOOST_TEST(item.at("key") == "f1");
+    BOOST_TEST(item.at("value").at("text") == "likes coffee");
+    BOOST_TEST(item.at("created_at").as_string().size() > 10u);
+    BOOST_TEST(item.at("updated_at").is_string());
+    auto missing = get(s.port, "/store/items?namespace=users.u1.facts&key=nope");
+    BOOST_TEST(missing.status == 200u);
+    BOOST_TEST(missing.json().is_null());
+
+    // search: by prefix, by filter, ranked by a query, paged
+    auto found = post(s.port, "/store/items/search", json::object{{"namespace_prefix", json::array{"users"}}, {"limit", 10}});
+    BOOST_TEST_REQUIRE(found.status == 200u);
+    BOOST_TEST(found.json().at("items").as_array().size() == 4u);
+    auto filtered = post(s.port, "/store/items/search",
+                         json::object{{"namespace_prefix", json::array{"users"}}, {"filter", json::object{{"n", json::object{{"$gte", 2}}}}}});
+    BOOST_TEST(filtered.json().at("items").as_array().size() == 2u);
+    auto ranked = post(s.port, "/store/items/search", json::object{{"namespace_prefix", json::array{"users"}}, {"query", "coffee"}});
+    auto ranked_items = ranked.json().at("items").as_array();
+    BOOST_TEST_REQUIRE(ranked_items.size() == 1u); // the note with the same word is not indexed
+    BOOST_TEST(ranked_items[0].at("key") == "f1");
+    BOOST_TEST(ranked_items[0].at("score").is_number());
+    auto paged = post(s.port, "/store/items/search",
+                      json::object{{"namespace_prefix", json::array{"users", "u1"}}, {"limit", 1}, {"offset", 1}});
+    BOOST_TEST(paged.json().at("items").as_array().size() == 1u);
+
+    // namespaces: all, by prefix, by suffix with a wildcard, cut at a depth
+    auto all = post(s.port, "/store/namespaces", json::object{});
+    BOOST_TEST_REQUIRE(all.status == 200u);
+    BOOST_TEST(all.json().at("namespaces").as_array().size() == 3u);
+    auto notes = post(s.port, "/store/namespaces", json::object{{"suffix", json::array{"notes"}}});
+    BOOST_TEST(notes.json().at("namespaces") == (json::array{json::array{"users", "u2", "notes"}}));
+    auto u2 = post(s.port, "/store/namespaces", json::object{{"prefix", json::array{"users", "u2"}}});
+    BOOST_TEST(u2.json().at("namespaces").as_array().size() == 2u);
+    auto depth = post(s.port, "/store/namespaces", json::object{{"max_depth", 2}});
+    BOOST_TEST(depth.json().at("namespaces") == (json::array{json::array{"users", "u1"}, json::array{"users", "u2"}}));
+
+    // delete
+    json::object del{{"namespace", json::array{"users", "u1", "facts"}}, {"key", "f1"}};
+    BOOST_TEST(call(s.port, http::verb::delete_, "/store/items", json::serialize(del)).status == 204u);
+    BOOST_TEST(get(s.port, "/store/items?namespace=users.u1.facts&key=f1").json().is_null());
+}
+
+BOOST_AUTO_TEST_CASE(store_bad_input_and_no_store) {
+    {
+        running_server none(test_options());
+        auto r = get(none.port, "/store/items?namespace=a&key=k");
+        BOOST_TEST(r.status == 404u);
+        BOOST_TEST(r.detail().find("no Store is configured") != std::string::npos);
+        BOOST_TEST(post(none.port, "/store/namespaces", json::object{}).status == 404u);
+        BOOST_TEST(!get(none.port, "/info").json().at("flags").at("store").as_bool());
+    }
+    auto o = test_options();
+    o.store = std::make_shared<sg::store::memory_store>();
+    running_server s(std::move(o));
+    auto put = [&](const json::object& body) { return call(s.port, http::verb::put, "/store/items", json::serialize(body)); };
+    auto expect = [](const reply& r, unsigned status, const std::string& words) {
+        BOOST_TEST(r.status == status);
+        if (r.status == status) {
+            auto d = r.detail();
+            BOOST_TEST(d.find(words) != std::string::npos, "detail '" << d << "' should name '" << words << "'");
+        }
+    };
+    expect(put(json::object{{"key", "k"}, {"value", json::object{}}}), 422u, "namespace");
+    expect(put(json::object{{"namespace", "a.b"}, {"key", "k"}, {"value", json::object{}}}), 422u, "namespace");
+    expect(put(json::object{{"namespace", json::array{"a", 1}}, {"key", "k"}, {"value", json::object{}}}), 422u, "namespace[1]");
+    expect(put(json::object{{"namespace", json::array{"a.b"}}, {"key", "k"}, {"value", json::object{}}}), 422u, "a.b");
+    expect(put(json::object{{"namespace", json::array{}}, {"key", "k"}, {"value", json::object{}}}), 422u, "namespace");
+    expect(put(json::object{{"namespace", json::array{"a"}}, {"value", json::object{}}}), 422u, "key");
+    expect(put(json::object{{"namespace", json::array{"a"}}, {"key", ""}, {"value", json::object{}}}), 422u, "key");
+    expect(put(json::object{{"namespace", json::array{"a"}}, {"key", "k"}}), 422u, "value");
+    expect(put(json::object{{"namespace", json::array{"a"}}, {"key", "k"}, {"value", 3}}), 422u, "value");
+    expect(put(json::object{{"namespace", json::array{"a"}}, {"key", "k"}, {"value", json::object{}}, {"index", "text"}}), 422u, "index");
+    expect(put(json::object{{"namespace", json::array{"a"}}, {"key", "k"}, {"value", json::object{}}, {"ttl", -1}}), 422u, "ttl");
+    expect(call(s.port, http::verb::put, "/store/items", "{not json"), 400u, "malformed JSON");
+    expect(get(s.port, "/store/items?key=k"), 422u, "namespace");
+    expect(get(s.port, "/store/items?namespace=a"), 422u, "key");
+    expect(get(s.port, "/store/items?namespace=a..b&key=k"), 422u, "namespace");
+    expect(call(s.port, http::verb::delete_, "/store/items", json::serialize(json::object{{"namespace", json::array{"a"}}})), 422u, "key");
+    expect(post(s.port, "/store/items/search", json::object{{"namespace_prefix", "a"}}), 422u, "namespace_prefix");
+    expect(post(s.port, "/store/items/search", json::object{{"filter", json::object{{"n", json::object{{"$near", 1}}}}}}), 422u, "$near");
+    expect(post(s.port, "/store/items/search", json::object{{"limit", -1}}), 422u, "limit");
+    expect(post(s.port, "/store/namespaces", json::object{{"max_depth", "two"}}), 422u, "max_depth");
+    expect(post(s.port, "/store/namespaces", json::object{{"suffix", json::array{""}}}), 422u, "namespace");
+    expect(get(s.port, "/store/elsewhere"), 404u, "no route");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

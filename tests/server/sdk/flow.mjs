@@ -5,6 +5,7 @@
 //        ─► runs.stream "Thomas is traveling to Mallorca" ─► __interrupt__ (which Thomas?)
 //        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState
 //        ─► two threads in parallel ─► a second run on a busy thread refused (409)
+//        ─► store.putItem / getItem / searchItems / listNamespaces / deleteItem
 //
 // usage: node flow.mjs http://127.0.0.1:PORT [THREAD_FILE]   (exit 0: every check passed; the
 // first thread's id is written to THREAD_FILE for restart.mjs)
@@ -124,6 +125,29 @@ check(runs.length === 2 && runs[0].run_id === first.run_id, "runs.list newest fi
 // 9. Join a finished run's stream again (replay).
 const replay = await collect(client.runs.joinStream(thread.thread_id, created.run_id));
 check(replay.some((c) => c.event === "values"), "joinStream replays the run's events", replay.length);
+
+// 10. The long-term memory Store (client.store.*).
+await client.store.putItem(["users", "thomas", "facts"], "trip", { text: "travels to Mallorca in May", month: 5 });
+await client.store.putItem(["users", "thomas", "facts"], "drink", { text: "likes strong coffee", month: 1 }, { index: false });
+await client.store.putItem(["users", "anna", "facts"], "trip", { text: "travels to Lisbon", month: 7 });
+const trip = await client.store.getItem(["users", "thomas", "facts"], "trip");
+check(trip && trip.value.text === "travels to Mallorca in May" && trip.key === "trip", "store.getItem returns the item", trip);
+check(JSON.stringify(trip.namespace) === JSON.stringify(["users", "thomas", "facts"]) && trip.createdAt, "store item has namespace and createdAt", trip);
+const byQuery = await client.store.searchItems(["users"], { query: "travels" });
+check(byQuery.items.length === 2 && byQuery.items.every((i) => typeof i.score === "number"), "store.searchItems ranks by query", byQuery);
+const byFilter = await client.store.searchItems(["users"], { filter: { month: { $gte: 5 } }, limit: 1 });
+check(byFilter.items.length === 1, "store.searchItems filters and limits", byFilter);
+const ns = await client.store.listNamespaces({ prefix: ["users"], maxDepth: 2 });
+check(JSON.stringify(ns.namespaces) === JSON.stringify([["users", "anna"], ["users", "thomas"]]), "store.listNamespaces", ns);
+await client.store.deleteItem(["users", "thomas", "facts"], "trip");
+check((await client.store.getItem(["users", "thomas", "facts"], "trip")) === null, "store.deleteItem removes the item");
+let badStore = null;
+try {
+  await client.store.putItem([], "k", { a: 1 });
+} catch (e) {
+  badStore = e;
+}
+check(badStore && badStore.status === 422 && /namespace/.test(String(badStore.message)), "an empty namespace is a 422 naming it", String(badStore));
 
 // For restart.mjs: the thread a restarted server must find again.
 if (process.argv[3]) (await import("node:fs")).writeFileSync(process.argv[3], thread.thread_id);

@@ -5,9 +5,14 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
+
+namespace stategraph::store {
+class base_store;
+}
 
 namespace stategraph::server {
 
@@ -44,6 +49,9 @@ struct server_options {
     std::set<std::string> cors_origins;
     /// the `version` that `GET /info` reports
     std::string version = "0.1.0";
+    /// the long-term memory Store served at `/store/...` (`PUT/GET/DELETE /store/items`,
+    /// `POST /store/items/search`, `POST /store/namespaces`); null: those answer 404
+    std::shared_ptr<stategraph::store::base_store> store;
 };
 
 } // namespace stategraph::server
