@@ -443,7 +443,12 @@ BOOST_AUTO_TEST_CASE(an_ask_rule_asks_for_a_step_the_brain_would_run) {
     BOOST_TEST(results[0].agent == gs::agent_kind::productivity);
     t = p.resume("rq", "approve");
     BOOST_TEST(!t.interrupted);
-    BOOST_TEST(contains(t.reply, "Wealth: Portfolio review"));
+    BOOST_TEST_MESSAGE("reply: " << t.reply);
+    BOOST_TEST(contains(t.reply, "Done, with your approval"));
+    auto after = gs::current_results(t.values);
+    BOOST_TEST(std::any_of(after.begin(), after.end(), [](const gs::agent_result& r) {
+        return r.agent == gs::agent_kind::wealth && r.status == gs::agent_status::ok && r.asked_permission;
+    }));
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_rule_is_a_typed_error_naming_it) {
