@@ -19,6 +19,7 @@
 #include "state.hpp"
 
 #include <stategraph/nodes/chat_model.hpp>
+#include <stategraph/nodes/permissions.hpp>
 #include <stategraph/retry.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -88,10 +89,16 @@ private:
 };
 
 /// @brief How domain agents run: their retry policy (attempts, exponential backoff with
-/// jitter, per-attempt time limit) and how many planner rounds a turn may take.
+/// jitter, per-attempt time limit), how many planner rounds a turn may take, and the
+/// permission rules over agent tasks.
 struct agent_settings {
     stategraph::retry_policy retry = default_retry();
     int max_planner_iterations = 4;
+    /// @brief Rules `agent(task glob)` over planned steps, e.g. deny `wealth(*transfer*)` or
+    /// ask `research(*)`: deny reports the step denied without asking; ask asks like a step the
+    /// brain marks `needs_permission`; a matching allow rule runs it without asking. No rule
+    /// matching: the brain's `needs_permission` decides (the default, with no rules).
+    stategraph::nodes::permission_rules permissions;
 
     static stategraph::retry_policy default_retry() {
         stategraph::retry_policy p;

@@ -21,7 +21,10 @@
 //
 // Permission: a task that needs it asks through an interrupt ({kind: "agent", action, question,
 // options: [approve, deny]}); the thread is resumed by id with approve / deny, or answered by a
-// new chat message (stage 2 sends the task back here with the decision).
+// new chat message (stage 2 sends the task back here with the decision). Whether a step asks
+// is the brain's needs_permission unless the permission rules (agent_settings::permissions,
+// nodes::permission_rules over "agent(task)") decide: deny reports it denied without asking,
+// ask asks, allow runs it without asking.
 
 #include "stages/planning.hpp"
 
@@ -35,6 +38,16 @@
 #include <algorithm>
 
 namespace global_supervisor {
+
+namespace {
+
+/// The permission rules' verdict on a step, and the rule that gave it (null: no rule matched).
+std::pair<stategraph::nodes::permission, const stategraph::nodes::permission_rule*>
+rule_for(services& svc, agent_kind agent, const std::string& task) {
+    return svc.agents().permissions.check(to_string(agent), task);
+}
+
+} // namespace
 
 std::string permission_action(const std::string& task) {
     for (const char* w : {"email", "mail", "send", "forward", "reply"})
@@ -52,6 +65,11 @@ boost::asio::awaitable<update> global_planner(services& svc, const state& s) {
     for (const auto& r : current_results(s))
         if (std::find(done.begin(), done.end(), r.agent) == done.end()) done.push_back(r.agent);
     std::vector<planned_step> steps = co_await svc.model().plan(conv.user_message, done);
+    for (auto& st : steps) {
+        auto [verdict, rule] = rule_for(svc, st.agent, st.task);
+        if (rule || verdict != stategraph::nodes::permission::allow)
+            st.needs_permission = verdict == stategraph::nodes::permission::ask;
+    }
     if (first) p.plan = steps;
     ++p.iteration;
 
@@ -158,6 +176,14 @@ boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& 
     r.task = t.task;
     r.attempts = ctx.attempt();
 
+    // A deny rule wins over everything: nothing is asked and nothing runs.
+    if (auto [verdict, rule] = rule_for(svc, t.agent, t.task); verdict == stategraph::nodes::permission::deny) {
+        r.status = agent_status::denied;
+        r.summary = "The permission rule " + (rule ? "\"" + rule->text + "\"" : std::string("default")) +
+                    " does not allow the " + std::string(to_string(t.agent)) + " agent to do that.";
+        std::vector<agent_result> results{r};
+        co_return std::move(u).set<&state::agent_results>(std::move(results));
+    }
     // An email needs a recipient before it is worth asking for permission.
     if (t.needs_permission && t.action == "send_email" && !t.recipient) {
         r.status = agent_status::needs_input;

@@ -87,18 +87,20 @@ struct process {
     gs::services svc;
     gs::supervisor_graph graph;
 
-    explicit process(const fs::path& db, std::shared_ptr<gs::brain> brain = nullptr)
-        : svc(options(db, std::move(brain))),
+    explicit process(const fs::path& db, std::shared_ptr<gs::brain> brain = nullptr,
+                     gs::agent_settings agents = test_agents())
+        : svc(options(db, std::move(brain), std::move(agents))),
           graph(gs::build_graph(std::make_shared<sg::checkpoint::sqlite_saver>(
                                     sg::checkpoint::sqlite_options{.path = gs::checkpoint_path(db.string())}),
                                 svc)) {}
 
-    static gs::services::options options(const fs::path& db, std::shared_ptr<gs::brain> brain) {
+    static gs::services::options options(const fs::path& db, std::shared_ptr<gs::brain> brain,
+                                         gs::agent_settings agents = test_agents()) {
         gs::services::options o;
         o.db = db;
         o.user_id = "u1";
         o.today = "2026-11-22";
-        o.agents = test_agents();
+        o.agents = std::move(agents);
         o.model = std::move(brain);
         return o;
     }
@@ -393,6 +395,70 @@ BOOST_AUTO_TEST_CASE(permission_denied_does_nothing) {
     BOOST_TEST(results[0].status == gs::agent_status::denied);
     auto facts = p.facts_of("Anna Keller");
     BOOST_TEST(std::none_of(facts.begin(), facts.end(), [](const gs::fact& f) { return f.text.rfind("Email sent", 0) == 0; }));
+}
+
+// -- permission rules (nodes::permission_rules over "agent(task)") ---------------------------------
+
+static gs::agent_settings agents_with_rules(std::vector<std::string> allow, std::vector<std::string> deny,
+                                     std::vector<std::string> ask) {
+    auto a = test_agents();
+    a.permissions = sg::nodes::permission_rules(std::move(allow), std::move(deny), std::move(ask));
+    return a;
+}
+
+BOOST_AUTO_TEST_CASE(a_deny_rule_reports_the_step_denied_without_asking) {
+    temp_dir dir;
+    process p(dir.path / "m.db", nullptr, agents_with_rules({}, {"productivity(*email*)"}, {}));
+    auto t = p.chat("rd", "Send an email to Anna about dinner on Friday");
+    BOOST_TEST(!t.interrupted);
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u);
+    BOOST_TEST(results[0].status == gs::agent_status::denied);
+    BOOST_TEST(!results[0].asked_permission);
+    BOOST_TEST(contains(results[0].summary, "\"productivity(*email*)\""));
+    auto facts = p.facts_of("Anna Keller");
+    BOOST_TEST(std::none_of(facts.begin(), facts.end(), [](const gs::fact& f) { return f.text.rfind("Email sent", 0) == 0; }));
+}
+
+BOOST_AUTO_TEST_CASE(an_allow_rule_runs_the_step_without_asking) {
+    temp_dir dir;
+    process p(dir.path / "m.db", nullptr, agents_with_rules({"productivity(*)"}, {}, {}));
+    auto t = p.chat("ra", "Send an email to Anna about dinner on Friday");
+    BOOST_TEST(!t.interrupted);
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u);
+    BOOST_TEST(results[0].status == gs::agent_status::ok);
+    BOOST_TEST(!results[0].asked_permission);
+}
+
+BOOST_AUTO_TEST_CASE(an_ask_rule_asks_for_a_step_the_brain_would_run) {
+    temp_dir dir;
+    process p(dir.path / "m.db", nullptr, agents_with_rules({}, {}, {"wealth(*)"}));
+    auto t = p.chat("rq", "Plan my week: book flights to Zurich and review my portfolio");
+    BOOST_TEST(t.interrupted);
+    BOOST_REQUIRE(!t.interrupts.empty());
+    BOOST_TEST(t.interrupts.at(0).value.as_object().at("agent").as_string() == "wealth");
+    auto results = gs::current_results(t.values);
+    BOOST_REQUIRE(results.size() == 1u); // productivity ran in the first batch; wealth waits
+    BOOST_TEST(results[0].agent == gs::agent_kind::productivity);
+    t = p.resume("rq", "approve");
+    BOOST_TEST(!t.interrupted);
+    BOOST_TEST_MESSAGE("reply: " << t.reply);
+    BOOST_TEST(contains(t.reply, "Done, with your approval"));
+    auto after = gs::current_results(t.values);
+    BOOST_TEST(std::any_of(after.begin(), after.end(), [](const gs::agent_result& r) {
+        return r.agent == gs::agent_kind::wealth && r.status == gs::agent_status::ok && r.asked_permission;
+    }));
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_rule_is_a_typed_error_naming_it) {
+    try {
+        agents_with_rules({}, {"(oops"}, {});
+        BOOST_FAIL("expected agent_error");
+    } catch (const sg::nodes::agent_error& e) {
+        BOOST_TEST(e.kind() == sg::nodes::errc::bad_permission_rule);
+        BOOST_TEST(contains(e.what(), "(oops"));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(new_message_while_agent_waits_goes_to_agent_execution) {

@@ -34,6 +34,15 @@ enum class errc {
     duplicate_intent,         ///< @brief Two intents have one name (or no name).
     max_iterations,           ///< @brief The supervisor looped max_iterations times without reaching END.
     intent_cycle,             ///< @brief An intent was chosen again within one branch of the run.
+    // -- workers and delegation (seed 002) ---------------------------------------------------
+    bad_worker = 60,   ///< @brief A worker has no name, a name that is not an identifier, a duplicate name or no function.
+    unknown_worker,    ///< @brief delegate / forward_message named a worker that does not exist (a tool message).
+    worker_failed,     ///< @brief A delegated worker threw: the tools node fails; finished workers are journaled.
+    no_worker_output,  ///< @brief forward_message named a worker that has not answered in this conversation.
+    // -- execution limits (seed 004) ----------------------------------------------------------
+    bad_limits = 70,     ///< @brief Execution limits JSON with an unknown field, a wrong type or a value out of range.
+    not_allowed,         ///< @brief A job did something its execution limits do not allow (an allow_* flag is false).
+    attempts_exhausted,  ///< @brief An attempt past the job's max_attempts.
 };
 
 /// @brief The "stategraph.nodes" error category.
@@ -57,6 +66,13 @@ inline std::error_category const& nodes_category() noexcept {
             case errc::duplicate_intent: return "duplicate intent name";
             case errc::max_iterations: return "the supervisor reached max_iterations";
             case errc::intent_cycle: return "an intent was chosen twice in one branch";
+            case errc::bad_worker: return "invalid worker";
+            case errc::unknown_worker: return "unknown worker";
+            case errc::worker_failed: return "a delegated worker failed";
+            case errc::no_worker_output: return "the worker has no output to forward";
+            case errc::bad_limits: return "invalid execution limits";
+            case errc::not_allowed: return "not allowed by the job's execution limits";
+            case errc::attempts_exhausted: return "the job has no attempt left";
             }
             return "unknown stategraph.nodes error";
         }
@@ -86,6 +102,13 @@ inline char const* to_string(errc e) noexcept {
     case errc::duplicate_intent: return "duplicate_intent";
     case errc::max_iterations: return "max_iterations";
     case errc::intent_cycle: return "intent_cycle";
+    case errc::bad_worker: return "bad_worker";
+    case errc::unknown_worker: return "unknown_worker";
+    case errc::worker_failed: return "worker_failed";
+    case errc::no_worker_output: return "no_worker_output";
+    case errc::bad_limits: return "bad_limits";
+    case errc::not_allowed: return "not_allowed";
+    case errc::attempts_exhausted: return "attempts_exhausted";
     }
     return "";
 }

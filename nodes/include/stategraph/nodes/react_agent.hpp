@@ -44,6 +44,30 @@ inline int steps_since_user(std::vector<chat_message> const& messages) {
     return n;
 }
 
+namespace detail {
+
+/// @brief A model call that first checks the step limit of @p options (see react_agent).
+template <auto Messages, class Call>
+auto step_limited(Call call, react_options const& options) {
+    using S = typename member_traits<Messages>::state_type;
+    return [call = std::move(call), name = options.name, max_steps = options.max_steps,
+            at_limit = options.at_limit](S const& s, stategraph::context& ctx) -> boost::asio::awaitable<update<S>> {
+        int const used = steps_since_user(s.*Messages);
+        if (used >= max_steps) {
+            if (at_limit == on_step_limit::error)
+                throw agent_error(errc::step_limit, "react agent '" + name + "': the model still asks for tools after " +
+                                                        std::to_string(used) + " calls (max_steps " +
+                                                        std::to_string(max_steps) + ")");
+            std::vector<chat_message> last(1, chat_message{"assistant", "Sorry, need more steps to process this request."});
+            co_return update<S>{}.template set<Messages>(std::move(last));
+        }
+        auto pending = call(s, ctx);
+        co_return co_await std::move(pending);
+    };
+}
+
+}  // namespace detail
+
 /// @brief A ReAct agent over the state holding `Messages`, as a compiled graph (use it as a
 /// subgraph node: `"agent"_n = react_agent<&chat::messages>(model, tools)`):
 ///
@@ -73,19 +97,7 @@ compiled_graph<typename member_traits<Messages>::state_type> react_agent(std::sh
     mo.system_prompt = options.system_prompt;
     mo.tools = tools_fn.definitions();
     auto call = model_node<Messages>(std::move(model), std::move(mo));
-    auto agent = [call, options](S const& s, stategraph::context& ctx) -> boost::asio::awaitable<update<S>> {
-        int const used = steps_since_user(s.*Messages);
-        if (used >= options.max_steps) {
-            if (options.at_limit == on_step_limit::error)
-                throw agent_error(errc::step_limit, "react agent '" + options.name + "': the model still asks for tools after " +
-                                                        std::to_string(used) + " calls (max_steps " +
-                                                        std::to_string(options.max_steps) + ")");
-            std::vector<chat_message> last(1, chat_message{"assistant", "Sorry, need more steps to process this request."});
-            co_return update<S>{}.template set<Messages>(std::move(last));
-        }
-        auto pending = call(s, ctx);
-        co_return co_await std::move(pending);
-    };
+    auto agent = detail::step_limited<Messages>(std::move(call), options);
     state_graph<S> g(options.name);
     g.add_node("agent", std::move(agent));
     g.add_node("tools", std::move(tools_fn));

@@ -94,6 +94,17 @@ public:
     tool&& subject(std::string field) && { return std::move(subject(std::move(field))); }
     std::string const& subject_field() const noexcept { return subject_; }
 
+    /// @brief An exception of this tool that is not an agent_error fails the tool node (after the
+    /// node's other calls end, so their journaled results are kept) instead of answering the
+    /// model with `tool_failed`: the node's retry policy, or running the thread again, re-runs
+    /// only the calls that did not finish. agent_error refusals still answer the model.
+    tool& failure_stops_node(bool on = true) & {
+        stops_node_ = on;
+        return *this;
+    }
+    tool&& failure_stops_node(bool on = true) && { return std::move(failure_stops_node(on)); }
+    bool stops_node_on_failure() const noexcept { return stops_node_; }
+
     tool_definition const& definition() const noexcept { return definition_; }
     std::string const& name() const noexcept { return definition_.name; }
     bool asks_first() const noexcept { return ask_first_; }
@@ -133,6 +144,7 @@ private:
     function_type fn_;
     bool ask_first_ = false;
     bool journaled_ = false;
+    bool stops_node_ = false;
     std::string subject_;
 };
 

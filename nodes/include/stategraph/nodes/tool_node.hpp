@@ -102,7 +102,10 @@ inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::v
                                std::string());
     } catch (stategraph::interrupt_signal const&) {
         throw;  // the human is asked; the node runs again on resume
+    } catch (agent_error const&) {
+        failure = std::current_exception();
     } catch (...) {
+        if (found->stops_node_on_failure()) throw;  // fails the node (see tool::failure_stops_node)
         failure = std::current_exception();
     }
     try {
