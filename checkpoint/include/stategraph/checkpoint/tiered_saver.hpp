@@ -8,7 +8,8 @@
 /// - **Writes** on a thread (`put`, `put_writes`, `prune`, `copy_thread`) go to the back first:
 ///   it is the durable copy, and a failure there (`storage_failure`, `thread_busy`, `lease_lost`,
 ///   ...) fails the call with nothing written to the front. Then the front gets the same write,
-///   but only when it holds the thread (or the thread is new: the back had nothing of it either).
+///   but only when it holds the thread (or the thread is new: the back had nothing of it either),
+///   asked with `holds_thread` (on Redis one `EXISTS`; never `stats`, which reads every value).
 ///   So the front holds, per thread, either everything the back holds or nothing at all: a thread
 ///   that the front lost (evicted, `FLUSHDB`, its TTL) is not written there half again, and stays
 ///   served by the back. When the front fails a write after the back took it, the thread is
