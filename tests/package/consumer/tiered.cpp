@@ -1,7 +1,8 @@
-// The tiered saver (stategraph::tiered, `COMPONENTS tiered`) as a package user links it: Redis in
-// front of PostgreSQL is made (both connect lazily, so no server is needed to make them), then a
-// tiered saver over two in-memory savers stores a checkpoint and reads it back from the back when
-// the front lost the thread.
+// The tiered saver (stategraph::tiered, `COMPONENTS tiered`) as a package user links it. Given a
+// Redis URL and a PostgreSQL conninfo it checks that Redis in front of PostgreSQL can be made (the
+// PostgreSQL saver connects when made); then a tiered saver over two in-memory savers stores a
+// checkpoint and reads it back from the back once the front lost the thread.
+// Usage: consumer_tiered [redis-url postgres-conninfo]
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/postgres_saver.hpp>
 #include <stategraph/checkpoint/redis_saver.hpp>
@@ -14,12 +15,18 @@
 
 namespace cp = stategraph::checkpoint;
 
-int main() {
+/// Redis (connects lazily) in front of PostgreSQL (connects now).
+std::shared_ptr<cp::saver> on_servers(const char* redis_url, const char* conninfo) {
     cp::redis_options ro;
-    ro.url = "redis://127.0.0.1:1";
+    ro.url = redis_url;
     cp::postgres_options po;
-    po.conninfo = "postgresql://127.0.0.1:1/none";
-    cp::tiered_saver servers(std::make_shared<cp::redis_saver>(ro), std::make_shared<cp::postgres_saver>(po));
+    po.conninfo = conninfo;
+    return std::make_shared<cp::tiered_saver>(std::make_shared<cp::redis_saver>(ro),
+                                              std::make_shared<cp::postgres_saver>(po));
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3) (void)on_servers(argv[1], argv[2]);
 
     auto front = std::make_shared<cp::memory_saver>();
     auto back = std::make_shared<cp::memory_saver>();
