@@ -5,7 +5,8 @@
 #   target_link_libraries(app PRIVATE stategraph::dsl stategraph::sqlite)
 #
 # core, checkpoint, graph, dsl and server need only Boost and Threads: they are always loaded, in
-# stategraphTargets.cmake. sqlite (SQLite 3), postgres (libpq), redis (hiredis) and nodes (OpenSSL) have export files of their own,
+# stategraphTargets.cmake. sqlite (SQLite 3), postgres (libpq), redis (hiredis), tiered (both of these) and nodes (OpenSSL)
+# have export files of their own,
 # loaded, with their dependency, only when a component names them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -20,6 +21,10 @@ foreach(part sqlite postgres redis nodes)
     list(APPEND stategraph_optional_parts ${part})
   endif()
 endforeach()
+# tiered (Redis in front of PostgreSQL) is built when both of them are.
+if(TARGET stategraph_tiered)
+  list(APPEND stategraph_optional_parts tiered)
+endif()
 foreach(part IN LISTS stategraph_base_parts stategraph_optional_parts)
   set_target_properties(stategraph_${part} PROPERTIES EXPORT_NAME ${part})
 endforeach()
@@ -53,6 +58,9 @@ endif()
 if("nodes" IN_LIST stategraph_optional_parts)
   stategraph_install_parts(stategraphNodesTargets nodes)
 endif()
+if("tiered" IN_LIST stategraph_optional_parts)
+  stategraph_install_parts(stategraphTieredTargets tiered) # refers to stategraph::redis and ::postgres
+endif()
 
 # Headers: every layer's include/ lands in one include/ (all under stategraph/).
 foreach(part core checkpoint graph dsl server)
@@ -66,8 +74,8 @@ foreach(part core checkpoint graph dsl server)
   if(part STREQUAL "checkpoint" AND NOT "redis" IN_LIST stategraph_optional_parts)
     list(APPEND exclude PATTERN redis_saver.hpp EXCLUDE)
   endif()
-  if(part STREQUAL "checkpoint")
-    list(APPEND exclude PATTERN tiered_saver.hpp EXCLUDE) # stategraph::tiered is not exported
+  if(part STREQUAL "checkpoint" AND NOT "tiered" IN_LIST stategraph_optional_parts)
+    list(APPEND exclude PATTERN tiered_saver.hpp EXCLUDE)
   endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
           FILES_MATCHING PATTERN *.hpp ${exclude})

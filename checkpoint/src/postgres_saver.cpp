@@ -919,6 +919,18 @@ struct postgres_saver::impl {
         co_return co_await with_retry<thread_stats>(c, body);
     }
 
+    asio::awaitable<bool> holds_thread(const std::string& thread) {
+        call c{thread, "checking whether the thread is stored", {}};
+        auto body = [&](pg::connection& conn, call&) -> asio::awaitable<bool> {
+            std::vector<pg::statement> batch;
+            batch.emplace_back(sql_thread_exists);
+            batch.back().text(thread);
+            auto res = co_await conn.run(batch, query_timeout());
+            co_return res[0].integer(0, 0) != 0;
+        };
+        co_return co_await with_retry<bool>(c, body);
+    }
+
     asio::awaitable<void> copy_thread(const std::string& from, const std::string& to) {
         call c{to, "copying the thread", {}};
         auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
@@ -1488,6 +1500,10 @@ asio::awaitable<void> postgres_saver::prune(std::string thread_id, std::size_t k
 }
 
 asio::awaitable<thread_stats> postgres_saver::stats(std::string thread_id) { co_return co_await impl_->stats(thread_id); }
+
+asio::awaitable<bool> postgres_saver::holds_thread(std::string thread_id) {
+    co_return co_await impl_->holds_thread(thread_id);
+}
 
 asio::awaitable<void> postgres_saver::copy_thread(std::string from, std::string to) {
     co_await impl_->copy_thread(from, to);

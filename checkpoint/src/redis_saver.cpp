@@ -857,6 +857,12 @@ struct redis_saver::impl {
         co_return s;
     }
 
+    asio::awaitable<bool> holds_op(std::string thread) {
+        std::vector<command> reads{command{"EXISTS", tkey(thread, "cp"), tkey(thread, "writes")}};
+        auto r = co_await all(std::move(reads), thread);
+        co_return r[0].integer > 0;
+    }
+
     // -- thread maintenance -----------------------------------------------------------------
     asio::awaitable<void> copy_op(std::string from, std::string to) {
         std::vector<command> reads{command{"ZRANGE", tkey(from, "ids"), "0", "-1"}, command{"HGETALL", tkey(from, "cp")},
@@ -1284,6 +1290,11 @@ asio::awaitable<void> redis_saver::prune(std::string thread_id, std::size_t keep
 
 asio::awaitable<thread_stats> redis_saver::stats(std::string thread_id) {
     auto op = impl_->stats_op(std::move(thread_id));
+    co_return co_await impl_->call(op);
+}
+
+asio::awaitable<bool> redis_saver::holds_thread(std::string thread_id) {
+    auto op = impl_->holds_op(std::move(thread_id));
     co_return co_await impl_->call(op);
 }
 

@@ -22,12 +22,11 @@ tiered_saver::tiered_saver(std::shared_ptr<saver> front, std::shared_ptr<saver> 
 tiered_saver::~tiered_saver() = default;
 
 boost::asio::awaitable<bool> tiered_saver::front_takes(const std::string& thread) {
-    auto in_front = front_->stats(thread);
-    const auto f = co_await std::move(in_front);
-    if (holds_anything(f)) co_return true;
-    auto in_back = back_->stats(thread);
-    const auto b = co_await std::move(in_back);
-    co_return !holds_anything(b); // a new thread: both get it from its first write
+    auto in_front = front_->holds_thread(thread);
+    if (co_await std::move(in_front)) co_return true;
+    auto in_back = back_->holds_thread(thread);
+    const bool held = co_await std::move(in_back);
+    co_return !held; // a new thread: both get it from its first write
 }
 
 boost::asio::awaitable<void> tiered_saver::write_front(const std::string& thread,
@@ -106,9 +105,8 @@ boost::asio::awaitable<void> tiered_saver::delete_thread(std::string thread_id) 
 boost::asio::awaitable<void> tiered_saver::prune(std::string thread_id, std::size_t keep_last) {
     auto back_prune = back_->prune(thread_id, keep_last);
     co_await std::move(back_prune);
-    auto in_front = front_->stats(thread_id);
-    const auto f = co_await std::move(in_front);
-    if (!holds_anything(f)) co_return;
+    auto in_front = front_->holds_thread(thread_id);
+    if (!co_await std::move(in_front)) co_return;
     auto front_prune = front_->prune(thread_id, keep_last);
     auto mirrored = write_front(thread_id, std::move(front_prune));
     co_await std::move(mirrored);
@@ -122,12 +120,18 @@ boost::asio::awaitable<thread_stats> tiered_saver::stats(std::string thread_id) 
     co_return co_await std::move(back_stats);
 }
 
+boost::asio::awaitable<bool> tiered_saver::holds_thread(std::string thread_id) {
+    auto in_front = front_->holds_thread(thread_id);
+    if (co_await std::move(in_front)) co_return true;
+    auto in_back = back_->holds_thread(std::move(thread_id));
+    co_return co_await std::move(in_back);
+}
+
 boost::asio::awaitable<void> tiered_saver::copy_thread(std::string from, std::string to) {
     auto back_copy = back_->copy_thread(from, to);
     co_await std::move(back_copy);
-    auto in_front = front_->stats(from);
-    const auto f = co_await std::move(in_front);
-    if (!holds_anything(f)) co_return; // `to` is served by the back, as `from` is
+    auto in_front = front_->holds_thread(from);
+    if (!co_await std::move(in_front)) co_return; // `to` is served by the back, as `from` is
     auto front_copy = front_->copy_thread(from, to);
     auto mirrored = write_front(to, std::move(front_copy));
     co_await std::move(mirrored);

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <stategraph/checkpoint/tiered_saver.hpp>
+#include <stategraph/checkpoint/forwarding_saver.hpp>
 #include <stategraph/checkpoint/redis_saver.hpp>
 #include <stategraph/checkpoint/postgres_saver.hpp>
 
@@ -174,6 +175,43 @@ BOOST_AUTO_TEST_CASE(acquire_drops_a_front_left_behind) {
     BOOST_TEST(run(front_of(*s).get("u", "", std::nullopt)).has_value());
     run(s->release("u"));
     run(s->release("t"));
+}
+
+namespace {
+/// Counts the calls a tiered saver makes on its front that read the stored values of a whole thread.
+class counting_front : public forwarding_saver {
+public:
+    using forwarding_saver::forwarding_saver;
+    boost::asio::awaitable<thread_stats> stats(std::string thread_id) override {
+        ++stats_calls;
+        co_return co_await inner().stats(std::move(thread_id));
+    }
+    boost::asio::awaitable<bool> holds_thread(std::string thread_id) override {
+        ++holds_calls;
+        co_return co_await inner().holds_thread(std::move(thread_id));
+    }
+    std::atomic<int> stats_calls{0};
+    std::atomic<int> holds_calls{0};
+};
+} // namespace
+
+/// Before each write the tiered saver asks the front whether it holds the thread with the cheap
+/// `holds_thread` (one EXISTS on Redis), never with `stats` (which downloads every stored value).
+BOOST_AUTO_TEST_CASE(writes_ask_the_front_cheaply) {
+    auto redis = redis_testing::make_saver(options_with(fresh_prefix()));
+    auto front = std::make_shared<counting_front>(redis);
+    tiered_saver s(front, pg::make_saver(pg::options_for(pg::fresh_schema())));
+    auto cp1 = next_cp(nullptr, 0, "input", json::object{{"a", 1}});
+    put(s, "t", "", cp1);
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    put(s, "t", "", cp2);
+    std::vector<pending_write> w{write_of("task", "node", "a", 3)};
+    run(s.put_writes("t", "", cp2.id, w));
+    run(s.prune("t", 1));
+    BOOST_TEST(front->stats_calls.load() == 0);
+    BOOST_TEST(front->holds_calls.load() == 4);
+    BOOST_TEST(run(redis->holds_thread("t")));
+    BOOST_TEST(get(s, "t", "")->cp.id == cp2.id);
 }
 
 /// A front that cannot be reached fails the calls that ask it, writes included (they ask it

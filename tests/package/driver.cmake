@@ -1,10 +1,12 @@
 # The steps of tests/package (cmake -P). MODE:
 #   install       BUILD, PREFIX, CONFIG, LIBDIR, INCLUDEDIR: `cmake --install BUILD` into a fresh
 #                 PREFIX, then check that the package files and each layer's headers are there
+#                 (TIERED: the tiered component's too)
 #   find_package  PREFIX: build consumer/ against the installed package
 #   subdirectory  STATEGRAPH_SOURCE_DIR: build consumer/ with add_subdirectory() of the sources
 # The consumer modes also take SOURCE (consumer/), BINARY (its build dir, emptied first),
-# GENERATOR, CXX, LAUNCHER (ccache, may be empty) and SANITIZE; they build at -O0 and run the
+# GENERATOR, CXX, LAUNCHER (ccache, may be empty), SANITIZE and TIERED (also build and run
+# consumer_tiered, which must print "consumer_tiered: ok"); they build at -O0 and run the
 # program, which must print "consumer: ok".
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -31,6 +33,14 @@ if(MODE STREQUAL "install")
       message(FATAL_ERROR "installed tree lacks ${f}")
     endif()
   endforeach()
+  if(TIERED)
+    foreach(f ${LIBDIR}/cmake/stategraph/stategraphTieredTargets.cmake ${LIBDIR}/libstategraph_tiered.a
+              ${INCLUDEDIR}/stategraph/checkpoint/tiered_saver.hpp)
+      if(NOT EXISTS ${PREFIX}/${f})
+        message(FATAL_ERROR "installed tree lacks ${f} (the tiered component)")
+      endif()
+    endforeach()
+  endif()
   message(STATUS "installed into ${PREFIX}")
   return()
 endif()
@@ -38,6 +48,9 @@ endif()
 file(REMOVE_RECURSE ${BINARY})
 set(args -S ${SOURCE} -B ${BINARY} -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX}
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DSTATEGRAPH_CONSUMER_MODE=${MODE})
+if(TIERED)
+  list(APPEND args -DSTATEGRAPH_CONSUMER_TIERED=ON)
+endif()
 if(LAUNCHER)
   list(APPEND args -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
 endif()
@@ -60,4 +73,12 @@ run("running the consumer" ${BINARY}/consumer ${BINARY}/orders.db)
 message(STATUS "${out}")
 if(NOT out MATCHES "consumer: ok")
   message(FATAL_ERROR "the consumer did not report ok")
+endif()
+if(TIERED)
+  run("building consumer_tiered" ${CMAKE_COMMAND} --build ${BINARY} --target consumer_tiered --parallel 2)
+  run("running consumer_tiered" ${BINARY}/consumer_tiered)
+  message(STATUS "${out}")
+  if(NOT out MATCHES "consumer_tiered: ok")
+    message(FATAL_ERROR "consumer_tiered did not report ok")
+  endif()
 endif()

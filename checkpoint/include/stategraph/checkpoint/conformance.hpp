@@ -480,6 +480,10 @@ inline void stats(saver& s) {
     BOOST_TEST(st.blobs == 3u);
     BOOST_TEST(st.bytes == 15u);
     BOOST_TEST(run(s.stats("tt")).checkpoints == 0u); // no prefix matching
+    // holds_thread(): what the counts tell, without the values.
+    BOOST_TEST(run(s.holds_thread("t")));
+    BOOST_TEST(!run(s.holds_thread("tt")));
+    BOOST_TEST(!run(s.holds_thread("")));
 }
 
 /// delete_thread(): every namespace of that thread, nothing else.
@@ -502,6 +506,8 @@ inline void delete_thread(saver& s) {
     BOOST_TEST(st.blobs == 0u);
     BOOST_TEST(st.writes == 0u);
     BOOST_TEST(st.bytes == 0u);
+    BOOST_TEST(!run(s.holds_thread("t")));
+    BOOST_TEST(run(s.holds_thread("u")));
     auto got = get(s, "u", "");
     BOOST_TEST_REQUIRE(got.has_value());
     check_checkpoint(*got, "u", "", u, json::object{{"c", 1}});

@@ -55,6 +55,9 @@ public:
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override {
         co_return co_await inner_->stats(std::move(thread_id));
     }
+    boost::asio::awaitable<bool> holds_thread(std::string thread_id) override {
+        co_return co_await inner_->holds_thread(std::move(thread_id));
+    }
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override {
         co_await inner_->copy_thread(std::move(from), std::move(to));
     }

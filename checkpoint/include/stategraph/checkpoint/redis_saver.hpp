@@ -94,6 +94,8 @@ public:
     boost::asio::awaitable<void> delete_thread(std::string thread_id) override;
     boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
+    /// @brief One `EXISTS` on the thread's checkpoint and write keys.
+    boost::asio::awaitable<bool> holds_thread(std::string thread_id) override;
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
     boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
     boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;

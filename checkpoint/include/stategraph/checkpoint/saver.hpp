@@ -204,6 +204,14 @@ public:
     virtual boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) = 0;
     /// @brief Storage used by a thread.
     virtual boost::asio::awaitable<thread_stats> stats(std::string thread_id) = 0;
+    /// @brief Whether the saver holds any checkpoint or pending write of the thread: what `stats`
+    /// tells by nonzero counts, without reading the stored values. The default asks `stats`;
+    /// savers on a server override it with one cheap query.
+    virtual boost::asio::awaitable<bool> holds_thread(std::string thread_id) {
+        auto counted = stats(std::move(thread_id));
+        const auto s = co_await std::move(counted);
+        co_return s.checkpoints > 0 || s.writes > 0;
+    }
 
     /// @brief Copies every checkpoint, value and pending write of thread `from` (all namespaces)
     /// to the new thread `to`, which then reads exactly as `from` (LangGraph's `copy_thread`); the

@@ -8,7 +8,8 @@
 /// - **Writes** on a thread (`put`, `put_writes`, `prune`, `copy_thread`) go to the back first:
 ///   it is the durable copy, and a failure there (`storage_failure`, `thread_busy`, `lease_lost`,
 ///   ...) fails the call with nothing written to the front. Then the front gets the same write,
-///   but only when it holds the thread (or the thread is new: the back had nothing of it either).
+///   but only when it holds the thread (or the thread is new: the back had nothing of it either),
+///   asked with `holds_thread` (on Redis one `EXISTS`; never `stats`, which reads every value).
 ///   So the front holds, per thread, either everything the back holds or nothing at all: a thread
 ///   that the front lost (evicted, `FLUSHDB`, its TTL) is not written there half again, and stays
 ///   served by the back. When the front fails a write after the back took it, the thread is
@@ -66,6 +67,8 @@ public:
     boost::asio::awaitable<void> delete_thread(std::string thread_id) override;
     boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
+    /// @brief The front's answer when it holds the thread, else the back's.
+    boost::asio::awaitable<bool> holds_thread(std::string thread_id) override;
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
     boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
     boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
