@@ -402,6 +402,7 @@ int cmd_break_lease(const args& a) {
 int cmd_dot(const args& a) {
     auto db = a.get("db"), thread = a.get("thread");
     if (thread && !db) throw usage_error("dot: --thread needs --db");
+    if (a.get("checkpoint") && !thread) throw usage_error("dot: --checkpoint needs --thread");
     std::string format = a.get("format").value_or("dot");
     auto diff = a.get("diff");
     if (format != "dot" && format != "json" && format != "summary") throw usage_error("dot: --format is dot, json or summary");
@@ -440,7 +441,6 @@ int cmd_dot(const args& a) {
     app ap(io, a, *db, false);
     if (auto checkpoint = a.get("checkpoint")) {
         // The path up to that checkpoint, with its pending interrupts and failed nodes.
-        if (!thread) throw usage_error("dot: --checkpoint needs --thread");
         auto overlay = run(io, sg::thread_overlay(ap.graph, *thread, *checkpoint));
         ap.graph.write_dot(std::cout, overlay);
         return 0;

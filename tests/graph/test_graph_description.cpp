@@ -250,6 +250,9 @@ BOOST_AUTO_TEST_CASE(command_line_tools) {
     BOOST_TEST(contains(slurp("stategraph_test.txt"), "- node 'audit'"));
     BOOST_TEST(std::system((sup + " dot --diff stategraph_test_new.json > stategraph_test_tool.dot").c_str()) == 0);
     BOOST_TEST(std::system("dot -Tsvg stategraph_test_tool.dot -o stategraph_test_tool.svg") == 0);
+    int usage = std::system((sup + " dot --checkpoint c1 > /dev/null 2> stategraph_test.txt").c_str());
+    BOOST_TEST(WEXITSTATUS(usage) == 2);
+    BOOST_TEST(contains(slurp("stategraph_test.txt"), "--checkpoint needs --thread"));
     std::ofstream("stategraph_test_bad.json") << "{\"format\": \"stategraph-graph\"}";
     int bad = std::system((tool + " stategraph_test_old.json stategraph_test_bad.json 2> stategraph_test.txt").c_str());
     BOOST_TEST(WEXITSTATUS(bad) == 2);
