@@ -4,7 +4,7 @@
 //   global_supervisor resume  --db FILE --thread ID [--json] [--stream MODES] [--model-url URL --model NAME] ANSWER
 //   global_supervisor state   --db FILE --thread ID [--json]
 //   global_supervisor history --db FILE --thread ID [--json]
-//   global_supervisor dot     [--db FILE --thread ID]
+//   global_supervisor dot     [--db FILE --thread ID [--checkpoint ID]] [--format dot|json|summary] [--diff OLD.json]
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
 //   global_supervisor break-lease --db FILE --thread ID
 //   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
@@ -46,6 +46,8 @@
 #include <stategraph/checkpoint/tiered_saver.hpp>
 #endif
 #include <stategraph/drain.hpp>
+#include <stategraph/graph_description.hpp>
+#include <stategraph/thread_overlay.hpp>
 
 #include <csignal>
 #include <stategraph/error.hpp>
@@ -63,6 +65,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -86,7 +89,7 @@ constexpr const char* usage_text =
     "  global_supervisor resume  --db FILE --thread ID [--json] [--stream MODES] [--model-url URL --model NAME] ANSWER\n"
     "  global_supervisor state   --db FILE --thread ID [--json]\n"
     "  global_supervisor history --db FILE --thread ID [--json]\n"
-    "  global_supervisor dot     [--db FILE --thread ID]\n"
+    "  global_supervisor dot     [--db FILE --thread ID [--checkpoint ID]] [--format dot|json|summary] [--diff OLD.json]\n"
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
     "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--model-url URL --model NAME]\n"
@@ -125,7 +128,7 @@ args parse(int argc, char** argv) {
         {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback"}},
         {"state", {"db", "thread", "checkpointer", "fallback"}},
         {"history", {"db", "thread", "checkpointer", "fallback"}},
-        {"dot", {"db", "thread"}},
+        {"dot", {"db", "thread", "checkpoint", "format", "diff"}},
         {"demo", {"db", "model-url", "model"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
         {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors"}},
@@ -400,7 +403,32 @@ int cmd_break_lease(const args& a) {
 int cmd_dot(const args& a) {
     auto db = a.get("db"), thread = a.get("thread");
     if (thread && !db) throw usage_error("dot: --thread needs --db");
+    if (a.get("checkpoint") && !thread) throw usage_error("dot: --checkpoint needs --thread");
+    std::string format = a.get("format").value_or("dot");
+    auto diff = a.get("diff");
+    if (format != "dot" && format != "json" && format != "summary") throw usage_error("dot: --format is dot, json or summary");
+    if (format == "summary" && !diff) throw usage_error("dot: --format summary needs --diff OLD.json");
     boost::asio::io_context io;
+    if (format == "json" || diff) {
+        // The description (stable: commit it next to the code), or the diff against an older one.
+        gs::services::options o;
+        o.db = ":memory:";
+        o.seed_demo = false;
+        gs::services svc(std::move(o));
+        auto g = gs::build_graph(nullptr, svc);
+        if (!diff) {
+            sg::write_json(std::cout, g);
+            return 0;
+        }
+        std::ifstream in(*diff, std::ios::binary);
+        if (!in) throw usage_error("dot: cannot read --diff file '" + *diff + "'");
+        std::ostringstream text;
+        text << in.rdbuf();
+        auto old_graph = sg::read_json(text.str());
+        if (format == "summary") std::cout << sg::diff_summary(sg::diff_graphs(old_graph, g.shape()));
+        else sg::write_diff_dot(std::cout, old_graph, g.shape());
+        return 0;
+    }
     if (!db) {
         // The graph alone: its services on an empty in-memory database, never used.
         gs::services::options o;
@@ -412,6 +440,12 @@ int cmd_dot(const args& a) {
         return 0;
     }
     app ap(io, a, *db, false);
+    if (auto checkpoint = a.get("checkpoint")) {
+        // The path up to that checkpoint, with its pending interrupts and failed nodes.
+        auto overlay = run(io, sg::thread_overlay(ap.graph, *thread, *checkpoint));
+        ap.graph.write_dot(std::cout, overlay);
+        return 0;
+    }
     run(io, gs::write_dot(ap.graph, std::cout, thread.value_or("")));
     return 0;
 }

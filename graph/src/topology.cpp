@@ -1,5 +1,7 @@
 #include <stategraph/topology.hpp>
 
+#include <stategraph/detail/dot_escape.hpp>
+
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/filtered_graph.hpp>
@@ -14,6 +16,15 @@
 
 namespace stategraph {
 
+std::string detail::dot_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out;
+}
+
 const node_spec* topology::find(const std::string& n) const {
     for (const auto& node : nodes)
         if (node.name == n) return &node;
@@ -27,6 +38,8 @@ std::vector<std::string> topology::node_names() const {
 }
 
 namespace {
+
+using detail::dot_escape;
 
 enum class edge_kind { plain, join, route, command };
 
@@ -213,19 +226,27 @@ std::vector<graph_problem> validate(const topology& t) {
 
 namespace {
 
-std::string esc(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
-    }
-    return out;
-}
 
 /// Adds vertices and edges for one topology, with ids prefixed by `prefix` (for subgraphs).
 void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, const std::string& prefix, int depth);
 
-std::string vid(const std::string& prefix, const std::string& name) { return "\"" + esc(prefix + name) + "\""; }
+/// The overlay of a subgraph node: the entries "sub/x" of each list, as "x".
+dot_options inside(const dot_options& opt, const std::string& sub) {
+    auto strip = [&](const std::vector<std::string>& v) {
+        std::vector<std::string> out;
+        for (const auto& n : v)
+            if (n.size() > sub.size() && n.compare(0, sub.size(), sub) == 0) out.push_back(n.substr(sub.size()));
+        return out;
+    };
+    dot_options o;
+    o.visited = strip(opt.visited);
+    o.current = strip(opt.current);
+    o.interrupted = strip(opt.interrupted);
+    o.failed = strip(opt.failed);
+    return o;
+}
+
+std::string vid(const std::string& prefix, const std::string& name) { return "\"" + dot_escape(prefix + name) + "\""; }
 
 void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, const std::string& prefix, int depth) {
     auto b = build(t, true);
@@ -239,12 +260,12 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
     int cluster = 0;
     auto graph_writer = [&](std::ostream& out) {
         if (depth == 0) {
-            out << "rankdir=TB;\nlabel=\"" << esc(t.name) << "\";\nlabelloc=t;\n"
+            out << "rankdir=TB;\nlabel=\"" << dot_escape(t.name) << (opt.caption.empty() ? "" : "\\n" + dot_escape(opt.caption)) << "\";\nlabelloc=t;\n"
                 << "node [shape=box, style=\"rounded,filled\", fillcolor=\"#f7f7f7\", fontname=\"Helvetica\"];\n"
                 << "edge [fontname=\"Helvetica\", fontsize=10];\n";
         }
         for (const auto& [stage, members] : stages) {
-            out << "subgraph \"cluster_" << esc(prefix + stage) << "_" << cluster++ << "\" {\n  label=\"" << esc(stage)
+            out << "subgraph \"cluster_" << dot_escape(prefix + stage) << "_" << cluster++ << "\" {\n  label=\"" << dot_escape(stage)
                 << "\"; style=\"rounded,dashed\"; color=\"#888888\";\n";
             for (const auto& m : members) out << "  " << vid(prefix, m) << ";\n";
             out << "}\n";
@@ -265,16 +286,18 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
             return;
         }
         const node_spec* n = t.find(name);
-        std::string label = esc(name), style = "rounded,filled", fill = "#f7f7f7", extra;
+        std::string label = dot_escape(name), style = "rounded,filled", fill = "#f7f7f7", extra;
         if (n && n->deferred) label += "\\n(deferred)", style = "rounded,filled,dashed";
         if (n && n->send_only) label += "\\n(Send target)";
         if (n && n->has_retry) label += "\\n(retry)";
         if (n && n->has_cache) label += "\\n(cached)";
-        if (n && !n->error_handler.empty()) label += "\\n(on error: " + esc(n->error_handler) + ")";
+        if (n && !n->error_handler.empty()) label += "\\n(on error: " + dot_escape(n->error_handler) + ")";
         if (t.interrupt_before.count(name)) extra += ", color=red, penwidth=2, xlabel=\"interrupt before\"";
         if (t.interrupt_after.count(name)) extra += ", color=red, penwidth=2, xlabel=\"interrupt after\"";
         if (is_in(opt.visited, name)) fill = "#cfe2ff";
         if (is_in(opt.current, name)) fill = "#ffd966", extra += ", penwidth=3";
+        if (is_in(opt.interrupted, name)) fill = "#ffd966", extra += ", shape=octagon, penwidth=3", label += "\\n(waiting: interrupt)";
+        if (is_in(opt.failed, name)) fill = "#ff9999", extra += ", color=\"#cf222e\", penwidth=3", label += "\\n(failed)";
         out << "[label=\"" << label << "\", style=\"" << style << "\", fillcolor=\"" << fill << "\"" << extra << "]";
     };
     auto edge_writer = [&](std::ostream& out, boost::graph_traits<bgraph>::edge_descriptor e) {
@@ -282,7 +305,7 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
         switch (p.kind) {
         case edge_kind::plain: out << "[]"; break;
         case edge_kind::join: out << "[style=bold, arrowhead=none, color=\"#555555\"]"; break;
-        case edge_kind::route: out << "[style=dashed, label=\"" << esc(p.label) << "\"]"; break;
+        case edge_kind::route: out << "[style=dashed, label=\"" << dot_escape(p.label) << "\"]"; break;
         case edge_kind::command: out << "[style=dotted, label=\"goto\"]"; break;
         }
     };
@@ -299,8 +322,8 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
     for (const auto& n : t.nodes) {
         if (!n.subgraph) continue;
         std::string sub_prefix = prefix + n.name + "/";
-        os << "subgraph \"cluster_" << esc(sub_prefix) << "\" {\nlabel=\"" << esc(n.name) << " (subgraph)\"; style=rounded; color=\"#3366cc\";\n";
-        draw_graph(os, *n.subgraph, {}, sub_prefix, depth + 1);
+        os << "subgraph \"cluster_" << dot_escape(sub_prefix) << "\" {\nlabel=\"" << dot_escape(n.name) << " (subgraph)\"; style=rounded; color=\"#3366cc\";\n";
+        draw_graph(os, *n.subgraph, inside(opt, n.name + "/"), sub_prefix, depth + 1);
         os << "}\n";
         os << vid(prefix, n.name) << "->" << vid(sub_prefix, START) << " [style=dotted, arrowhead=none];\n";
     }
@@ -309,7 +332,7 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
 } // namespace
 
 void write_dot(std::ostream& os, const topology& t, const dot_options& options) {
-    os << "digraph \"" << esc(t.name) << "\" {\n";
+    os << "digraph \"" << dot_escape(t.name) << "\" {\n";
     draw_graph(os, t, options, "", 0);
     os << "}\n";
 }

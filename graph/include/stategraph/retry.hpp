@@ -6,7 +6,9 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <cstdio>
 #include <random>
+#include <string>
 
 namespace stategraph {
 
@@ -32,5 +34,15 @@ struct retry_policy {
         return std::chrono::milliseconds(static_cast<long long>(ms));
     }
 };
+
+/// @brief The policy in words, stable across runs (for graph descriptions and diffs):
+/// "attempts=3 initial=500ms backoff=2 max=128000ms jitter timeout=0ms" (+ " retry_on" when it filters).
+inline std::string describe_retry(const retry_policy& p) {
+    char backoff[32];
+    std::snprintf(backoff, sizeof backoff, "%g", p.backoff_factor);
+    return "attempts=" + std::to_string(p.max_attempts) + " initial=" + std::to_string(p.initial_interval.count()) +
+           "ms backoff=" + backoff + " max=" + std::to_string(p.max_interval.count()) + "ms" + (p.jitter ? " jitter" : "") +
+           " timeout=" + std::to_string(p.timeout.count()) + "ms" + (p.retry_on ? " retry_on" : "");
+}
 
 } // namespace stategraph

@@ -270,6 +270,8 @@ private:
                 if (spec.name == n.name) {
                     spec.has_retry = n.retry.has_value();
                     spec.has_cache = n.cache.has_value();
+                    spec.retry = n.retry ? describe_retry(*n.retry) : std::string();
+                    spec.timeout_ms = static_cast<long long>(n.timeout.count());
                     spec.error_handler = n.on_error ? n.on_error.name() : std::string();
                 }
         }

@@ -29,6 +29,8 @@ struct node_spec {
     bool send_only = false;            ///< takes a Send payload, not the state
     bool has_retry = false;
     bool has_cache = false;            ///< has a cache policy (own or the graph's default)
+    std::string retry;                 ///< the retry policy in words (for descriptions and diffs), or ""
+    long long timeout_ms = 0;          ///< per-attempt time limit in milliseconds (0: none)
     std::string error_handler;         ///< the name of its error handler, or ""
     std::vector<std::string> ends;     ///< nodes a Command from this node may go to
     std::shared_ptr<const topology> subgraph; ///< for a compiled graph used as a node
@@ -72,6 +74,10 @@ std::vector<graph_problem> validate(const topology& t);
 struct dot_options {
     std::vector<std::string> visited; ///< nodes to highlight as the path taken
     std::vector<std::string> current; ///< nodes to highlight as the current position
+    std::vector<std::string> interrupted; ///< nodes with a pending interrupt (drawn as waiting)
+    std::vector<std::string> failed;      ///< nodes whose failure stopped the run
+    std::string caption;                  ///< a line under the graph's name, e.g. "thread t1 at checkpoint c9"
+    // Inside a subgraph node `sub`, the lists above name its nodes as "sub/node" (as the drawing's ids).
 };
 
 /// @brief Writes Graphviz DOT (through Boost.Graph's write_graphviz): START/END distinct,
