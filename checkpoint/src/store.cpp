@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 
 namespace stategraph::store {
@@ -333,7 +335,11 @@ asio::awaitable<std::vector<search_item>> base_store::search(const namespace_pat
     const bool refresh = options.refresh_ttl == search_options::refresh::store_default
                              ? options_.refresh_on_read
                              : options.refresh_ttl == search_options::refresh::yes;
-    const std::size_t want = filter ? 0 : options.offset + options.limit;
+    // offset + limit, saturated below INT64_MAX (a database LIMIT is a signed 64-bit number).
+    constexpr std::size_t max_want = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+    const std::size_t want = filter                                  ? 0
+                             : options.offset >= max_want - std::min(options.limit, max_want) ? max_want
+                                                                     : options.offset + options.limit;
     auto refresher = [](base_store* self, std::vector<std::pair<namespace_path, std::string>> keys) {
         return self->do_refresh(std::move(keys));
     };

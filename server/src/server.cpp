@@ -350,6 +350,10 @@ struct thread_rec {
     json::value error;
     std::string graph_id;      ///< empty until a graph is chosen (metadata.graph_id or a run)
     std::deque<std::shared_ptr<run_rec>> queue; ///< pending and running runs, oldest first
+    /// A finished run's rollback and state refresh are still awaited: the thread stays busy (no
+    /// run starts, reject refuses, no delete or state update) until they are done.
+    bool settling = false;
+    bool busy() const noexcept { return !queue.empty() || settling; }
     bool temporary = false;
     std::list<net::steady_timer*> waiters; ///< thread-level streams, woken when a run is queued
     std::uint64_t run_seq = 0;              ///< runs queued so far
@@ -731,7 +735,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         for (auto* t : th->waiters) t->cancel();
         th->status = "busy";
         th->updated_at = now_iso();
-        if (th->queue.size() == 1) start(th, run);
+        if (th->queue.size() == 1 && !th->settling) start(th, run);
     }
 
     std::size_t in_flight = 0; ///< runs executing
@@ -791,6 +795,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         run->updated_at = now_iso();
         if (!th->queue.empty() && th->queue.front() == run) th->queue.pop_front();
+        th->settling = true; // until the rollback and the refresh below are done
         if (run->rollback && !run->started_cp.empty() && a) {
             // The run was cancelled through this coroutine's slot: the rollback's own waits
             // must not see that cancellation.
@@ -799,7 +804,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 auto saver = a->spec.core->saver;
                 co_await roll_back(saver, th->thread_id, run->started_cp);
             } catch (const std::exception& e) {
+                // Kept on the run (not deleted below) and on the thread, which shows status error.
                 run->error = json::object{{"error", "RollbackError"}, {"message", e.what()}};
+                run->status = "error";
+                th->error = run->error;
             }
         }
         if (run->status != "error") {
@@ -815,13 +823,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 th->interrupts = {};
             }
         }
+        th->settling = false;
         if (run->status == "error") th->status = th->queue.empty() ? "error" : "busy";
         else if (!th->queue.empty()) th->status = "busy";
         run->finished = true;
         run->notify();
         // Finished runs are kept (get, join, replay) up to a bound; the oldest go first. A run
         // rolled back is deleted at once.
-        if (run->rollback) self->runs.erase(run->run_id);
+        if (run->rollback && run->error.is_null()) self->runs.erase(run->run_id);
         else self->finished_runs.push_back(run->run_id);
         while (self->finished_runs.size() > std::max<std::size_t>(self->opts.max_finished_runs, 1)) {
             self->runs.erase(self->finished_runs.front());
@@ -975,10 +984,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (!th->graph_id.empty() && th->graph_id != a->spec.graph_id)
             throw http_error(409, "thread '" + th->thread_id + "' belongs to graph '" + th->graph_id +
                                       "', not to '" + a->spec.graph_id + "'");
-        if (!th->queue.empty() && run->multitask == "reject")
-            throw http_error(409, "Thread is already running a task. Wait for it to finish or choose a different "
-                                  "multitask strategy (thread '" + th->thread_id + "' is busy with run '" +
-                                  th->queue.front()->run_id + "')");
+        if (th->busy() && run->multitask == "reject") throw_busy(*th);
         run->thread_id = th->thread_id;
 
         // The engine request.
@@ -1050,6 +1056,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
             th->metadata["graph_id"] = a->spec.graph_id;
             th->metadata["assistant_id"] = a->assistant_id;
         }
+        // Checked again: the waits above (get_state) let another request queue a run meanwhile.
+        if (th->busy() && run->multitask == "reject") throw_busy(*th);
         if (run->multitask == "interrupt" || run->multitask == "rollback")
             for (auto& r : th->queue) {
                 r->rollback = r->rollback || run->multitask == "rollback";
@@ -1057,6 +1065,12 @@ struct server::impl : std::enable_shared_from_this<impl> {
             }
         undo.id.clear();
         co_return run;
+    }
+
+    [[noreturn]] static void throw_busy(const thread_rec& th) {
+        throw http_error(409, "Thread is already running a task. Wait for it to finish or choose a different "
+                              "multitask strategy (thread '" + th.thread_id + "' is busy" +
+                              (th.queue.empty() ? std::string(" finishing a run") : " with run '" + th.queue.front()->run_id + "'") + ")");
     }
 
     void cancel_run(run_rec& r) {
@@ -1361,8 +1375,9 @@ awaitable<void> server::impl::route_threads(call& c) {
             th->updated_at = now_iso();
             reply(c, 200, th->to_json());
         } else if (verb == http::verb::delete_) {
-            if (!th->queue.empty())
-                throw http_error(409, "thread '" + th->thread_id + "' has a run in flight (" + th->queue.front()->run_id + "); cancel it first");
+            if (th->busy())
+                throw http_error(409, "thread '" + th->thread_id + "' has a run in flight" +
+                                          (th->queue.empty() ? std::string() : " (" + th->queue.front()->run_id + ")") + "; cancel it first");
             co_await drop_thread(th);
             for (auto it = runs.begin(); it != runs.end();)
                 it = it->second->thread_id == th->thread_id ? runs.erase(it) : std::next(it);
@@ -1433,7 +1448,7 @@ awaitable<void> server::impl::route_threads(call& c) {
     if (what == "state" && p.size() == 3 && verb == http::verb::post) {
         json::object body = body_object(c);
         if (!a) throw http_error(422, "thread '" + th->thread_id + "' has no graph yet: create it with metadata.graph_id, or run it first");
-        if (!th->queue.empty()) throw http_error(409, "thread '" + th->thread_id + "' has a run in flight; update its state when it ends");
+        if (th->busy()) throw http_error(409, "thread '" + th->thread_id + "' has a run in flight; update its state when it ends");
         auto req = std::make_unique<detail::update_request>();
         req->graph = a->spec.core;
         req->thread_id = th->thread_id;
@@ -1714,7 +1729,7 @@ awaitable<void> server::impl::route_store(call& c) {
             auto query = opt_string(body, "query").value_or("");
             so.query = query;
             so.limit = static_cast<std::size_t>(opt_int(body, "limit", 10, 0, 10'000));
-            so.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, INT64_MAX));
+            so.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
             if (auto r = opt_bool(body, "refresh_ttl"))
                 so.refresh_ttl = *r ? store::search_options::refresh::yes : store::search_options::refresh::no;
             auto found = co_await st.search(prefix, so);
@@ -1736,7 +1751,7 @@ awaitable<void> server::impl::route_store(call& c) {
             if (!suffix.empty()) q.suffix = &suffix;
             q.max_depth = static_cast<std::size_t>(opt_int(body, "max_depth", 0, 0, 1'000));
             q.limit = static_cast<std::size_t>(opt_int(body, "limit", 100, 0, 10'000));
-            q.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, INT64_MAX));
+            q.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
             auto list = co_await st.list_namespaces(q);
             json::array out;
             for (const auto& ns : list) out.emplace_back(namespace_json(ns));

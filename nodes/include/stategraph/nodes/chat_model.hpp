@@ -8,6 +8,7 @@
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
+#include <exception>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -173,11 +174,26 @@ public:
     }
 
     /// @brief Answer @p request by calling the rule (synchronously, without suspending).
+    /// Not a coroutine itself (g++ 12 destroys a coroutine's by-value argument twice when the
+    /// caller writes `co_await model.complete(chat_request{...})`): the rule runs here and its
+    /// answer, or its exception, is handed to a coroutine as a named value.
     boost::asio::awaitable<chat_response> complete(chat_request request) override {
-        co_return rule_(request);
+        std::exception_ptr failure;
+        chat_response answer;
+        try {
+            answer = rule_(request);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        return deliver(std::move(answer), std::move(failure));
     }
 
 private:
+    static boost::asio::awaitable<chat_response> deliver(chat_response answer, std::exception_ptr failure) {
+        if (failure) std::rethrow_exception(failure);
+        co_return answer;
+    }
+
     rule_type rule_;
 };
 
