@@ -7,7 +7,7 @@
 # The consumer modes also take SOURCE (consumer/), BINARY (its build dir, emptied first),
 # GENERATOR, CXX, LAUNCHER (ccache, may be empty), SANITIZE and TIERED (also build and run
 # consumer_tiered, which must print "consumer_tiered: ok"); they build at -O0 and run the
-# program, which must print "consumer: ok".
+# programs, which must print "consumer: ok" and "consumer_server: ok".
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT rc EQUAL 0)
@@ -28,7 +28,8 @@ if(MODE STREQUAL "install")
             ${LIBDIR}/libstategraph_core.a ${LIBDIR}/libstategraph_graph.a
             ${INCLUDEDIR}/stategraph/error.hpp ${INCLUDEDIR}/stategraph/detail/names.hpp
             ${INCLUDEDIR}/stategraph/state_graph.hpp ${INCLUDEDIR}/stategraph/checkpoint/sqlite_saver.hpp
-            ${INCLUDEDIR}/stategraph/dsl/dsl.hpp)
+            ${INCLUDEDIR}/stategraph/dsl/dsl.hpp ${INCLUDEDIR}/stategraph/server/server.hpp
+            ${INCLUDEDIR}/stategraph/store/sqlite_store.hpp)
     if(NOT EXISTS ${PREFIX}/${f})
       message(FATAL_ERROR "installed tree lacks ${f}")
     endif()
@@ -68,11 +69,16 @@ else()
 endif()
 
 run("configuring the consumer" ${CMAKE_COMMAND} ${args})
-run("building the consumer" ${CMAKE_COMMAND} --build ${BINARY} --target consumer --parallel 2)
+run("building the consumer" ${CMAKE_COMMAND} --build ${BINARY} --target consumer consumer_server --parallel 2)
 run("running the consumer" ${BINARY}/consumer ${BINARY}/orders.db)
 message(STATUS "${out}")
 if(NOT out MATCHES "consumer: ok")
   message(FATAL_ERROR "the consumer did not report ok")
+endif()
+run("running consumer_server" ${BINARY}/consumer_server ${BINARY}/parcels.db)
+message(STATUS "${out}")
+if(NOT out MATCHES "consumer_server: ok")
+  message(FATAL_ERROR "consumer_server did not report ok")
 endif()
 if(TIERED)
   run("building consumer_tiered" ${CMAKE_COMMAND} --build ${BINARY} --target consumer_tiered --parallel 2)
