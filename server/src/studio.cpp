@@ -41,6 +41,7 @@ constexpr std::string_view index_html = R"STUDIO(<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>stategraph studio</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/studio/app.css">
 </head>
 <body>
@@ -207,6 +208,14 @@ async function drawGraph() {
   }
   box.innerHTML = text.slice(Math.max(0, text.indexOf("<svg")));
   box.dataset.state = "drawn";
+  // Bring the thread's next node (where it waits) into view.
+  const shown = S.checkpoint ? S.history.find((x) => x.checkpoint.checkpoint_id === S.checkpoint) : S.history[S.history.length - 1];
+  const next = caption && shown ? shown.next : [];
+  const node = [...box.querySelectorAll("g.node")].find((g) => next.includes((g.querySelector("title") || {}).textContent));
+  if (node) {
+    const r1 = node.getBoundingClientRect(), r0 = box.getBoundingClientRect();
+    box.scrollTop += r1.top - r0.top - box.clientHeight / 2;
+  }
 }
 
 // -- threads -------------------------------------------------------------------------------
@@ -229,13 +238,21 @@ async function selectThread(id) {
   clearError();
   S.thread = await api("GET", `/threads/${id}`);
   S.checkpoint = null;
+  S.history = [];
   $("#fork").hidden = true;
   $("#stream-log").replaceChildren();
   $("#stream-status").textContent = "";
   await refreshThread();
   if (S.thread.status === "busy") joinRunning().catch(showError);
 }
-async function refreshThread() {
+// body[data-pending]: how many refreshes and streams are under way (0: the page is settled).
+async function tracked(work) {
+  const body = document.body;
+  body.dataset.pending = String(Number(body.dataset.pending || 0) + 1);
+  try { return await work(); } finally { body.dataset.pending = String(Number(body.dataset.pending) - 1); }
+}
+function refreshThread() { return tracked(refreshThreadNow); }
+async function refreshThreadNow() {
   if (!S.thread) return;
   const id = S.thread.thread_id;
   S.thread = await api("GET", `/threads/${id}`);
@@ -244,9 +261,11 @@ async function refreshThread() {
   st.textContent = S.thread.status;
   st.className = `status status-${S.thread.status}`;
   $("#thread-values").textContent = JSON.stringify(S.thread.values, null, 2);
-  const state = await api("GET", `/threads/${id}/state`);
+  // A thread that never ran has no checkpoint, so nothing can wait on it.
+  const state = S.thread.values ? await api("GET", `/threads/${id}/state`) : { interrupts: [] };
   drawInterrupts(state.interrupts || []);
-  await Promise.all([loadHistory(), drawGraph(), loadThreads()]);
+  await loadHistory(); // first: the drawing scrolls to the node the newest checkpoint waits at
+  await Promise.all([drawGraph(), loadThreads()]);
 }
 
 // -- pending interrupts: a form per interrupt, answered with command.resume -------------------
@@ -316,7 +335,8 @@ function showEvent(ev) {
   else what = short(ev.data, 300);
   $("#stream-log").append(el("li", { class: `event event-${kind}` }, el("b", {}, ev.event), " ", what));
 }
-async function consume(pending, label) {
+function consume(pending, label) { return tracked(() => consumeNow(pending, label)); }
+async function consumeNow(pending, label) {
   const status = $("#stream-status");
   $("#stream-log").replaceChildren();
   status.textContent = `${label}: connecting`;
@@ -352,10 +372,17 @@ async function consume(pending, label) {
 }
 
 // -- history: a timeline of checkpoints with the state change at each -------------------------
-function diffValues(a, b) {
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+// The fields that differ from `a` to `b`; with `deep`, inside objects down to the changed leaves
+// ("response.reply"), so that a checkpoint shows what its node really changed.
+function diffValues(a, b, deep, prefix) {
   const out = [];
-  for (const k of new Set([...Object.keys(a || {}), ...Object.keys(b || {})])) {
-    if (JSON.stringify((a || {})[k]) !== JSON.stringify((b || {})[k])) out.push({ key: k, old: (a || {})[k], now: (b || {})[k] });
+  a = a || {}; b = b || {};
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    if (JSON.stringify(a[k]) === JSON.stringify(b[k])) continue;
+    const key = (prefix || "") + k;
+    if (deep && isObject(a[k]) && isObject(b[k])) out.push(...diffValues(a[k], b[k], deep, key + "."));
+    else out.push({ key, old: a[k], now: b[k] });
   }
   return out;
 }
@@ -366,12 +393,13 @@ async function loadHistory() {
   S.history = list.slice().reverse();
   const ol = $("#timeline");
   ol.replaceChildren();
-  let prev = {};
+  let prev = null;
   for (const h of S.history) {
     const cid = h.checkpoint.checkpoint_id;
     const m = h.metadata || {};
     const writers = Array.isArray(m.writers) ? m.writers.filter((w) => w !== "__start__") : [];
-    const changes = diffValues(prev, h.values);
+    const changes = prev ? diffValues(prev, h.values, true) : [];
+    const first = prev === null;
     prev = h.values || {};
     const waiting = (h.interrupts || []).length > 0;
     ol.append(el("li", { class: "checkpoint" + (cid === S.checkpoint ? " selected" : "") + (waiting ? " has-interrupt" : ""),
@@ -381,12 +409,14 @@ async function loadHistory() {
         h.next.length ? el("span", { class: "next" }, "\u2192 next: " + h.next.join(", ") + " ") : null,
         waiting ? el("span", { class: "badge" }, "interrupt") : null,
         el("small", {}, " " + (h.created_at || "").slice(11, 23))),
-      changes.length ? el("ul", { class: "changes" }, ...changes.map((c) => el("li", {}, el("code", {}, c.key), ": ",
+      first ? el("div", { class: "nochange" }, "initial state: " + Object.keys(h.values || {}).join(", "))
+      : changes.length ? el("ul", { class: "changes" }, ...changes.map((c) => el("li", {}, el("code", {}, c.key), ": ",
           c.old === undefined ? null : el("span", { class: "old" }, short(c.old, 80)), c.old === undefined ? null : " \u2192 ",
           el("span", { class: "new" }, short(c.now, 160)))))
         : el("div", { class: "nochange" }, "no state change")));
   }
   ol.dataset.count = String(S.history.length);
+  if (!S.checkpoint) ol.scrollTop = ol.scrollHeight; // the newest in view
 }
 
 // -- fork from a checkpoint: update the state there (a new branch), or run from it -------------
