@@ -10,4 +10,5 @@ code=0
 "$here/studio/install.sh" || code=$?
 [ "$code" -eq 0 ] || exit "$code"
 rm -rf "$2" && mkdir -p "$2" "$3"
+rm -f "$3"/studio-*.png # no screenshot of an earlier run is taken for this one
 exec node "$here/studio/studio.mjs" "$1" "$2" "$3"

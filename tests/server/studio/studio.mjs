@@ -5,7 +5,8 @@
 //   to Mallorca"} ─► live stream ─► the interrupt's form ("Which Thomas?") ─► Resume "Thomas Berger"
 //   ─► thread idle, the answer in its state, the timeline and the thread's path on the graph
 //   ─► fork: run again from the interrupted checkpoint ─► resume "Thomas Anderson"
-//   ─► fork: update the state at the newest checkpoint
+//   ─► fork: update the state at the newest checkpoint ─► a background run started through the
+//   API, joined by selecting its thread
 //
 // usage: node studio.mjs GLOBAL_SUPERVISOR_BINARY WORK_DIR ARTIFACT_DIR
 // Exit 0 when every check passed; screenshots go to ARTIFACT_DIR/studio-*.png (their paths printed).
@@ -168,6 +169,22 @@ try {
   const edited = await api(`/threads/${tid}/state`);
   check(edited.values.response.reply === "edited in the studio", "the state update made at the checkpoint", edited.values.response);
   check(edited.parent_checkpoint.checkpoint_id === newest, "the new checkpoint follows the chosen one");
+
+  // 7. A run started elsewhere (a background run, 1 s late): selecting its thread joins its stream.
+  const post = async (p, body) => (await fetch(server.url + p, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })).json();
+  const other = await post("/threads", { metadata: { graph_id: "global_supervisor" } });
+  const bg = await post(`/threads/${other.thread_id}/runs`, { assistant_id: "global_supervisor", input: { message: "Hi there!" },
+    stream_mode: ["values", "updates"], after_seconds: 1 });
+  check(bg.status === "pending", "a background run waits to start", bg);
+  await page.click("#refresh");
+  await page.waitForSelector(`#threads li[data-thread='${other.thread_id}']`, wait);
+  await page.click(`#threads li[data-thread='${other.thread_id}']`);
+  await page.waitForFunction(() => document.querySelector("#stream-status").textContent.includes("(joined)"), wait);
+  await statusIs("idle");
+  const joined = await page.$$eval("#stream-log li", (lis) => lis.map((l) => l.textContent));
+  check((await text("#stream-status")).endsWith("ended"), "the joined stream ended with the run", await text("#stream-status"));
+  check(joined.some((t) => t.startsWith("updates") && t.includes("message_persist")), "the joined stream showed the run's nodes", joined.slice(-3));
+  check((await api(`/threads/${other.thread_id}/runs/${bg.run_id}`)).status === "success", "the joined run succeeded");
   check((await page.$eval("#error", (e) => e.hidden)), "the page shows no error", await text("#error"));
   check(pageErrors.length === 0, "no script error in the page", pageErrors);
   check(failed.length === 0, "every request of the page succeeded", failed);
@@ -187,5 +204,14 @@ try {
   process.exitCode = 1;
 } finally {
   if (browser) await browser.close();
-  server.child.kill("SIGTERM");
+}
+// SIGTERM: the server drains and exits 0 (under the sanitizers, a report makes it exit otherwise).
+const exited = new Promise((resolve) => server.child.on("exit", (code, signal) => resolve({ code, signal })));
+server.child.kill("SIGTERM");
+const timer = setTimeout(() => server.child.kill("SIGKILL"), 30_000);
+const end = await exited;
+clearTimeout(timer);
+if (end.code !== 0) {
+  console.error(`FAIL: the server exited with ${end.code ?? end.signal} after SIGTERM; see ${path.join(work, "serve.log")}`);
+  process.exitCode = 1;
 }
