@@ -131,6 +131,7 @@ button { cursor: pointer; }
 .changes .old { color: #8b1a1a; text-decoration: line-through; } .changes .new { color: #1e6b2f; }
 .writers { color: #2a4f8f; } .next { color: #5a6473; } .nochange { color: #8a93a0; font-size: 12px; }
 .badge { background: #ffd9b8; border-radius: 8px; padding: 0 6px; font-size: 12px; }
+.badge.branch { background: #e3d9fb; }
 )STUDIO";
 
 constexpr std::string_view app_js = R"STUDIO("use strict";
@@ -393,23 +394,29 @@ async function loadHistory() {
   S.history = list.slice().reverse();
   const ol = $("#timeline");
   ol.replaceChildren();
-  let prev = null;
+  // Each checkpoint against its parent (not the one before it in time: a fork starts a branch).
+  const byId = new Map(S.history.map((h) => [h.checkpoint.checkpoint_id, h]));
+  let before = null;
   for (const h of S.history) {
     const cid = h.checkpoint.checkpoint_id;
     const m = h.metadata || {};
     const writers = Array.isArray(m.writers) ? m.writers.filter((w) => w !== "__start__") : [];
-    const changes = prev ? diffValues(prev, h.values, true) : [];
-    const first = prev === null;
-    prev = h.values || {};
+    const parentId = h.parent_checkpoint && h.parent_checkpoint.checkpoint_id;
+    const parent = parentId ? byId.get(parentId) : null;
+    const first = !parent;
+    const changes = parent ? diffValues(parent.values, h.values, true) : [];
+    const branch = parent && before && parent !== before
+      ? el("span", { class: "badge branch" }, `branch from step ${(parent.metadata || {}).step} `) : null;
+    before = h;
     const waiting = (h.interrupts || []).length > 0;
     ol.append(el("li", { class: "checkpoint" + (cid === S.checkpoint ? " selected" : "") + (waiting ? " has-interrupt" : ""),
         "data-checkpoint": cid, onclick: () => selectCheckpoint(cid).catch(showError) },
       el("div", { class: "head" }, el("b", {}, `step ${m.step}`), ` ${m.source || ""} `,
         writers.length ? el("span", { class: "writers" }, "\u2190 " + writers.join(", ") + " ") : null,
         h.next.length ? el("span", { class: "next" }, "\u2192 next: " + h.next.join(", ") + " ") : null,
-        waiting ? el("span", { class: "badge" }, "interrupt") : null,
+        waiting ? el("span", { class: "badge" }, "interrupt") : null, branch,
         el("small", {}, " " + (h.created_at || "").slice(11, 23))),
-      first ? el("div", { class: "nochange" }, "initial state: " + Object.keys(h.values || {}).join(", "))
+      first ? el("div", { class: "nochange" }, (parentId ? "(parent not listed) " : "initial state: ") + Object.keys(h.values || {}).join(", "))
       : changes.length ? el("ul", { class: "changes" }, ...changes.map((c) => el("li", {}, el("code", {}, c.key), ": ",
           c.old === undefined ? null : el("span", { class: "old" }, short(c.old, 80)), c.old === undefined ? null : " \u2192 ",
           el("span", { class: "new" }, short(c.now, 160)))))
@@ -422,7 +429,10 @@ async function loadHistory() {
 // -- fork from a checkpoint: update the state there (a new branch), or run from it -------------
 async function selectCheckpoint(cid) {
   S.checkpoint = cid;
-  for (const li of document.querySelectorAll("#timeline .checkpoint")) li.classList.toggle("selected", li.dataset.checkpoint === cid);
+  for (const li of document.querySelectorAll("#timeline .checkpoint")) {
+    li.classList.toggle("selected", li.dataset.checkpoint === cid);
+    if (li.dataset.checkpoint === cid) li.scrollIntoView({ block: "nearest" });
+  }
   const h = S.history.find((x) => x.checkpoint.checkpoint_id === cid);
   $("#fork").hidden = false;
   $("#fork-checkpoint").textContent = cid;
@@ -452,10 +462,10 @@ async function forkRun() {
 $("#api-key").value = S.key;
 $("#api-key").addEventListener("change", () => { S.key = $("#api-key").value; sessionStorage.setItem("stategraph-key", S.key); loadAssistants().catch(showError); });
 $("#assistant").addEventListener("change", () => chooseAssistant($("#assistant").value).catch(showError));
-$("#new-thread").addEventListener("click", () => newThread().catch(showError));
+$("#new-thread").addEventListener("click", () => tracked(newThread).catch(showError));
 $("#refresh").addEventListener("click", () => (S.thread ? refreshThread() : loadThreads()).catch(showError));
 $("#overlay").addEventListener("change", () => drawGraph().catch(showError));
-$("#fork-update").addEventListener("click", () => forkUpdate().catch(showError));
+$("#fork-update").addEventListener("click", () => tracked(forkUpdate).catch(showError));
 $("#fork-run").addEventListener("click", () => forkRun().catch(showError));
 $("#run-form").addEventListener("submit", (ev) => {
   ev.preventDefault();

@@ -151,6 +151,8 @@ try {
   await page.click("#interrupts .resume-submit");
   await statusIs("idle");
   const forked = await api(`/threads/${tid}`);
+  const branches = await page.$$eval("#timeline .branch", (bs) => bs.map((b) => b.textContent));
+  check(branches.length === 1 && branches[0].startsWith("branch from step"), "the timeline marks where the branch starts", branches);
   check(/Thomas Anderson/.test(forked.values.response.reply), "the branch run from the checkpoint took the other answer", forked.values.response);
 
   // 6. Fork: update the state at the newest checkpoint (only the edited field is sent).
@@ -165,10 +167,14 @@ try {
   });
   await page.select("#fork-as-node", "message_persist");
   await page.click("#fork-update");
-  await page.waitForFunction((n) => Number(document.querySelector("#timeline").dataset.count) === n + 1, wait, before);
+  await page.waitForFunction((n) => Number(document.querySelector("#timeline").dataset.count) === n + 1 &&
+    document.body.dataset.pending === "0", wait, before);
   const edited = await api(`/threads/${tid}/state`);
   check(edited.values.response.reply === "edited in the studio", "the state update made at the checkpoint", edited.values.response);
   check(edited.parent_checkpoint.checkpoint_id === newest, "the new checkpoint follows the chosen one");
+  check((await page.$eval("#timeline li.selected", (l) => l.dataset.checkpoint)) === edited.checkpoint.checkpoint_id,
+        "the new checkpoint is the one selected");
+  await shot("studio-fork.png");
 
   // 7. A run started elsewhere (a background run, 1 s late): selecting its thread joins its stream.
   const post = async (p, body) => (await fetch(server.url + p, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })).json();
@@ -188,7 +194,7 @@ try {
   check((await page.$eval("#error", (e) => e.hidden)), "the page shows no error", await text("#error"));
   check(pageErrors.length === 0, "no script error in the page", pageErrors);
   check(failed.length === 0, "every request of the page succeeded", failed);
-  await shot("studio-fork.png");
+  await shot("studio-joined.png");
   console.log(`studio browser test: ${checks} checks passed against ${server.url} (chromium ${await browser.version()})`);
   for (const s of shots) console.log(`screenshot: ${s}`);
 } catch (e) {
