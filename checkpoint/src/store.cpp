@@ -296,8 +296,15 @@ clock::time_point base_store::from_ms(std::int64_t ms) noexcept {
     return clock::time_point(std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(ms)));
 }
 
-asio::awaitable<void> base_store::put(const namespace_path& ns, const std::string& key, const json::object& value,
+value_arg::value_arg(field f1, field f2, field f3, field f4, field f5, field f6, field f7, field f8) {
+    for (const field* f : {&f1, &f2, &f3, &f4, &f5, &f6, &f7, &f8})
+        if (!f->name.empty()) value_[f->name] = json::value(f->value);
+}
+
+asio::awaitable<void> base_store::put(const namespace_arg& nsa, const std::string& key, const value_arg& valuea,
                                       put_options options) {
+    const namespace_path& ns = nsa;
+    const json::object& value = valuea;
     check_namespace(ns);
     check_key(ns, key);
     write w{ns, key, value, text_of(value, options.index), std::nullopt};
@@ -306,20 +313,23 @@ asio::awaitable<void> base_store::put(const namespace_path& ns, const std::strin
     return do_put(std::move(w));
 }
 
-asio::awaitable<std::optional<item>> base_store::get(const namespace_path& ns, const std::string& key,
+asio::awaitable<std::optional<item>> base_store::get(const namespace_arg& nsa, const std::string& key,
                                                      std::optional<bool> refresh_ttl) {
+    const namespace_path& ns = nsa;
     check_namespace(ns);
     check_key(ns, key);
     return do_get(ns, key, refresh_ttl.value_or(options_.refresh_on_read));
 }
 
-asio::awaitable<void> base_store::remove(const namespace_path& ns, const std::string& key) {
+asio::awaitable<void> base_store::remove(const namespace_arg& nsa, const std::string& key) {
+    const namespace_path& ns = nsa;
     check_namespace(ns);
     check_key(ns, key);
     return do_remove(ns, key);
 }
 
-asio::awaitable<std::vector<search_item>> base_store::search(const namespace_path& prefix, search_options options) {
+asio::awaitable<std::vector<search_item>> base_store::search(const namespace_arg& prefixa, search_options options) {
+    const namespace_path& prefix = prefixa;
     check_namespace(prefix, true);
     std::optional<json::object> filter;
     if (const auto* f = options.filter.get(); f && !f->empty()) {

@@ -125,6 +125,33 @@ BOOST_AUTO_TEST_CASE(sqlite_store_reports_a_corrupt_item_and_a_bad_path) {
     st::testing::expect_store_error([] { st::sqlite_store bad({"", {}}); }, st::store_errc::storage_failure, "path");
 }
 
+// The braced spellings a newcomer writes inside co_await: labels and fields given in place,
+// which g++ 12 accepts because namespace_arg and value_arg make no initializer_list.
+namespace {
+boost::asio::awaitable<std::optional<st::item>> put_then_get(st::base_store& s, std::string user) {
+    co_await s.put({"users", user, "prefs"}, "ui", {{"theme", "dark"}, {"size", 12}, {"theme", "light"}, {"on", true}});
+    co_await s.put({"users", user}, "empty", {});
+    auto empty = co_await s.get({"users", user}, "empty");
+    if (!empty || !empty->value.empty()) throw std::runtime_error("the empty value did not come back empty");
+    auto found = co_await s.search({"users"}, {.limit = 5});
+    if (found.size() != 2) throw std::runtime_error("search under {\"users\"} found " + std::to_string(found.size()));
+    co_await s.remove({"users", user}, "empty");
+    co_return co_await s.get({"users", user, "prefs"}, "ui");
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(braced_namespaces_and_values_inside_co_await) {
+    st::memory_store s;
+    auto got = run(put_then_get(s, "u7"));
+    BOOST_REQUIRE(got);
+    BOOST_TEST(got->ns == (st::namespace_path{"users", "u7", "prefs"}));
+    BOOST_TEST(got->value == (json::object{{"theme", "light"}, {"size", 12}, {"on", true}})); // the last "theme" wins
+    // A namespace_arg of labels is checked like any namespace.
+    BOOST_CHECK_THROW(run(s.put({"users", ""}, "k", {{"a", 1}})), st::store_error);
+    const st::namespace_arg three{"a", std::string("b"), std::string_view("c")};
+    BOOST_TEST(three.path() == (st::namespace_path{"a", "b", "c"}));
+}
+
 BOOST_AUTO_TEST_CASE(store_error_codes_have_messages) {
     for (int e = 1; e <= 6; ++e)
         BOOST_TEST(st::store_category().message(e) != "unknown store error");

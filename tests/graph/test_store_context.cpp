@@ -22,20 +22,21 @@ struct chat {
 BOOST_DESCRIBE_STRUCT(chat, (), (user, message, recalled))
 inline auto reducers(sg::for_state<chat>) { return sg::reducers{sg::reduce<&chat::recalled>(sg::append)}; }
 
-/// Stores the message as a fact of the user (as a newcomer writes it: options braced in the co_await).
+/// Stores the message as a fact of the user, as a newcomer writes it: the namespace, the value and
+/// the options braced inside the co_await (g++ 12 rejects an initializer_list there; the store's
+/// namespace_arg and value_arg make none).
 boost::asio::awaitable<sg::update<chat>> remember(const chat& s, sg::context& ctx) {
-    const sg::store::namespace_path ns{"users", s.user, "facts"};
-    const json::object fact{{"text", s.message}, {"step", ctx.step()}};
-    co_await ctx.store().put(ns, s.message, fact, {.ttl = std::chrono::minutes(60)});
+    co_await ctx.store().put({"users", s.user, "facts"}, s.message, {{"text", s.message}, {"step", ctx.step()}},
+                             {.ttl = std::chrono::minutes(60)});
     const sg::store::namespace_path seen{"seen", s.user};
-    co_await ctx.store().put(seen, "last", fact, {}); // a literal key and empty options in the co_await
+    const json::object fact{{"text", s.message}, {"step", ctx.step()}};
+    co_await ctx.store().put(seen, "last", fact, {}); // named values, a literal key and empty options
     co_return sg::update<chat>{};
 }
 
 /// Finds the user's facts that share a word with the message.
 boost::asio::awaitable<sg::update<chat>> recall(const chat& s, sg::context& ctx) {
-    const sg::store::namespace_path ns{"users", s.user};
-    auto found = co_await ctx.store().search(ns, {.query = s.message, .limit = 3});
+    auto found = co_await ctx.store().search({"users", s.user}, {.query = s.message, .limit = 3});
     std::vector<std::string> texts;
     for (const auto& item : found) texts.push_back(std::string(item.value.at("text").as_string()));
     co_return sg::update<chat>{}.set<&chat::recalled>(std::move(texts));

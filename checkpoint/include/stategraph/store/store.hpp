@@ -26,15 +26,21 @@
 ///
 /// g++ 12 and `co_await`: every option type here is trivially destructible and the calls are
 /// plain functions that copy their arguments into the coroutine they return, so
-/// `co_await store.search(ns, {.query = "coffee", .limit = 3})` is safe. A namespace or a JSON
-/// value written as a braced list inside the `co_await` expression is not (g++ 12 rejects it):
-/// name it first, `const store::namespace_path ns{"users", id};`.
+/// `co_await store.search(ns, {.query = "coffee", .limit = 3})` is safe. g++ 12 rejects any
+/// `std::initializer_list` inside a `co_await` expression ("array used as initializer"), so the
+/// namespace and value parameters are `namespace_arg` and `value_arg`, which take their labels
+/// and fields as constructor arguments instead: the natural spelling
+/// `co_await ctx.store().put({"users", id}, "prefs", {{"theme", "dark"}, {"size", 12}})` compiles
+/// and is safe. (Only a list nested inside a field, `{"tags", {"a", "b"}}`, must still be named
+/// first.)
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
+#include <boost/json/value_ref.hpp>
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -50,6 +56,51 @@ namespace stategraph::store {
 /// @brief A namespace: a non-empty path of non-empty labels without '.'.
 using namespace_path = std::vector<std::string>;
 using clock = std::chrono::system_clock;
+
+/// @brief A namespace argument: a `namespace_path`, or its labels written in place,
+/// `{"users", id}` (each label anything a `std::string_view` can be made of). Built from labels it
+/// makes no `std::initializer_list`, so the braced spelling is safe inside `co_await` under g++ 12.
+class namespace_arg {
+public:
+    namespace_arg() = default; ///< the empty path (a search prefix matching every namespace)
+    namespace_arg(const namespace_path& path) : path_(path) {}
+    namespace_arg(namespace_path&& path) noexcept : path_(std::move(path)) {}
+    template <class... Labels>
+        requires(sizeof...(Labels) > 0 && (std::convertible_to<const Labels&, std::string_view> && ...))
+    namespace_arg(const Labels&... labels) {
+        path_.reserve(sizeof...(Labels));
+        (path_.emplace_back(std::string_view(labels)), ...);
+    }
+    const namespace_path& path() const noexcept { return path_; }
+    operator const namespace_path&() const noexcept { return path_; }
+
+private:
+    namespace_path path_;
+};
+
+/// @brief One field of a `value_arg` written in place: `{"theme", "dark"}`.
+struct field {
+    std::string_view name;
+    boost::json::value_ref value;
+};
+
+/// @brief An item value argument: a JSON object, or up to eight fields written in place,
+/// `{{"theme", "dark"}, {"size", 12}}`, which makes no `std::initializer_list` at the call (safe
+/// inside `co_await` under g++ 12). A field written twice keeps its last value.
+class value_arg {
+public:
+    value_arg() = default; ///< `{}`: the empty object
+    value_arg(const boost::json::object& value) : value_(value) {}
+    value_arg(boost::json::object&& value) noexcept : value_(std::move(value)) {}
+    value_arg(field f1, field f2 = unset(), field f3 = unset(), field f4 = unset(), field f5 = unset(),
+              field f6 = unset(), field f7 = unset(), field f8 = unset());
+    const boost::json::object& object() const noexcept { return value_; }
+    operator const boost::json::object&() const noexcept { return value_; }
+
+private:
+    static field unset() noexcept { return {{}, nullptr}; }
+    boost::json::object value_;
+};
 
 /// @brief Every kind of error a store reports.
 enum class store_errc {
@@ -188,17 +239,17 @@ public:
     base_store& operator=(const base_store&) = delete;
 
     /// @brief Stores (or replaces, keeping `created_at`) the item at (`ns`, `key`).
-    boost::asio::awaitable<void> put(const namespace_path& ns, const std::string& key, const boost::json::object& value,
+    boost::asio::awaitable<void> put(const namespace_arg& ns, const std::string& key, const value_arg& value,
                                      put_options options = {});
     /// @brief The item at (`ns`, `key`), or nullopt when there is none or it expired. Refreshes
     /// its ttl when `refresh_ttl` (default: the store's `refresh_on_read`).
-    boost::asio::awaitable<std::optional<item>> get(const namespace_path& ns, const std::string& key,
+    boost::asio::awaitable<std::optional<item>> get(const namespace_arg& ns, const std::string& key,
                                                     std::optional<bool> refresh_ttl = std::nullopt);
     /// @brief Deletes the item at (`ns`, `key`) (nothing when there is none).
-    boost::asio::awaitable<void> remove(const namespace_path& ns, const std::string& key);
+    boost::asio::awaitable<void> remove(const namespace_arg& ns, const std::string& key);
     /// @brief Items under `prefix` (empty: all namespaces); see `search_options`. With a query,
     /// best match first (items without indexed text never match); without, newest update first.
-    boost::asio::awaitable<std::vector<search_item>> search(const namespace_path& prefix, search_options options = {});
+    boost::asio::awaitable<std::vector<search_item>> search(const namespace_arg& prefix, search_options options = {});
     /// @brief The namespaces holding live items, sorted; see `namespace_query`.
     boost::asio::awaitable<std::vector<namespace_path>> list_namespaces(namespace_query query = {});
     /// @brief Deletes the expired items now; returns how many went. (Reads never see them anyway.)
