@@ -556,7 +556,8 @@ int cmd_serve(const args& a) {
     server.add(srv::make_assistant("global_supervisor", ap.graph, std::move(ao)));
     auto port = server.listen();
     std::cout << "global_supervisor: serving the LangGraph API on http://" << so.host << ":" << port
-              << " (assistant global_supervisor; SIGINT or SIGTERM stops)" << std::endl;
+              << " (assistant global_supervisor; SIGINT or SIGTERM stops)\n"
+              << "global_supervisor: the studio page: http://" << so.host << ":" << port << "/studio" << std::endl;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     // SIGTERM or SIGINT: stop accepting, let every run reach a step boundary with its
     // checkpoint written, then exit.

@@ -10,6 +10,9 @@
 #include <stategraph/error.hpp>
 #include <stategraph/topology.hpp>
 #include <stategraph/store/store.hpp>
+#include <stategraph/thread_overlay.hpp>
+
+#include "studio.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -1246,10 +1249,29 @@ awaitable<void> server::impl::route_assistants(call& c) {
     if (p.size() == 3 && p[2] == "graph") {
         const topology& t = a->spec.core->topo;
         if (auto f = c.query.get("format"); f && *f != "json") {
-            if (*f != "dot") throw http_error(422, "query parameter 'format' must be json or dot (got '" + *f + "')");
+            if (*f != "dot" && *f != "svg") throw http_error(422, "query parameter 'format' must be json, dot or svg (got '" + *f + "')");
+            // ?thread_id=T[&checkpoint_id=C]: the thread's path, next nodes, interrupts and failures drawn on it.
+            dot_options overlay;
+            if (auto tid = c.query.get("thread_id")) {
+                auto th = thread_or_404(c, *tid);
+                if (th->graph_id != a->spec.graph_id)
+                    throw http_error(422, "thread '" + *tid + "' is not a thread of graph '" + a->spec.graph_id + "'");
+                auto req = std::make_unique<detail::state_request>();
+                req->graph = a->spec.core;
+                req->thread_id = *tid;
+                auto history = co_await detail::get_state_history(std::move(req));
+                overlay = overlay_of_history(history, *tid, c.query.get("checkpoint_id").value_or(""));
+            }
             std::ostringstream os;
-            write_dot(os, t);
-            reply_text(c, 200, os.str(), "text/vnd.graphviz");
+            write_dot(os, t, overlay);
+            if (*f == "dot") {
+                reply_text(c, 200, os.str(), "text/vnd.graphviz");
+                co_return;
+            }
+            auto job = std::make_unique<studio::svg_job>(studio::svg_job{opts.dot_program, os.str(), opts.dot_timeout});
+            auto svg = co_await studio::render_svg(std::move(job));
+            if (svg.status != 200) throw http_error(svg.status, svg.body);
+            reply_text(c, 200, std::move(svg.body), "image/svg+xml");
             co_return;
         }
         json::array nodes{json::object{{"id", START}, {"type", "schema"}, {"data", START}}};
@@ -1779,6 +1801,13 @@ awaitable<void> server::impl::dispatch(call& c) {
     }
     if (p.size() == 1 && p[0] == "ok" && verb == http::verb::get) {
         reply(c, 200, json::object{{"ok", true}});
+        co_return;
+    }
+    // The studio page's files: no key needed (the page asks for one and sends it with its calls).
+    if (!p.empty() && p[0] == "studio" && verb == http::verb::get) {
+        const auto* f = p.size() <= 2 ? studio::find_asset(p.size() == 2 ? p[1] : std::string()) : nullptr;
+        if (!f) throw http_error(404, "no studio file " + std::string(c.req.target()) + " (the page is at /studio)");
+        reply_text(c, 200, std::string(f->body), f->type);
         co_return;
     }
     if (!opts.api_keys.empty()) {

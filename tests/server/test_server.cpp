@@ -22,6 +22,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -924,6 +927,199 @@ BOOST_AUTO_TEST_CASE(store_bad_input_and_no_store) {
     expect(post(s.port, "/store/namespaces", json::object{{"max_depth", "two"}}), 422u, "max_depth");
     expect(post(s.port, "/store/namespaces", json::object{{"suffix", json::array{""}}}), 422u, "namespace");
     expect(get(s.port, "/store/elsewhere"), 404u, "no route");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- the studio page (GET /studio) and the graph as SVG (dot -Tsvg) ------------------------------
+namespace {
+
+/// The chat graph again, its nodes in two stages (drawn as clusters).
+sg::compiled_graph<chat_state> build_staged() {
+    sg::state_graph<chat_state> g("staged");
+    g.add_node("work", work, {.stage = "1. Work"}).add_node("ask", ask, {.stage = "2. Review"});
+    g.add_edge(sg::START, "work").add_edge("work", "ask").add_edge("ask", sg::END);
+    return g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+}
+
+/// Serves one more graph (on the server's thread, where every call of the server belongs).
+void add_assistant(running_server& s, srv::assistant_spec spec) {
+    std::promise<void> done;
+    net::post(s.io, [&] {
+        s.server->add(std::move(spec));
+        done.set_value();
+    });
+    done.get_future().get();
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto i = text.find(what); i != std::string::npos; i = text.find(what, i + what.size())) ++n;
+    return n;
+}
+
+/// A program that takes its time (a `dot` that hangs); removed with the object.
+struct slow_program {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("stategraph-slow-dot-" + std::to_string(std::random_device{}()));
+    slow_program() {
+        std::ofstream(path) << "#!/bin/sh\nexec sleep 30\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    ~slow_program() { std::filesystem::remove(path); }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(studio)
+
+BOOST_AUTO_TEST_CASE(page_and_assets) {
+    running_server s(test_options());
+    auto page = get(s.port, "/studio");
+    BOOST_TEST(page.status == 200u);
+    BOOST_TEST(page.headers.at("Content-Type").rfind("text/html", 0) == 0u);
+    BOOST_TEST(page.body.find("<script src=\"/studio/app.js\">") != std::string::npos);
+    BOOST_TEST(page.body.find("id=\"timeline\"") != std::string::npos);
+    BOOST_TEST(get(s.port, "/studio/").body == page.body);
+    BOOST_TEST(get(s.port, "/studio/index.html").body == page.body);
+    auto js = get(s.port, "/studio/app.js");
+    BOOST_TEST(js.status == 200u);
+    BOOST_TEST(js.headers.at("Content-Type").rfind("text/javascript", 0) == 0u);
+    // The page speaks the server's own API: runs streamed, resumed, forked from a checkpoint.
+    for (const char* call_of_page : {"/runs/stream", "command: { resume }", "/history", "checkpoint_id", "format=svg"})
+        BOOST_TEST(js.body.find(call_of_page) != std::string::npos, call_of_page);
+    auto css = get(s.port, "/studio/app.css");
+    BOOST_TEST(css.status == 200u);
+    BOOST_TEST(css.headers.at("Content-Type").rfind("text/css", 0) == 0u);
+
+    auto missing = get(s.port, "/studio/nope.js");
+    BOOST_TEST(missing.status == 404u);
+    BOOST_TEST(missing.detail().find("/studio/nope.js") != std::string::npos);
+    BOOST_TEST(missing.detail().find("the page is at /studio") != std::string::npos);
+    BOOST_TEST(get(s.port, "/studio/app.js/more").status == 404u);
+    BOOST_TEST(post(s.port, "/studio", json::object{}).status == 404u);
+}
+
+BOOST_AUTO_TEST_CASE(page_needs_no_key_the_api_does) {
+    auto o = test_options();
+    o.api_keys = {"k1"};
+    running_server s(o);
+    BOOST_TEST(get(s.port, "/studio").status == 200u);
+    BOOST_TEST(get(s.port, "/studio/app.js").status == 200u);
+    BOOST_TEST(get(s.port, "/assistants/chat/graph?format=svg").status == 401u);
+    BOOST_TEST(get(s.port, "/assistants/chat/graph?format=svg", {{"x-api-key", "k1"}}).status == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(graph_as_svg_with_stages_as_clusters) {
+    running_server s(test_options());
+    add_assistant(s, srv::make_assistant("staged", build_staged()));
+    auto svg = get(s.port, "/assistants/staged/graph?format=svg");
+    BOOST_TEST_REQUIRE(svg.status == 200u);
+    BOOST_TEST(svg.headers.at("Content-Type") == "image/svg+xml");
+    BOOST_TEST(svg.body.find("<svg") != std::string::npos);
+    BOOST_TEST(svg.body.find("</svg>") != std::string::npos);
+    BOOST_TEST(count_of(svg.body, "class=\"cluster\"") == 2u);
+    BOOST_TEST(svg.body.find("1. Work") != std::string::npos);
+    BOOST_TEST(svg.body.find("2. Review") != std::string::npos);
+    auto plain = get(s.port, "/assistants/chat/graph?format=svg");
+    BOOST_TEST(plain.status == 200u);
+    BOOST_TEST(count_of(plain.body, "class=\"cluster\"") == 0u);
+    BOOST_TEST(plain.body.find("<title>work</title>") != std::string::npos);
+    BOOST_TEST(plain.body.find("<title>ask</title>") != std::string::npos);
+    auto bad = get(s.port, "/assistants/chat/graph?format=png");
+    BOOST_TEST(bad.status == 422u);
+    BOOST_TEST(bad.detail().find("json, dot or svg") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(graph_with_a_thread_drawn_on_it) {
+    running_server s(test_options());
+    add_assistant(s, srv::make_assistant("staged", build_staged()));
+    auto tid = new_thread(s.port);
+    auto run = post(s.port, "/threads/" + tid + "/runs/wait",
+                    json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "ask"}}}});
+    BOOST_TEST_REQUIRE(run.status == 200u);
+    auto hist = post(s.port, "/threads/" + tid + "/history", json::object{}).json().as_array();
+    BOOST_TEST_REQUIRE(hist.size() >= 3u);
+    std::string latest(hist.front().at("checkpoint").at("checkpoint_id").as_string());
+    std::string oldest(hist.back().at("checkpoint").at("checkpoint_id").as_string());
+
+    // The latest checkpoint: the path to ask, which waits on its interrupt.
+    auto dot = get(s.port, "/assistants/chat/graph?format=dot&thread_id=" + tid);
+    BOOST_TEST_REQUIRE(dot.status == 200u);
+    BOOST_TEST(dot.body.find("thread " + tid + " at checkpoint " + latest) != std::string::npos);
+    BOOST_TEST(dot.body.find("waiting: interrupt") != std::string::npos);
+    auto svg = get(s.port, "/assistants/chat/graph?format=svg&thread_id=" + tid);
+    BOOST_TEST(svg.status == 200u);
+    BOOST_TEST(svg.body.find("waiting: interrupt") != std::string::npos);
+    // An earlier checkpoint: nothing waits there yet.
+    auto early = get(s.port, "/assistants/chat/graph?format=dot&thread_id=" + tid + "&checkpoint_id=" + oldest);
+    BOOST_TEST(early.status == 200u);
+    BOOST_TEST(early.body.find("at checkpoint " + oldest) != std::string::npos);
+    BOOST_TEST(early.body.find("waiting: interrupt") == std::string::npos);
+
+    // Each bad thread or checkpoint is named.
+    auto no_cp = get(s.port, "/assistants/chat/graph?format=svg&thread_id=" + tid + "&checkpoint_id=nope");
+    BOOST_TEST(no_cp.status == 404u);
+    BOOST_TEST(no_cp.detail().find("checkpoint 'nope'") != std::string::npos);
+    BOOST_TEST(no_cp.detail().find(tid) != std::string::npos);
+    auto no_thread = get(s.port, "/assistants/chat/graph?format=svg&thread_id=11111111-2222-4333-8444-555555555555");
+    BOOST_TEST(no_thread.status == 404u);
+    BOOST_TEST(no_thread.detail().find("11111111-2222-4333-8444-555555555555") != std::string::npos);
+    auto never_ran = new_thread(s.port, json::object{{"metadata", json::object{{"graph_id", "chat"}}}});
+    auto empty = get(s.port, "/assistants/chat/graph?format=svg&thread_id=" + never_ran);
+    BOOST_TEST(empty.status == 404u);
+    BOOST_TEST(empty.detail().find("has no checkpoint") != std::string::npos);
+    auto other = get(s.port, "/assistants/staged/graph?format=svg&thread_id=" + tid);
+    BOOST_TEST(other.status == 422u);
+    BOOST_TEST(other.detail().find("not a thread of graph 'staged'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(svg_without_dot_is_501) {
+    // Documented answer: 501 Not Implemented, the detail naming the program and the way out.
+    for (std::string program : {"stategraph-no-such-dot", "/nonexistent/bin/dot"}) {
+        auto o = test_options();
+        o.dot_program = program;
+        running_server s(o);
+        auto r = get(s.port, "/assistants/chat/graph?format=svg");
+        BOOST_TEST(r.status == 501u);
+        BOOST_TEST(r.detail().find("Graphviz is not installed") != std::string::npos);
+        BOOST_TEST(r.detail().find("'" + program + "'") != std::string::npos);
+        BOOST_TEST(r.detail().find("?format=dot") != std::string::npos);
+        BOOST_TEST(get(s.port, "/assistants/chat/graph?format=dot").status == 200u);
+        BOOST_TEST(get(s.port, "/studio").status == 200u);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(svg_when_dot_fails_or_hangs) {
+    auto o = test_options();
+    o.dot_program = "false"; // runs, writes nothing, exits 1
+    {
+        running_server s(o);
+        auto r = get(s.port, "/assistants/chat/graph?format=svg");
+        BOOST_TEST(r.status == 500u);
+        BOOST_TEST(r.detail().find("failed (exit 1)") != std::string::npos);
+    }
+    slow_program slow;
+    o.dot_program = slow.path.string();
+    o.dot_timeout = std::chrono::milliseconds(2000);
+    running_server s(o);
+    // While dot hangs, the server answers other requests: its thread does not wait for dot.
+    std::atomic<bool> svg_done{false};
+    reply r;
+    auto started = std::chrono::steady_clock::now();
+    std::thread svg_client([&] {
+        r = get(s.port, "/assistants/chat/graph?format=svg");
+        svg_done = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    BOOST_TEST(get(s.port, "/ok").status == 200u);
+    BOOST_TEST(!svg_done.load()); // answered while dot was still running
+    svg_client.join();
+    auto took = std::chrono::steady_clock::now() - started;
+    BOOST_TEST(r.status == 504u);
+    BOOST_TEST(r.detail().find("took longer than 2000 ms") != std::string::npos);
+    BOOST_TEST(took < std::chrono::seconds(25)); // killed, not waited for (it sleeps 30 s)
+    BOOST_TEST(get(s.port, "/ok").status == 200u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -18,20 +18,14 @@
 
 namespace stategraph {
 
-namespace detail {
-
-template <class S>
-struct overlay_request {
-    compiled_graph<S> graph;
-    std::string thread_id;
-    std::string checkpoint_id;
-};
-
-template <class S>
-boost::asio::awaitable<dot_options> make_overlay(std::unique_ptr<overlay_request<S>> req) {
-    const std::string& tid = req->thread_id;
-    const std::string& cid = req->checkpoint_id;
-    auto history = co_await req->graph.get_state_history(tid); // newest first
+/// @brief The overlay of a thread at checkpoint `checkpoint_id` (the latest when empty), from its
+/// history `history` (newest first, as `get_state_history` gives it): a list of snapshots with
+/// `checkpoint_id`, `next`, `tasks`, `step`, `source` and `metadata` (a `state_snapshot<S>`, or
+/// the server's type-erased one).
+/// @throws thread_error `thread_not_found` when the history is empty, `checkpoint_not_found` when
+/// the checkpoint is not in it (both name the thread, then the checkpoint).
+template <class History>
+dot_options overlay_of_history(const History& history, const std::string& tid, const std::string& cid) {
     if (history.empty()) throw thread_error(errc::thread_not_found, "thread '" + tid + "' has no checkpoint", {tid});
     auto at = history.begin();
     if (!cid.empty()) {
@@ -59,7 +53,22 @@ boost::asio::awaitable<dot_options> make_overlay(std::unique_ptr<overlay_request
     }
     for (auto s = steps.rbegin(); s != steps.rend(); ++s) o.visited.insert(o.visited.end(), s->begin(), s->end());
     o.caption = "thread " + tid + " at checkpoint " + at->checkpoint_id + " (step " + std::to_string(at->step) + ")";
-    co_return o;
+    return o;
+}
+
+namespace detail {
+
+template <class S>
+struct overlay_request {
+    compiled_graph<S> graph;
+    std::string thread_id;
+    std::string checkpoint_id;
+};
+
+template <class S>
+boost::asio::awaitable<dot_options> make_overlay(std::unique_ptr<overlay_request<S>> req) {
+    auto history = co_await req->graph.get_state_history(req->thread_id); // newest first
+    co_return overlay_of_history(history, req->thread_id, req->checkpoint_id);
 }
 
 } // namespace detail

@@ -52,6 +52,12 @@ struct server_options {
     /// the long-term memory Store served at `/store/...` (`PUT/GET/DELETE /store/items`,
     /// `POST /store/items/search`, `POST /store/namespaces`); null: those answer 404
     std::shared_ptr<stategraph::store::base_store> store;
+    /// the Graphviz program that draws `GET /assistants/{id}/graph?format=svg` (and the studio
+    /// page's graph), looked up on PATH unless it has a '/'; when it cannot be run that answer
+    /// is 501 with a detail naming it (install graphviz, or ask for ?format=dot)
+    std::string dot_program = "dot";
+    /// how long `dot` may take; it is killed after that and the answer is 504
+    std::chrono::milliseconds dot_timeout{10'000};
 };
 
 } // namespace stategraph::server
