@@ -442,4 +442,30 @@ std::vector<int> pool::idle_pids() const {
     return out;
 }
 
+std::string identifier(std::string_view name) {
+    std::string out = "\"";
+    for (char ch : name) {
+        if (ch == '"') out += '"';
+        out += ch;
+    }
+    return out + '"';
+}
+
+std::string create_schema_if_missing(std::string_view schema) {
+    std::string literal = "'";
+    for (char ch : schema) {
+        if (ch == '\'') literal += '\'';
+        literal += ch;
+    }
+    literal += "'";
+    // The EXECUTE text is itself a literal: its quotes doubled once more.
+    std::string create;
+    for (char ch : "CREATE SCHEMA " + identifier(schema)) {
+        if (ch == '\'') create += '\'';
+        create += ch;
+    }
+    return "DO $stategraph$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = " + literal +
+           ") THEN EXECUTE '" + create + "'; END IF; END $stategraph$";
+}
+
 } // namespace stategraph::checkpoint::pg

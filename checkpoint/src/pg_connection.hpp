@@ -207,4 +207,12 @@ private:
     std::deque<std::shared_ptr<waiter>> waiters_;
 };
 
+/// @brief `name` as a quoted SQL identifier ("a""b").
+std::string identifier(std::string_view name);
+
+/// @brief SQL that creates `schema` only when it is missing. (`CREATE SCHEMA IF NOT EXISTS`
+/// checks the database's CREATE privilege first, so a role that may use an existing schema but
+/// not create one would be refused.) One statement, no parameters.
+std::string create_schema_if_missing(std::string_view schema);
+
 } // namespace stategraph::checkpoint::pg

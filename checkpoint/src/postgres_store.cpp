@@ -61,11 +61,7 @@ constexpr std::string_view sql_namespaces =
 constexpr std::string_view sql_sweep =
     "DELETE FROM stategraph_store_items WHERE expires_at IS NOT NULL AND expires_at <= $1::bigint";
 
-std::string identifier(const std::string& name) {
-    std::string out = "\"";
-    for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return out + "\"";
-}
+using pg::identifier;
 
 template <class T>
 T run_blocking(asio::awaitable<T> work) {
@@ -83,8 +79,10 @@ struct postgres_store::impl {
     std::string schema_sql;
 
     explicit impl(postgres_store_options o)
-        : opt(std::move(o)), pool(opt.conninfo, opt.schema, opt.pool_size, opt.connect_timeout),
-          schema_sql("CREATE SCHEMA IF NOT EXISTS " + identifier(opt.schema)) {}
+        // The search path quoted, as the saver's: a mixed-case name ("Tenant1") is that schema,
+        // not its lower-cased namesake.
+        : opt(std::move(o)), pool(opt.conninfo, identifier(opt.schema) + ", pg_catalog", opt.pool_size, opt.connect_timeout),
+          schema_sql(pg::create_schema_if_missing(opt.schema)) {}
 
     [[noreturn]] void fail(const std::string& doing, const std::string& why, const namespace_path& ns,
                            const std::string& key) const {

@@ -82,26 +82,22 @@ struct sqlite_store::impl {
         bool col_null(int c) const { return sqlite3_column_type(s, c) == SQLITE_NULL; }
     };
 
-    void exec(const char* sql, const std::string& doing) {
-        char* err = nullptr;
-        if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-            std::string m = err ? err : "?";
-            sqlite3_free(err);
-            throw store_error(store_errc::storage_failure, "sqlite_store " + opt.path + ": " + doing + ": " + m);
-        }
+    void exec(const char* sql, const std::string& doing, const namespace_path& ns = {}, const std::string& key = {}) {
+        if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(doing, ns, key);
     }
 
-    /// BEGIN IMMEDIATE ... COMMIT, rolled back when `body` throws.
+    /// BEGIN IMMEDIATE ... COMMIT, rolled back when `body` throws; a lock or commit failure names
+    /// the item (`ns`, `key`) the transaction was for.
     template <class F>
-    auto transaction(F&& body) {
-        exec("BEGIN IMMEDIATE", "starting a transaction");
+    auto transaction(F&& body, const namespace_path& ns = {}, const std::string& key = {}) {
+        exec("BEGIN IMMEDIATE", "starting a transaction", ns, key);
         try {
             if constexpr (std::is_void_v<decltype(body())>) {
                 body();
-                exec("COMMIT", "committing");
+                exec("COMMIT", "committing", ns, key);
             } else {
                 auto r = body();
-                exec("COMMIT", "committing");
+                exec("COMMIT", "committing", ns, key);
                 return r;
             }
         } catch (...) {
@@ -222,7 +218,7 @@ asio::awaitable<void> sqlite_store::do_put(write w) {
             f.integer(1, rowid).text(2, *w.text);
             f.step("indexing an item", w.ns, w.key);
         }
-    });
+    }, w.ns, w.key);
     co_return;
 }
 
@@ -237,7 +233,7 @@ asio::awaitable<std::optional<item>> sqlite_store::do_get(namespace_path ns, std
         s.text(1, prefix).text(2, key).integer(3, now);
         if (s.step("reading an item", ns, key)) out = impl_->read_item(s);
     }
-    if (out && refresh) {
+    if (out && refresh && !impl_->opt.read_only) { // a read-only store cannot restart ttls
         impl::stmt u(*impl_, "UPDATE store_items SET expires_at = ?3 + ttl_ms WHERE prefix = ?1 AND key = ?2 "
                              "AND ttl_ms IS NOT NULL");
         u.text(1, prefix).text(2, key).integer(3, now);
@@ -258,7 +254,7 @@ asio::awaitable<void> sqlite_store::do_remove(namespace_path ns, std::string key
         impl::stmt i(*impl_, "DELETE FROM store_items WHERE rowid = ?1");
         i.integer(1, rowid);
         i.step("deleting an item", ns, key);
-    });
+    }, ns, key);
     co_return;
 }
 
@@ -300,6 +296,7 @@ asio::awaitable<std::vector<search_item>> sqlite_store::do_search(namespace_path
 }
 
 asio::awaitable<void> sqlite_store::do_refresh(std::vector<std::pair<namespace_path, std::string>> items) {
+    if (impl_->opt.read_only) co_return; // reads work; ttls are not restarted
     const auto now = now_ms();
     std::lock_guard lock(impl_->mutex);
     impl_->transaction([&] {

@@ -47,6 +47,13 @@ std::string quoted(const namespace_path& ns) {
 void check_key(const namespace_path& ns, const std::string& key) {
     if (key.empty())
         throw store_error(store_errc::invalid_key, "store: empty key in namespace " + quoted(ns), ns, key);
+    // PostgreSQL's text parameters end at a NUL: "a\0b" and "a\0c" would be one item there.
+    // Refused everywhere, so every store keeps the same items.
+    if (key.find('\0') != std::string::npos)
+        throw store_error(store_errc::invalid_key,
+                          "store: key in namespace " + quoted(ns) + " contains a NUL byte at offset " +
+                              std::to_string(key.find('\0')),
+                          ns, key);
 }
 
 /// The value at a dotted path ("a.b"): the member named so, else the path walked through objects.
@@ -81,16 +88,34 @@ std::optional<double> number(const json::value& v) {
     return std::nullopt;
 }
 
-bool equal(const json::value& a, const json::value& b) {
+/// -1, 0 or 1 for two numbers: exact when both are integers (2^53 + 1 is not 2^53, and int64
+/// against uint64 is compared by sign first), as doubles otherwise; nullopt when either is not a
+/// number.
+std::optional<int> compare_numbers(const json::value& a, const json::value& b) {
+    const bool ai = a.is_int64() || a.is_uint64(), bi = b.is_int64() || b.is_uint64();
+    if (ai && bi) {
+        const bool an = a.is_int64() && a.get_int64() < 0, bn = b.is_int64() && b.get_int64() < 0;
+        if (an != bn) return an ? -1 : 1;
+        if (an) return a.get_int64() < b.get_int64() ? -1 : (a.get_int64() > b.get_int64() ? 1 : 0);
+        const auto magnitude = [](const json::value& v) {
+            return v.is_uint64() ? v.get_uint64() : static_cast<std::uint64_t>(v.get_int64());
+        };
+        const auto x = magnitude(a), y = magnitude(b);
+        return x < y ? -1 : (x > y ? 1 : 0);
+    }
     auto x = number(a), y = number(b);
-    if (x && y) return *x == *y;
+    if (!x || !y) return std::nullopt;
+    return *x < *y ? -1 : (*x > *y ? 1 : 0);
+}
+
+bool equal(const json::value& a, const json::value& b) {
+    if (auto c = compare_numbers(a, b)) return *c == 0;
     return a == b;
 }
 
 /// -1, 0, 1, or nullopt when the two cannot be ordered (different kinds).
 std::optional<int> order(const json::value& a, const json::value& b) {
-    auto x = number(a), y = number(b);
-    if (x && y) return *x < *y ? -1 : (*x > *y ? 1 : 0);
+    if (auto c = compare_numbers(a, b)) return c;
     if (a.is_string() && b.is_string()) {
         const int c = std::string_view(a.get_string()).compare(std::string_view(b.get_string()));
         return c < 0 ? -1 : (c > 0 ? 1 : 0);
@@ -194,6 +219,9 @@ void base_store::check_namespace(const namespace_path& ns, bool allow_empty) {
         if (ns[i].empty())
             throw store_error(store_errc::invalid_namespace,
                               "store: namespace " + quoted(ns) + " has an empty label at position " + std::to_string(i), ns);
+        if (ns[i].find('\0') != std::string::npos)
+            throw store_error(store_errc::invalid_namespace,
+                              "store: namespace label " + std::to_string(i) + " contains a NUL byte", ns);
         if (ns[i].find('.') != std::string::npos)
             throw store_error(store_errc::invalid_namespace,
                               "store: namespace " + quoted(ns) + ": label \"" + ns[i] +

@@ -24,6 +24,7 @@ const std::error_category& description_category() noexcept {
             case description_errc::missing_field: return "a required field of the graph description is missing";
             case description_errc::wrong_type: return "a field of the graph description has the wrong type";
             case description_errc::unsupported_version: return "not a graph description this build can read";
+            case description_errc::duplicate_node: return "two nodes have the same name";
             }
             return "unknown graph description error";
         }
@@ -212,6 +213,7 @@ topology from_json(const json::object& o, const std::string& path) {
     each(o, path, "nodes", [&](const json::object& j, const std::string& p) {
         node_spec n;
         n.name = get_string(j, p, "name");
+        if (t.find(n.name)) fail(description_errc::duplicate_node, p + ".name", "names node '" + n.name + "' a second time");
         n.stage = get_string(j, p, "stage");
         auto kind = get_string(j, p, "kind");
         if (kind != "node" && kind != "send_target" && kind != "subgraph")
@@ -350,18 +352,23 @@ graph_diff diff_graphs(const topology& a, const topology& b) {
         for (const auto& [what, text] : node_changes(a, *it->second, b, *n)) d.changes.push_back({k::changed, "node", q(name), text});
     }
     // Routes whose key now leads elsewhere: one "changed" line (the edges still show as -/+).
-    std::map<std::pair<std::string, std::string>, std::string> ra, rb;
+    // A key may lead to several targets (every target of a Send branch has the key "Send"; two
+    // branches of a node may share a key): only a key with one target on each side is a
+    // retarget; other differences are the added and removed edges below.
+    std::map<std::pair<std::string, std::string>, std::set<std::string>> ra, rb;
     for (const auto& br : a.branches)
-        for (const auto& [key, to] : br.routes) ra[{br.from, key}] = to;
+        for (const auto& [key, to] : br.routes) ra[{br.from, key}].insert(to);
     for (const auto& br : b.branches)
-        for (const auto& [key, to] : br.routes) rb[{br.from, key}] = to;
+        for (const auto& [key, to] : br.routes) rb[{br.from, key}].insert(to);
     std::set<drawn_edge> retargeted;
-    for (const auto& [fk, to] : rb) {
+    for (const auto& [fk, targets] : rb) {
         auto it = ra.find(fk);
-        if (it == ra.end() || it->second == to) continue;
-        d.changes.push_back({k::changed, "route", q(fk.first) + " [" + fk.second + "]", "target: " + it->second + " -> " + to});
-        retargeted.insert({"route", fk.first, it->second, fk.second});
-        retargeted.insert({"route", fk.first, to, fk.second});
+        if (it == ra.end() || it->second.size() != 1 || targets.size() != 1 || it->second == targets) continue;
+        const auto& was = *it->second.begin();
+        const auto& now = *targets.begin();
+        d.changes.push_back({k::changed, "route", q(fk.first) + " [" + fk.second + "]", "target: " + was + " -> " + now});
+        retargeted.insert({"route", fk.first, was, fk.second});
+        retargeted.insert({"route", fk.first, now, fk.second});
     }
     auto ea = drawn_edges(a), eb = drawn_edges(b);
     for (const auto& e : eb)

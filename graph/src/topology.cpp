@@ -310,8 +310,18 @@ void draw_graph(std::ostream& os, const topology& t, const dot_options& opt, con
         }
     };
     std::ostringstream body;
+    // Boost quotes an id and escapes its '"' but not its '\\': escaped here, so that an id is
+    // written as vid() writes it (the clusters') and a name ending in '\\' stays valid DOT.
     auto names = boost::make_transform_value_property_map(
-        [&](const std::string& n) { return prefix + n; }, get(&vertex_props::name, b.g));
+        [&](const std::string& n) {
+            std::string id;
+            for (char c : prefix + n) {
+                if (c == '\\') id += '\\';
+                id += c;
+            }
+            return id;
+        },
+        get(&vertex_props::name, b.g));
     boost::write_graphviz(body, b.g, vertex_writer, edge_writer, graph_writer, names);
     std::string text = body.str();
     // Keep only the body between the outer braces; we nest it ourselves (subgraph clusters).

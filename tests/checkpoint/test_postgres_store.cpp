@@ -63,6 +63,45 @@ BOOST_AUTO_TEST_CASE(items_use_a_gin_indexed_tsvector_and_a_newer_schema_is_refu
     a.query("DROP SCHEMA IF EXISTS " + pgt::quoted(schema) + " CASCADE");
 }
 
+// A mixed-case schema is that schema, not its lower-cased namesake (the search path is quoted),
+// and a role that may use an existing schema but not create schemas opens the store there.
+BOOST_AUTO_TEST_CASE(mixed_case_schema_and_a_role_without_create_on_the_database) {
+    const auto lower = pgt::fresh_schema();
+    const auto mixed = "Tenant_" + lower;
+    const auto lower_namesake = "tenant_" + lower;
+    pgt::admin a;
+    a.query("CREATE SCHEMA " + pgt::quoted(lower_namesake));
+    {
+        st::postgres_store s(store_options_for(mixed));
+        run(s.put({"users", "u1"}, "k", {{"tenant", "mixed"}}));
+        BOOST_TEST(run(s.get({"users", "u1"}, "k")).has_value());
+    }
+    auto tables = a.query("SELECT table_schema FROM information_schema.tables WHERE table_name = "
+                          "'stategraph_store_items' AND table_schema IN ($1, $2)",
+                          {mixed, lower_namesake});
+    BOOST_TEST_REQUIRE(tables.size() == 1u);
+    BOOST_TEST(tables[0] == mixed);
+
+    // The application role: no CREATE on the database, all rights on one existing schema.
+    const auto role = "sg_app_" + lower;
+    a.query("CREATE ROLE " + pgt::quoted(role) + " LOGIN");
+    a.query("CREATE SCHEMA " + pgt::quoted(lower) + " AUTHORIZATION " + pgt::quoted(role));
+    std::string url = pgt::server_url();
+    const auto at = url.find("postgres@");
+    BOOST_TEST_REQUIRE(at != std::string::npos, url);
+    url.replace(at, std::string("postgres@").size(), role + "@");
+    auto o = store_options_for(lower);
+    o.conninfo = url;
+    {
+        st::postgres_store s(o);
+        run(s.put({"users", "u2"}, "k", {{"role", "app"}}));
+        BOOST_TEST(run(s.get({"users", "u2"}, "k")).has_value());
+    }
+    for (const auto& schema : {mixed, lower_namesake, lower})
+        a.query("DROP SCHEMA IF EXISTS " + pgt::quoted(schema) + " CASCADE");
+    a.query("DROP ROLE IF EXISTS " + pgt::quoted(role));
+}
+
 BOOST_AUTO_TEST_CASE(an_unreachable_server_is_a_storage_failure) {
     st::postgres_store_options o;
     o.conninfo = "postgresql://nobody@127.0.0.1:1/none";

@@ -152,6 +152,46 @@ BOOST_AUTO_TEST_CASE(braced_namespaces_and_values_inside_co_await) {
     BOOST_TEST(three.path() == (st::namespace_path{"a", "b", "c"}));
 }
 
+BOOST_AUTO_TEST_CASE(sqlite_store_read_only_reads_without_refreshing) {
+    const auto path = temp_path("ro.db");
+    const st::namespace_path ns{"users", "u1"};
+    const json::object v{{"theme", "dark"}};
+    {
+        st::sqlite_store writer({path});
+        run(writer.put(ns, "prefs", v));
+        run(writer.put(ns, "session", v, {.ttl = std::chrono::minutes(5)}));
+    }
+    st::sqlite_store reader({.path = path, .read_only = true}); // refresh_on_read stays at its default (true)
+    auto got = run(reader.get(ns, "prefs"));
+    BOOST_REQUIRE(got);
+    BOOST_TEST(got->value == v);
+    BOOST_TEST(run(reader.get(ns, "session")).has_value()); // an item with a ttl too
+    BOOST_TEST(run(reader.search(ns)).size() == 2u);
+    BOOST_CHECK_THROW(run(reader.put(ns, "new", v)), st::store_error); // writes still fail
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+BOOST_AUTO_TEST_CASE(sqlite_store_lock_failure_names_the_item) {
+    const auto path = temp_path("busy.db");
+    st::sqlite_store s({.path = path, .busy_timeout = std::chrono::milliseconds(50)});
+    sqlite3* other = nullptr;
+    BOOST_REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
+    BOOST_REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    const st::namespace_path ns{"users", "u1"};
+    try {
+        run(s.put(ns, "prefs", {{"theme", "dark"}}));
+        BOOST_FAIL("a put under another connection's write lock succeeded");
+    } catch (const st::store_error& e) {
+        BOOST_TEST(e.code() == st::store_errc::storage_failure);
+        BOOST_TEST(e.ns() == ns);
+        BOOST_TEST(e.key() == "prefs");
+        BOOST_TEST(std::string(e.what()).find("key \"prefs\"") != std::string::npos, e.what());
+    }
+    sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
 BOOST_AUTO_TEST_CASE(store_error_codes_have_messages) {
     for (int e = 1; e <= 6; ++e)
         BOOST_TEST(st::store_category().message(e) != "unknown store error");

@@ -172,6 +172,33 @@ BOOST_AUTO_TEST_CASE(bad_files_name_the_field) {
     BOOST_TEST((e.kind() == sg::description_errc::unsupported_version));
     BOOST_TEST(e.field() == "version");
     BOOST_TEST(std::string(sg::description_category().name()) == "stategraph.description");
+
+    auto twice = good;
+    auto& nodes = twice["nodes"].as_array();
+    nodes.push_back(nodes[1]);
+    e = read_error(json::serialize(twice));
+    BOOST_TEST((e.kind() == sg::description_errc::duplicate_node));
+    BOOST_TEST(e.field() == "nodes[" + std::to_string(nodes.size() - 1) + "].name");
+    BOOST_TEST(contains(e.what(), std::string(nodes[1].at("name").as_string())));
+}
+
+// Node names with backslashes and quotes are one node each in the drawing, and valid DOT.
+BOOST_AUTO_TEST_CASE(write_dot_escapes_every_id_alike) {
+    sg::topology t;
+    t.name = "odd names";
+    for (std::string name : {"a\\b", "back\\", "say \"hi\""}) {
+        sg::node_spec n;
+        n.name = name;
+        n.stage = "stage \\ one";
+        t.nodes.push_back(n);
+    }
+    t.edges = {{sg::START, "a\\b"}, {"a\\b", "back\\"}, {"back\\", "say \"hi\""}, {"say \"hi\"", sg::END}};
+    std::ostringstream dot;
+    sg::write_dot(dot, t);
+    auto svg = render(dot.str(), "stategraph_test_odd_names");
+    std::size_t nodes = 0;
+    for (auto at = svg.find("class=\"node\""); at != std::string::npos; at = svg.find("class=\"node\"", at + 1)) ++nodes;
+    BOOST_TEST(nodes == 5u, dot.str()); // START, END and the three
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -209,6 +236,37 @@ BOOST_AUTO_TEST_CASE(edits_of_the_supervisor_graph) {
     BOOST_TEST(contains(svg, "<svg"));
     BOOST_TEST(contains(svg, "+ audit"));
     BOOST_TEST(contains(svg, "#cf222e"));
+}
+
+// A Send branch gives every target the key "Send": the order of its targets is no change, and a
+// new target is an added edge, not a retarget.
+BOOST_AUTO_TEST_CASE(send_targets_are_a_set) {
+    auto fan_out = [](std::vector<std::string> targets) {
+        sg::topology t;
+        t.name = "fan";
+        for (std::string name : {"x", "a", "b", "c"}) {
+            sg::node_spec n;
+            n.name = name;
+            n.send_only = name != "x";
+            t.nodes.push_back(n);
+        }
+        t.edges = {{sg::START, "x"}};
+        sg::branch_spec br;
+        br.from = "x";
+        br.sends = true;
+        for (const auto& to : targets) br.routes.emplace_back("Send", to);
+        t.branches.push_back(br);
+        return t;
+    };
+    BOOST_TEST(sg::diff_graphs(fan_out({"a", "b"}), fan_out({"b", "a"})).empty(),
+               sg::diff_summary(sg::diff_graphs(fan_out({"a", "b"}), fan_out({"b", "a"}))));
+    auto summary = sg::diff_summary(sg::diff_graphs(fan_out({"a", "b"}), fan_out({"a", "b", "c"})));
+    BOOST_TEST(!contains(summary, "~ route"), summary);
+    BOOST_TEST(contains(summary, "'c'"), summary);
+    BOOST_TEST(contains(summary, "1 added, 0 removed, 0 changed"), summary);
+    // One target on each side is still a retarget.
+    summary = sg::diff_summary(sg::diff_graphs(fan_out({"a"}), fan_out({"c"})));
+    BOOST_TEST(contains(summary, "~ route 'x' [Send]: target: a -> c"), summary);
 }
 
 BOOST_AUTO_TEST_CASE(removed_node_and_changed_stage) {

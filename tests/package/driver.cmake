@@ -8,8 +8,14 @@
 # GENERATOR, CXX, LAUNCHER (ccache, may be empty), SANITIZE and TIERED (also build and run
 # consumer_tiered, which must print "consumer_tiered: ok"); they build at -O0 and run the
 # programs, which must print "consumer: ok" and "consumer_server: ok".
+# A program that hangs fails its step after this many seconds (builds may take longer).
+set(program_timeout 120)
 function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  set(limit 3000)
+  if(what MATCHES "^running")
+    set(limit ${program_timeout})
+  endif()
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT ${limit})
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${what} failed (${rc}):\n${out}")
   endif()

@@ -22,6 +22,7 @@ enum class description_errc {
     missing_field,       ///< a required field is absent
     wrong_type,          ///< a field has the wrong JSON type
     unsupported_version, ///< "format"/"version" is not a stategraph graph description this build reads
+    duplicate_node,      ///< two nodes of one graph have the same name
 };
 
 /// @brief The category of `description_errc`, named "stategraph.description".

@@ -17,6 +17,7 @@
 #include <boost/json/parse.hpp>
 
 #include <iostream>
+#include <unistd.h>
 #include <thread>
 
 namespace sg = stategraph;
@@ -72,6 +73,7 @@ std::pair<int, json::value> call(unsigned short port, const std::string& method,
 
 int main(int argc, char** argv) {
     if (argc != 2) return std::cerr << "usage: consumer_server <database file>\n", 2;
+    alarm(90); // a server that never answers kills this program (SIGALRM) instead of hanging the test
     auto saver = std::make_shared<sg::checkpoint::sqlite_saver>(sg::checkpoint::sqlite_options{.path = argv[1]});
     auto memory = std::make_shared<sg::store::sqlite_store>(sg::store::sqlite_store_options{.path = argv[1]});
     auto app = graph<parcel>("parcels", stage<parcel>("all", "weigh"_n = weigh, "ship"_n = ship | interrupt_before,

@@ -11,6 +11,7 @@
 /// Every case calls the factory (with the options it needs: a default ttl, refresh on read) and
 /// runs on that store alone, so the factory must return a store on fresh, empty storage.
 
+#include <cstdint>
 #include <stategraph/checkpoint/testing/run.hpp>
 #include <stategraph/store/store.hpp>
 
@@ -106,6 +107,11 @@ inline void invalid_input(base_store& s) {
     expect_store_error([&] { run(s.get(dotted, "k")); }, store_errc::invalid_namespace, "\"a.b\" contains '.'");
     expect_store_error([&] { run(s.remove(dotted, "k")); }, store_errc::invalid_namespace, "a.b");
     expect_store_error([&] { run(s.put(ok, "", v)); }, store_errc::invalid_key, "(\"users\")");
+    // A NUL byte would end the key or label early in PostgreSQL's text parameters: refused by all.
+    const std::string nul_key("a\0b", 3);
+    expect_store_error([&] { run(s.put(ok, nul_key, v)); }, store_errc::invalid_key, "NUL byte at offset 1");
+    const namespace_path nul_label{"users", std::string("u\0", 2)};
+    expect_store_error([&] { run(s.get(nul_label, "k")); }, store_errc::invalid_namespace, "label 1 contains a NUL");
     expect_store_error([&] { run(s.search(blank)); }, store_errc::invalid_namespace, "empty label");
     const json::object bad_op{{"age", json::object{{"$between", json::array{1, 2}}}}};
     expect_store_error([&] { run(s.search(ok, {.filter = bad_op})); }, store_errc::invalid_filter, "$between");
@@ -182,6 +188,26 @@ inline void search_filter(base_store& s) {
     BOOST_TEST((keys(both) == names{"ann"}));
     const json::object whole{{"profile", json::object{{"lang", "it"}}}};
     BOOST_TEST((keys(whole) == names{"bob"}));
+    // integers compare exactly, beyond a double's 53 bits, and across signed and unsigned
+    const namespace_path ids{"ids"};
+    const json::object big{{"id", std::int64_t(9007199254740993)}}, huge{{"id", std::uint64_t(18446744073709551615u)}};
+    run(s.put(ids, "big", big));
+    run(s.put(ids, "huge", huge));
+    auto id_keys = [&](const json::object& filter) {
+        auto r = keys_of(run(s.search(ids, {.filter = filter})));
+        std::sort(r.begin(), r.end());
+        return r;
+    };
+    const json::object near{{"id", std::int64_t(9007199254740992)}};
+    BOOST_TEST(id_keys(near).empty());
+    const json::object exact{{"id", std::int64_t(9007199254740993)}};
+    BOOST_TEST((id_keys(exact) == names{"big"}));
+    const json::object above{{"id", json::object{{"$gt", std::int64_t(9007199254740992)}}}};
+    BOOST_TEST((id_keys(above) == names{"big", "huge"}));
+    const json::object below_zero{{"id", json::object{{"$lt", -1}}}};
+    BOOST_TEST(id_keys(below_zero).empty());
+    const json::object under_huge{{"id", json::object{{"$lt", std::uint64_t(18446744073709551615u)}}}};
+    BOOST_TEST((id_keys(under_huge) == names{"big"}));
     // paging applies after the filter
     const json::object any_lang{{"profile.lang", json::object{{"$ne", "xx"}}}};
     BOOST_TEST((keys_of(run(s.search(ns, {.filter = any_lang, .limit = 1, .offset = 1}))) == names{"bob"}));
