@@ -969,6 +969,48 @@ BOOST_AUTO_TEST_CASE(rollback_keeps_subgraph_checkpoints_and_is_atomic) {
     saver->fail = false;
 }
 
+// stream_subgraphs: events from inside a subgraph are named `<mode>|<node>:<task id>`; without
+// it only the graph's own events come.
+BOOST_AUTO_TEST_CASE(stream_subgraphs_names_events_by_namespace) {
+    std::vector<srv::assistant_spec> more{srv::make_assistant("nested", build_nested(std::make_shared<sg::checkpoint::memory_saver>()))};
+    running_server s(test_options(), std::move(more));
+    auto stream = [&](bool subgraphs) {
+        json::object body{{"assistant_id", "nested"}, {"input", json::object{{"question", "hi"}}},
+                          {"stream_mode", json::array{"updates", "values"}}, {"stream_subgraphs", subgraphs}};
+        auto r = post(s.port, "/runs/stream", body);
+        BOOST_TEST_REQUIRE(r.status == 200u);
+        return parse_sse(r.body);
+    };
+    auto events = stream(true);
+    std::vector<std::string> inner_updates;
+    std::string ns;
+    bool outer_update = false, inner_values = false;
+    for (const auto& e : events) {
+        const auto bar = e.event.find('|');
+        if (bar == std::string::npos) {
+            if (e.event == "updates" && e.data.as_object().contains("inner")) outer_update = true;
+            continue;
+        }
+        const auto mode = e.event.substr(0, bar), part = e.event.substr(bar + 1);
+        BOOST_TEST(part.rfind("inner:", 0) == 0u, e.event); // `<node>:<task id>`
+        BOOST_TEST(part.size() > 6u);
+        if (ns.empty()) ns = part;
+        BOOST_TEST(part == ns); // one subgraph call: one namespace
+        if (mode == "updates")
+            for (const auto& [node, update] : e.data.as_object()) inner_updates.emplace_back(node);
+        if (mode == "values") inner_values = true;
+    }
+    BOOST_TEST(inner_updates == (std::vector<std::string>{"work", "ask"}), boost::test_tools::per_element());
+    BOOST_TEST(inner_values);
+    BOOST_TEST(outer_update); // the subgraph node's own update, at the top level
+    BOOST_TEST(events.front().event == "metadata");
+    for (const auto& e : stream(false)) BOOST_TEST(e.event.find('|') == std::string::npos, e.event);
+    json::object bad{{"assistant_id", "nested"}, {"input", json::object{{"question", "hi"}}}, {"stream_subgraphs", "yes"}};
+    auto r = post(s.port, "/runs/stream", bad);
+    BOOST_TEST(r.status == 422u);
+    BOOST_TEST(r.detail().find("stream_subgraphs") != std::string::npos);
+}
+
 // -- bounded memory: events kept per run, runs queued per thread, connections; a client that
 // leaves an event stream is noticed at once ---------------------------------------------------
 
