@@ -86,11 +86,28 @@ sg::compiled_graph<chat_state> build(std::shared_ptr<sg::checkpoint::saver> save
     return g.compile({.checkpointer = std::move(saver)});
 }
 
+/// `ask`, which also takes its time (1 s) when the answer is "slow": a resumed run to cancel.
+net::awaitable<sg::update<chat_state>> ask_then_wait(const chat_state& s, sg::context& ctx) {
+    std::vector<std::string> entry{"ask"};
+    auto u = sg::update<chat_state>{};
+    if (s.question == "ask") {
+        auto answer = ctx.interrupt_now<std::string>(std::string("approve?"));
+        if (answer == "slow") {
+            net::steady_timer t(ctx.executor());
+            t.expires_after(std::chrono::milliseconds(1000));
+            co_await t.async_wait(net::use_awaitable);
+        }
+        u.set<&chat_state::answer>(answer);
+    }
+    u.set<&chat_state::log>(std::move(entry));
+    co_return u;
+}
+
 /// The same two nodes inside a subgraph: START -> inner (work -> ask) -> END. The subgraph's
 /// checkpoints go to the parent's saver, in namespaces of their own.
 sg::compiled_graph<chat_state> build_nested(std::shared_ptr<sg::checkpoint::saver> saver) {
     sg::state_graph<chat_state> inner("inner");
-    inner.add_node("work", work).add_node("ask", ask);
+    inner.add_node("work", work).add_node("ask", ask_then_wait);
     inner.add_edge(sg::START, "work").add_edge("work", "ask").add_edge("ask", sg::END);
     auto sub = inner.compile();
     sg::state_graph<chat_state> g("nested");
@@ -967,6 +984,26 @@ BOOST_AUTO_TEST_CASE(rollback_keeps_subgraph_checkpoints_and_is_atomic) {
     BOOST_TEST(thread.at("error").at("message").as_string().find("mid-rollback") != std::string::npos);
     BOOST_TEST(stored() == kept);
     saver->fail = false;
+
+    // A thread waiting at an interrupt inside the subgraph: a resumed run rolled back leaves it
+    // waiting there (the subgraph's checkpoints newer than the root's head stay too).
+    auto waiting = new_thread(s.port);
+    json::object ask_body{{"assistant_id", "nested"}, {"input", json::object{{"question", "ask"}}}};
+    auto asked = post(s.port, "/threads/" + waiting + "/runs/wait", ask_body);
+    BOOST_TEST_REQUIRE(asked.status == 200u);
+    BOOST_TEST_REQUIRE(get(s.port, "/threads/" + waiting).json().at("status").as_string() == "interrupted");
+    const auto at_interrupt = sg::checkpoint::testing::run(memory->stats(waiting)).checkpoints;
+    json::object resume_slow{{"assistant_id", "nested"}, {"command", json::object{{"resume", "slow"}}}};
+    std::string rid3(post(s.port, "/threads/" + waiting + "/runs", resume_slow).json().at("run_id").as_string());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // it runs: the node waits
+    BOOST_TEST(post(s.port, "/threads/" + waiting + "/runs/" + rid3 + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
+    BOOST_TEST(sg::checkpoint::testing::run(memory->stats(waiting)).checkpoints == at_interrupt);
+    BOOST_TEST(get(s.port, "/threads/" + waiting).json().at("status").as_string() == "interrupted");
+    json::object resume_yes{{"assistant_id", "nested"}, {"command", json::object{{"resume", "yes"}}}};
+    auto answered = post(s.port, "/threads/" + waiting + "/runs/wait", resume_yes);
+    BOOST_TEST_REQUIRE(answered.status == 200u);
+    BOOST_TEST(answered.json().at("answer").as_string() == "yes");
+    BOOST_TEST(answered.json().at("log").as_array().size() == 2u);
 }
 
 // stream_subgraphs: events from inside a subgraph are named `<mode>|<node>:<task id>`; without
