@@ -3,6 +3,7 @@
 #include <stategraph/error.hpp>
 
 #include "codec.hpp"
+#include "saver_common.hpp"
 
 #include <stategraph/checkpoint/reserved.hpp>
 
@@ -369,6 +370,38 @@ boost::asio::awaitable<void> memory_saver::copy_thread(std::string from, std::st
                                    {to, from});
     for (auto& [ns, d] : copies) sh.threads.insert_or_assign(key{to, std::move(ns)}, std::move(d));
     co_return;
+}
+
+boost::asio::awaitable<std::size_t> memory_saver::rewind_thread(std::string thread_id, std::string checkpoint_id) {
+    // One shard holds every namespace of a thread: its lock makes the whole rewind atomic.
+    auto& sh = shard_of(thread_id);
+    std::lock_guard lock(sh.mutex);
+    const bool known = std::any_of(sh.threads.begin(), sh.threads.end(), [&](const auto& kv) {
+        return kv.first.first == thread_id && find_checkpoint(kv.second, checkpoint_id) != nullptr;
+    });
+    if (!known) throw common::rewind_target_missing(thread_id, checkpoint_id, "");
+    std::size_t removed = 0;
+    for (auto& [k, d] : sh.threads) {
+        if (k.first != thread_id) continue;
+        auto& cps = d.checkpoints; // sorted by id: the ones to go are at the end
+        auto from = std::upper_bound(cps.begin(), cps.end(), checkpoint_id,
+                                     [](const std::string& id, const stored_checkpoint& c) { return id < c.id; });
+        for (auto c = from; c != cps.end(); ++c) {
+            d.writes.erase(c->id);
+            // Values kept apart under a version made by a checkpoint that goes go with it.
+            for (auto b = d.blobs.lower_bound({c->id, std::string()}); b != d.blobs.end() && b->first.first == c->id;)
+                b = d.blobs.erase(b);
+        }
+        removed += static_cast<std::size_t>(cps.end() - from);
+        cps.erase(from, cps.end());
+        // Writes saved against an id with no checkpoint (a task of a checkpoint not stored) that is
+        // newer than the target go too: they belong to what is rolled back.
+        for (auto w = d.writes.upper_bound(checkpoint_id); w != d.writes.end();) w = d.writes.erase(w);
+    }
+    std::erase_if(sh.threads, [&](const auto& kv) {
+        return kv.first.first == thread_id && kv.second.checkpoints.empty() && kv.second.blobs.empty() && kv.second.writes.empty();
+    });
+    co_return removed;
 }
 
 boost::asio::awaitable<std::vector<thread_info>> memory_saver::list_threads(thread_query query) {

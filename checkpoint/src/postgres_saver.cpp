@@ -198,6 +198,17 @@ constexpr std::string_view sql_delete_blobs = "DELETE FROM stategraph_blobs WHER
 constexpr std::string_view sql_delete_checkpoints = "DELETE FROM stategraph_checkpoints WHERE thread_id = $1";
 constexpr std::string_view sql_delete_expired_lease =
     "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner <> $2 AND expires_at <= stategraph_now_ms()";
+// rewind_thread: everything of a thread newer than one of its checkpoints (every namespace).
+constexpr std::string_view sql_rewind_target =
+    "SELECT EXISTS(SELECT 1 FROM stategraph_checkpoints WHERE thread_id = $1 AND id = $2)::int";
+constexpr std::string_view sql_rewind_writes = "DELETE FROM stategraph_writes WHERE thread_id = $1 AND checkpoint_id > $2";
+// Values kept apart under a version that a checkpoint going made (its own id, same namespace).
+constexpr std::string_view sql_rewind_blobs =
+    "DELETE FROM stategraph_blobs b WHERE b.thread_id = $1 AND b.version > $2 AND EXISTS(SELECT 1 FROM "
+    "stategraph_checkpoints c WHERE c.thread_id = b.thread_id AND c.ns = b.ns AND c.id = b.version)";
+constexpr std::string_view sql_rewind_checkpoints =
+    "WITH gone AS (DELETE FROM stategraph_checkpoints WHERE thread_id = $1 AND id > $2 RETURNING 1) "
+    "SELECT count(*) FROM gone";
 constexpr std::string_view sql_thread_namespaces =
     "SELECT ns FROM stategraph_checkpoints WHERE thread_id = $1 UNION SELECT ns FROM stategraph_blobs WHERE thread_id = $1";
 constexpr std::string_view sql_prune_writes =
@@ -931,6 +942,34 @@ struct postgres_saver::impl {
         co_return co_await with_retry<bool>(c, body);
     }
 
+    /// `rewind_thread`: the target checked and everything newer deleted in one transaction under
+    /// the thread's fence. A retry after a lost answer finds the target still there and nothing
+    /// newer: it removes nothing more, as the first try did everything.
+    asio::awaitable<std::size_t> rewind_thread(const std::string& thread, const std::string& checkpoint_id) {
+        call c{thread, "rewinding the thread", {}};
+        auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<std::size_t> {
+            std::vector<pg::statement> batch;
+            batch.emplace_back(sql_begin);
+            batch.push_back(fence(cc));
+            batch.emplace_back(sql_rewind_target);
+            batch.back().text(thread).text(checkpoint_id);
+            auto res = co_await conn.run(batch, query_timeout());
+            if (res[2].integer(0, 0) == 0) {
+                co_await finish(conn, sql_rollback, query_timeout());
+                throw common::rewind_target_missing(thread, checkpoint_id, where());
+            }
+            std::vector<pg::statement> out;
+            for (auto sql : {sql_rewind_writes, sql_rewind_blobs, sql_rewind_checkpoints}) {
+                out.emplace_back(sql);
+                out.back().text(thread).text(checkpoint_id);
+            }
+            out.emplace_back(sql_commit);
+            auto done = co_await conn.run(out, query_timeout());
+            co_return static_cast<std::size_t>(done[2].integer(0, 0));
+        };
+        co_return co_await with_retry<std::size_t>(c, body);
+    }
+
     asio::awaitable<void> copy_thread(const std::string& from, const std::string& to) {
         call c{to, "copying the thread", {}};
         auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
@@ -1507,6 +1546,10 @@ asio::awaitable<bool> postgres_saver::holds_thread(std::string thread_id) {
 
 asio::awaitable<void> postgres_saver::copy_thread(std::string from, std::string to) {
     co_await impl_->copy_thread(from, to);
+}
+
+asio::awaitable<std::size_t> postgres_saver::rewind_thread(std::string thread_id, std::string checkpoint_id) {
+    co_return co_await impl_->rewind_thread(thread_id, checkpoint_id);
 }
 
 asio::awaitable<std::vector<thread_info>> postgres_saver::list_threads(thread_query query) {

@@ -6,6 +6,7 @@
 #include "codec.hpp"
 #include "lease_owner.hpp"
 #include "redis_connection.hpp"
+#include "saver_common.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -918,6 +919,54 @@ struct redis_saver::impl {
                                    {to, from});
     }
 
+    /// `rewind_thread`: the thread's keys are read, the removals planned, and the write script
+    /// applies them all at once, guarded by the thread's newest id (a write in between makes the
+    /// script refuse, and the plan is made again) and fenced by its lease.
+    asio::awaitable<std::size_t> rewind_op(std::string thread, std::string target) {
+        for (int attempt = 0;; ++attempt) {
+            std::vector<command> reads{command{"ZRANGE", tkey(thread, "ids"), "0", "-1"}, command{"HKEYS", tkey(thread, "vals")},
+                                       command{"HKEYS", tkey(thread, "writes")}, command{"HGET", tkey(thread, "meta"), "newest"}};
+            auto r = co_await all(std::move(reads), thread);
+            std::set<std::pair<std::string, std::string>> gone; // (ns, id)
+            std::vector<std::string> gone_members;
+            std::string newest; // of what stays
+            bool known = false;
+            for (const auto& m : r[0].elements) {
+                const auto z = m.str.find('\0');
+                if (z == std::string::npos) continue;
+                auto id = m.str.substr(z + 1);
+                if (id == target) known = true;
+                if (id > target) {
+                    gone.emplace(m.str.substr(0, z), id);
+                    gone_members.push_back(m.str);
+                } else if (id > newest) {
+                    newest = id;
+                }
+            }
+            if (!known) throw common::rewind_target_missing(thread, target, "");
+            std::vector<command> ops{command{"HEQ", tkey(thread, "meta"), "newest", text_of(r[3]).value_or("")}};
+            add_chunked(ops, command{"ZREM", tkey(thread, "ids")}, gone_members, 1);
+            add_chunked(ops, command{"HDEL", tkey(thread, "cp")}, gone_members, 1);
+            std::vector<std::string> gone_vals, gone_writes;
+            for (const auto& f : r[1].elements) {
+                const auto parts = split(f.str); // ns, channel, version
+                if (parts.size() == 3 && gone.count({std::string(parts[0]), std::string(parts[2])})) gone_vals.push_back(f.str);
+            }
+            for (const auto& f : r[2].elements) {
+                const auto parts = split(f.str); // ns, checkpoint id, task, channel
+                if (parts.size() == 4 && parts[1] > target) gone_writes.push_back(f.str);
+            }
+            add_chunked(ops, command{"HDEL", tkey(thread, "vals")}, gone_vals, 1);
+            add_chunked(ops, command{"HDEL", tkey(thread, "writes")}, gone_writes, 1);
+            add_chunked(ops, command{"ZREM", tkey(thread, "wseq")}, gone_writes, 1);
+            ops.push_back(command{"HSET", tkey(thread, "meta"), "newest", newest});
+            auto status = co_await fenced(thread, std::move(ops), fence::ours_or_free);
+            if (status == "OK") co_return gone_members.size();
+            if (attempt >= 4)
+                failed(thread, "rewind_thread: the thread kept changing while it was being rewound; nothing was removed");
+        }
+    }
+
     struct head {
         std::string thread;
         std::string newest;
@@ -1301,6 +1350,11 @@ asio::awaitable<bool> redis_saver::holds_thread(std::string thread_id) {
 asio::awaitable<void> redis_saver::copy_thread(std::string from, std::string to) {
     auto op = impl_->copy_op(std::move(from), std::move(to));
     co_await impl_->call(op);
+}
+
+asio::awaitable<std::size_t> redis_saver::rewind_thread(std::string thread_id, std::string checkpoint_id) {
+    auto op = impl_->rewind_op(std::move(thread_id), std::move(checkpoint_id));
+    co_return co_await impl_->call(op);
 }
 
 asio::awaitable<std::vector<thread_info>> redis_saver::list_threads(thread_query query) {

@@ -91,6 +91,14 @@ checkpoint_error copy_source_missing(const std::string& from, const std::string&
                             {from, to});
 }
 
+checkpoint_error rewind_target_missing(const std::string& thread, const std::string& checkpoint_id,
+                                       const std::string& where) {
+    return checkpoint_error(errc::checkpoint_not_found,
+                            "rewind_thread: thread " + quote(thread) + " has no checkpoint " + quote(checkpoint_id) +
+                                " in any namespace; nothing was removed" + where,
+                            {thread, checkpoint_id});
+}
+
 checkpoint_error cache_corrupt(const std::string& ns, const std::string& key, const std::string& why,
                                const std::string& where) {
     return checkpoint_error(errc::corrupt_checkpoint, "node cache entry " + quote(key) + " of " + quote(ns) + ": " + why + where,

@@ -45,6 +45,9 @@ checkpoint_error thread_busy(const std::string& thread, const std::string& holde
 checkpoint_error copy_target_exists(const std::string& from, const std::string& to, const std::string& where);
 /// @brief `thread_not_found`: copy_thread's source `from` has no checkpoint.
 checkpoint_error copy_source_missing(const std::string& from, const std::string& to, const std::string& where);
+/// @brief `checkpoint_not_found`: rewind_thread's target `checkpoint_id` is not a checkpoint of `thread`.
+checkpoint_error rewind_target_missing(const std::string& thread, const std::string& checkpoint_id,
+                                       const std::string& where);
 /// @brief `corrupt_checkpoint` for a node-cache entry that cannot be read back.
 checkpoint_error cache_corrupt(const std::string& ns, const std::string& key, const std::string& why,
                                const std::string& where);

@@ -288,6 +288,14 @@ constexpr std::string_view sql_copy_source_writes =
 constexpr std::string_view sql_copy_write =
     "INSERT INTO writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq) "
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+// rewind_thread: everything of a thread newer than one of its checkpoints (every namespace).
+constexpr std::string_view sql_rewind_target = "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND id = ?2)";
+constexpr std::string_view sql_rewind_writes = "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint_id > ?2";
+// Values kept apart under a version that a checkpoint going made (its own id, same namespace).
+constexpr std::string_view sql_rewind_blobs =
+    "DELETE FROM blobs WHERE thread_id = ?1 AND version > ?2 AND EXISTS(SELECT 1 FROM checkpoints c "
+    "WHERE c.thread_id = blobs.thread_id AND c.ns = blobs.ns AND c.id = blobs.version)";
+constexpr std::string_view sql_rewind_checkpoints = "DELETE FROM checkpoints WHERE thread_id = ?1 AND id > ?2";
 // Threads by their newest checkpoint (any namespace), with their count and the head of the root
 // namespace; ids are time-ordered text, so max(id) is the newest.
 constexpr std::string_view sql_list_threads =
@@ -1283,6 +1291,26 @@ struct sqlite_saver::impl {
     }
 
     // -- thread maintenance -----------------------------------------------------------------
+    std::size_t rewind_thread(const std::string& thread, const std::string& checkpoint_id) {
+        const char* what = "rewinding the thread";
+        transaction t(*this, true, thread, what);
+        check_lease(thread, now_ms());
+        {
+            stmt s(*this, sql_rewind_target, thread, what);
+            s.bind_static(1, thread).bind_static(2, checkpoint_id);
+            if (!s.step() || s.integer(0) == 0) throw common::rewind_target_missing(thread, checkpoint_id, where());
+        }
+        std::size_t removed = 0;
+        for (auto sql : {sql_rewind_writes, sql_rewind_blobs, sql_rewind_checkpoints}) {
+            stmt s(*this, sql, thread, what);
+            s.bind_static(1, thread).bind_static(2, checkpoint_id);
+            s.run();
+            if (sql == sql_rewind_checkpoints) removed = static_cast<std::size_t>(sqlite3_changes64(db.get()));
+        }
+        t.commit();
+        return removed;
+    }
+
     void copy_thread(const std::string& from, const std::string& to) {
         const char* what = "copying the thread";
         transaction t(*this, true, to, what);
@@ -1946,6 +1974,13 @@ boost::asio::awaitable<thread_stats> sqlite_saver::stats(std::string thread_id) 
 boost::asio::awaitable<void> sqlite_saver::copy_thread(std::string from, std::string to) {
     return on_saver_thread<void>(*impl_, [i = impl_.get(), from = std::move(from), to = std::move(to)] {
         i->copy_thread(from, to);
+    });
+}
+
+boost::asio::awaitable<std::size_t> sqlite_saver::rewind_thread(std::string thread_id, std::string checkpoint_id) {
+    return on_saver_thread<std::size_t>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id),
+                                                 checkpoint_id = std::move(checkpoint_id)] {
+        return i->rewind_thread(thread_id, checkpoint_id);
     });
 }
 

@@ -137,6 +137,24 @@ boost::asio::awaitable<void> tiered_saver::copy_thread(std::string from, std::st
     co_await std::move(mirrored);
 }
 
+boost::asio::awaitable<std::size_t> tiered_saver::rewind_thread(std::string thread_id, std::string checkpoint_id) {
+    // The back is the record: rewound first, in its own transaction. The front follows when it
+    // holds the thread; should it fail, it drops the thread and reads fall back to the back.
+    auto back_rewind = back_->rewind_thread(thread_id, checkpoint_id);
+    const auto removed = co_await std::move(back_rewind);
+    auto in_front = front_->holds_thread(thread_id);
+    if (!co_await std::move(in_front)) co_return removed;
+    auto front_rewind = rewind_front(thread_id, checkpoint_id);
+    auto mirrored = write_front(thread_id, std::move(front_rewind));
+    co_await std::move(mirrored);
+    co_return removed;
+}
+
+boost::asio::awaitable<void> tiered_saver::rewind_front(std::string thread_id, std::string checkpoint_id) {
+    auto rewind = front_->rewind_thread(std::move(thread_id), std::move(checkpoint_id));
+    (void)co_await std::move(rewind);
+}
+
 boost::asio::awaitable<std::vector<thread_info>> tiered_saver::list_threads(thread_query query) {
     auto back_list = back_->list_threads(query);
     co_return co_await std::move(back_list);

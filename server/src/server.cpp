@@ -19,6 +19,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -53,6 +54,7 @@ namespace json = boost::json;
 using tcp = net::ip::tcp;
 using net::awaitable;
 using net::use_awaitable;
+using namespace boost::asio::experimental::awaitable_operators;
 
 namespace sgsrv {
 
@@ -75,6 +77,13 @@ std::string now_iso() { return iso_of(std::chrono::system_clock::now()); }
 std::string new_uuid() {
     static thread_local boost::uuids::random_generator gen;
     return boost::uuids::to_string(gen());
+}
+
+/// Who owns a thread, as stored with it: a name-based UUID (SHA-1) of the API key, so that the
+/// records kept across restarts hold no key material.
+std::string owner_of(const std::string& api_key) {
+    static const boost::uuids::uuid ns = boost::uuids::string_generator()("5b0e3f7c-2a51-4c8e-9d3b-7f64a1c2e9d0");
+    return "key:" + boost::uuids::to_string(boost::uuids::name_generator_sha1(ns)(api_key));
 }
 
 /// LangGraph's default assistant id of a graph: uuid5(graph_id) in the namespace it uses.
@@ -321,7 +330,11 @@ struct run_rec {
     bool stateless = false, keep_thread = false;
     bool cancel_on_disconnect = false;
     double after_seconds = 0;
-    std::vector<sse_event> events;
+    std::deque<sse_event> events; ///< the last `max_events_per_run` events; events.front() has id `events_base`
+    std::size_t events_base = 0;  ///< how many of the oldest events were dropped
+    std::size_t event_end() const noexcept { return events_base + events.size(); } ///< the next event's id
+    const sse_event& event(std::size_t id) const { return events[id - events_base]; }
+    sse_event last_values_copy;   ///< the last values event (kept when it is dropped from `events`)
     bool finished = false;
     std::list<net::steady_timer*> waiters;
     json::value last_values; ///< the last values event (null: none)
@@ -329,7 +342,9 @@ struct run_rec {
     json::value error;       ///< {"error", "message"} when the run failed
     bool cancel_requested = false;
     bool rollback = false;  ///< cancelled with action rollback: its checkpoints and record go
-    std::string started_cp; ///< a checkpoint id made as it started: the ones it wrote are newer
+    std::string started_cp; ///< the thread's newest checkpoint as it started ("" none): a rollback returns there
+    bool anchored = false;  ///< started_cp was looked up (the run started on a thread with a saver)
+    bool anchor_failed = false; ///< the lookup failed: a rollback is refused (error on the run)
     std::shared_ptr<net::cancellation_signal> cancel = std::make_shared<net::cancellation_signal>();
     std::unique_ptr<detail::run_request> request;
 
@@ -563,6 +578,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::map<std::string, std::shared_ptr<run_rec>> runs;
     std::list<beast::tcp_stream*> sessions;
     std::deque<std::string> finished_runs; ///< oldest first, for max_finished_runs
+    // The durable list of thread ids (save_index): writes coalesce, one at a time.
+    std::uint64_t index_version = 0, index_written = 0;
+    bool index_writing = false;
+    std::list<net::steady_timer*> index_waiters;
 
     impl(net::any_io_executor e, server_options o) : ex(e), opts(std::move(o)), acceptor(e) {}
 
@@ -650,10 +669,154 @@ struct server::impl : std::enable_shared_from_this<impl> {
         th->state_updated_at = th->updated_at = now_iso();
     }
 
-    /// Threads kept in the graphs' checkpointers by an earlier server (a restart): their records
-    /// are made again (metadata from their newest checkpoint, status from their state). Only
-    /// without API keys: the owner of a stored thread is not known.
+    // -- durable thread records ----------------------------------------------------------------
+    // A thread's record (owner, metadata, creation time, graph) outlives the process in the node
+    // cache of the first assistant's checkpointer, which every saver keeps (memory, SQLite,
+    // PostgreSQL, Redis, tiered) apart from any thread: one entry per thread in the namespace
+    // `thread_record_ns` + id, and the list of ids in `thread_index_ns`. A restarted server reads
+    // them back (adopt_records) before it adopts unrecorded threads from the checkpoints.
+    static constexpr std::string_view thread_record_ns = "__stategraph_server__/thread/";
+    static constexpr std::string_view thread_index_ns = "__stategraph_server__/threads";
+
+    std::shared_ptr<checkpoint::saver> record_saver() const {
+        return assistants.empty() ? nullptr : assistants.front()->spec.core->saver;
+    }
+
+    /// Stores the record of thread `id`, or removes it when the thread is gone (or temporary),
+    /// then the list of thread ids; done when both are stored.
+    static awaitable<void> save_record(std::shared_ptr<impl> self, std::string id) {
+        auto saver = self->record_saver();
+        if (!saver) co_return;
+        const std::string ns = std::string(thread_record_ns) + id;
+        auto it = self->threads.find(id);
+        if (it == self->threads.end() || it->second->temporary) {
+            std::vector<std::string> gone{ns};
+            auto clear = saver->cache_clear(std::move(gone));
+            (void)co_await std::move(clear);
+        } else {
+            const auto& th = *it->second;
+            json::value rec = json::object{{"thread_id", th.thread_id}, {"owner", th.owner}, {"created_at", th.created_at},
+                                           {"graph_id", th.graph_id},   {"metadata", th.metadata}};
+            auto put = saver->cache_put(ns, std::string("record"), std::move(rec), std::chrono::milliseconds(0));
+            co_await std::move(put);
+        }
+        auto index = save_index(self);
+        co_await std::move(index);
+    }
+
+    /// `save_record` in the background (for threads made by a run, whose creation must not wait);
+    /// a failure is logged.
+    void save_record_later(const std::string& id) {
+        if (!record_saver()) return;
+        auto self = shared_from_this();
+        net::co_spawn(ex, save_record(self, id), [self, id](std::exception_ptr e) {
+            if (!e || !self->opts.log) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+                self->opts.log("thread '" + id + "': its record could not be stored: " + x.what());
+            }
+        });
+    }
+
+    /// Stores the list of thread ids as it is now; returns once a write made after this call began
+    /// is stored. Concurrent callers share writes (one at a time, the newest list each).
+    static awaitable<void> save_index(std::shared_ptr<impl> self) {
+        auto saver = self->record_saver();
+        if (!saver) co_return;
+        const auto mine = ++self->index_version;
+        while (self->index_written < mine) {
+            if (self->index_writing) {
+                net::steady_timer t(self->ex, net::steady_timer::time_point::max());
+                self->index_waiters.push_back(&t);
+                auto [ec] = co_await t.async_wait(net::as_tuple(use_awaitable));
+                (void)ec;
+                self->index_waiters.remove(&t);
+                continue;
+            }
+            self->index_writing = true;
+            const auto version = self->index_version;
+            json::array ids;
+            for (const auto& [id, th] : self->threads)
+                if (!th->temporary) ids.push_back(json::string(id));
+            std::exception_ptr failed;
+            try {
+                json::value v = std::move(ids);
+                auto put = saver->cache_put(std::string(thread_index_ns), std::string("ids"), std::move(v),
+                                            std::chrono::milliseconds(0));
+                co_await std::move(put);
+                self->index_written = version;
+            } catch (...) {
+                failed = std::current_exception();
+            }
+            self->index_writing = false;
+            for (auto* w : self->index_waiters) w->cancel();
+            if (failed) std::rethrow_exception(failed);
+        }
+    }
+
+    void log_line(const std::string& line) const {
+        if (opts.log) opts.log(line);
+    }
+
+    /// The threads recorded by an earlier server (save_record): owner, metadata and graph as they
+    /// were, values and status from their checkpoints.
+    static awaitable<void> adopt_records(std::shared_ptr<impl> self) {
+        auto saver = self->record_saver();
+        if (!saver) co_return;
+        const std::string index_ns(thread_index_ns), index_key("ids");
+        auto read_index = saver->cache_get(index_ns, index_key);
+        auto index = co_await std::move(read_index);
+        if (!index || !index->is_array()) co_return;
+        std::size_t adopted = 0;
+        for (const auto& v : index->as_array()) {
+            if (!v.is_string() || !is_uuid(std::string(v.get_string()))) continue;
+            const std::string id(v.get_string());
+            if (self->threads.count(id)) continue;
+            const std::string ns = std::string(thread_record_ns) + id, key("record");
+            std::optional<json::value> rec;
+            try {
+                auto read = saver->cache_get(ns, key);
+                rec = co_await std::move(read);
+            } catch (const std::exception& e) {
+                self->log_line("thread '" + id + "': its stored record cannot be read: " + e.what());
+                continue;
+            }
+            if (!rec || !rec->is_object()) continue;
+            const auto& o = rec->get_object();
+            auto text = [&](const char* name) {
+                const auto* f = o.if_contains(name);
+                return f && f->is_string() ? std::string(f->get_string()) : std::string();
+            };
+            auto th = std::make_shared<thread_rec>();
+            th->thread_id = id;
+            th->owner = text("owner");
+            th->created_at = text("created_at");
+            if (th->created_at.empty()) th->created_at = now_iso();
+            th->updated_at = th->state_updated_at = th->created_at;
+            if (auto g = text("graph_id"); !g.empty() && self->find_assistant(g)) th->graph_id = g;
+            if (const auto* m = o.if_contains("metadata"); m && m->is_object()) th->metadata = m->get_object();
+            self->threads[id] = th;
+            ++adopted;
+            try {
+                co_await self->refresh(th);
+            } catch (const std::exception& e) {
+                self->log_line("thread '" + id + "': its state could not be read after the restart: " + e.what());
+            }
+        }
+        if (adopted) self->log_line(std::to_string(adopted) + " recorded threads adopted");
+    }
+
+    /// Threads kept by an earlier server (a restart): first those it recorded (adopt_records),
+    /// then, without API keys only (their owner is not known), threads found in the graphs'
+    /// checkpointers with no record (metadata from their newest checkpoint, status from their state).
     static awaitable<void> adopt_threads(std::shared_ptr<impl> self) {
+        try {
+            auto records = adopt_records(self);
+            co_await std::move(records);
+        } catch (const std::exception& e) {
+            self->log_line(std::string("could not read the stored thread records: ") + e.what());
+        }
         if (!self->opts.api_keys.empty()) co_return;
         for (auto a : self->assistants) {
             auto saver = a->spec.core->saver;
@@ -675,7 +838,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 self->threads[th->thread_id] = th;
                 try {
                     co_await self->refresh(th);
-                } catch (const std::exception&) {
+                } catch (const std::exception& e) {
+                    self->log_line("thread '" + th->thread_id + "' of graph '" + a->spec.graph_id +
+                                   "': its state could not be read after the restart: " + e.what());
                 }
             }
             if (self->opts.log && !list.empty())
@@ -700,8 +865,13 @@ struct server::impl : std::enable_shared_from_this<impl> {
 
     // -- runs ----------------------------------------------------------------------------------
     void record(run_rec& run, std::string name, const json::value& data) {
-        if (name == "values") run.last_values_event = run.events.size();
+        if (name == "values") run.last_values_event = run.event_end();
         run.events.push_back({std::move(name), json::serialize(data)});
+        if (run.last_values_event == run.event_end() - 1) run.last_values_copy = run.events.back();
+        while (run.events.size() > std::max<std::size_t>(opts.max_events_per_run, 1)) {
+            run.events.pop_front();
+            ++run.events_base;
+        }
         run.notify();
     }
 
@@ -766,7 +936,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (!run->cancel_requested && a) {
             run->status = "running";
             run->updated_at = now_iso();
-            run->started_cp = checkpoint::new_checkpoint_id();
+            if (auto saver = a->spec.core->saver) {
+                try {
+                    run->started_cp = co_await rollback_anchor(saver, run->thread_id);
+                } catch (const std::exception&) {
+                    run->anchor_failed = true; // no rollback without a known place to return to
+                }
+                run->anchored = true;
+            }
             auto req = std::move(run->request);
             run_rec* raw = run.get();
             impl* me = self.get();
@@ -799,11 +976,15 @@ struct server::impl : std::enable_shared_from_this<impl> {
         run->updated_at = now_iso();
         if (!th->queue.empty() && th->queue.front() == run) th->queue.pop_front();
         th->settling = true; // until the rollback and the refresh below are done
-        if (run->rollback && !run->started_cp.empty() && a) {
-            // The run was cancelled through this coroutine's slot: the rollback's own waits
-            // must not see that cancellation.
-            co_await net::this_coro::reset_cancellation_state();
+        // A run cancelled through this coroutine's slot: the rollback's and the refresh's own
+        // waits must not see that cancellation.
+        co_await net::this_coro::reset_cancellation_state();
+        if (run->rollback && run->anchored && a) {
             try {
+                if (run->anchor_failed)
+                    throw std::runtime_error("thread '" + th->thread_id +
+                                             "': its newest checkpoint could not be read as the run started, so "
+                                             "there is no known place to roll back to; nothing was removed");
                 auto saver = a->spec.core->saver;
                 co_await roll_back(saver, th->thread_id, run->started_cp);
             } catch (const std::exception& e) {
@@ -849,29 +1030,34 @@ struct server::impl : std::enable_shared_from_this<impl> {
         else if (th->temporary && !run->keep_thread) co_await self->drop_thread(th);
     }
 
-    /// Rollback: the checkpoints of `thread_id` newer than `since` (those of the run rolled back)
-    /// go. The saver deletes whole threads only, so the thread is deleted and its older
-    /// checkpoints (root namespace) are written again, oldest first, with their pending writes.
-    static awaitable<void> roll_back(std::shared_ptr<checkpoint::saver> saver, std::string thread_id, std::string since) {
-        const checkpoint::list_options all{};
+    /// Where a rollback returns to: the thread's newest checkpoint as a run starts ("" when it has
+    /// none), that is the root namespace's head or, when the thread is interrupted inside a
+    /// subgraph (a `__interrupt__` write of task T of node N on the head), the newer head of that
+    /// subgraph's namespace "N:T", whose progress a rollback must keep too.
+    static awaitable<std::string> rollback_anchor(std::shared_ptr<checkpoint::saver> saver, std::string thread_id) {
         const std::string root; // the root namespace (g++ 12: no temporaries in co_await)
-        auto list = co_await saver->list(thread_id, root, all);
-        std::vector<checkpoint::checkpoint_tuple> keep;
-        for (auto& t : list)
-            if (t.cp.id < since) keep.push_back(std::move(t));
-        if (keep.size() == list.size()) co_return;
-        co_await saver->delete_thread(thread_id);
-        for (auto it = keep.rbegin(); it != keep.rend(); ++it) {
-            checkpoint::checkpoint cp = std::move(it->cp);
-            json::object written; // a put carries the channels this checkpoint wrote
-            for (const auto& [ch, version] : cp.versions)
-                if (version == cp.id)
-                    if (auto* v = cp.values.if_contains(ch)) written[ch] = *v;
-            cp.values = std::move(written);
-            cp.extends.clear();
-            co_await saver->put(thread_id, root, cp);
-            if (!it->writes.empty()) co_await saver->put_writes(thread_id, root, cp.id, std::move(it->writes));
+        const std::optional<std::string> newest;
+        auto head = co_await saver->get(thread_id, root, newest);
+        if (!head) co_return std::string();
+        std::string anchor = head->cp.id;
+        for (const auto& w : head->writes) {
+            if (w.channel != "__interrupt__") continue;
+            const std::string ns = w.task_name + ":" + w.task_id;
+            auto sub = co_await saver->get(thread_id, ns, newest);
+            if (sub && sub->cp.id > anchor) anchor = sub->cp.id;
         }
+        co_return anchor;
+    }
+
+    /// Rollback: what the run rolled back wrote goes, in one transaction of the saver
+    /// (`rewind_thread`: every namespace, subgraphs' included, newer than `anchor`); a thread that
+    /// had no checkpoint before the run is deleted.
+    static awaitable<void> roll_back(std::shared_ptr<checkpoint::saver> saver, std::string thread_id, std::string anchor) {
+        if (anchor.empty()) {
+            co_await saver->delete_thread(thread_id);
+            co_return;
+        }
+        (void)co_await saver->rewind_thread(thread_id, anchor);
     }
 
     awaitable<void> drop_thread(std::shared_ptr<thread_rec> th) {
@@ -964,9 +1150,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 if (!id.empty()) self->threads.erase(id);
             }
         } undo{this, {}};
+        bool recorded = true; // false: the thread's durable record must be stored (new, or its graph set)
         if (stateless) {
             th = make_thread(new_uuid(), c.owner, json::object{});
             th->temporary = !run->keep_thread; // on_completion "keep": a thread like any other
+            recorded = th->temporary;
             undo.id = th->thread_id;
         } else {
             const std::string& tid = c.path[1];
@@ -980,6 +1168,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 meta["assistant_id"] = a->assistant_id;
                 th = make_thread(tid, c.owner, std::move(meta));
                 undo.id = th->thread_id;
+                recorded = false;
             } else {
                 th = it->second;
             }
@@ -1058,15 +1247,23 @@ struct server::impl : std::enable_shared_from_this<impl> {
             th->graph_id = a->spec.graph_id;
             th->metadata["graph_id"] = a->spec.graph_id;
             th->metadata["assistant_id"] = a->assistant_id;
+            recorded = th->temporary;
         }
         // Checked again: the waits above (get_state) let another request queue a run meanwhile.
         if (th->busy() && run->multitask == "reject") throw_busy(*th);
+        const auto queued = static_cast<std::size_t>(
+            std::count_if(th->queue.begin(), th->queue.end(), [](const auto& r) { return !r->cancel_requested; }));
+        if (run->multitask == "enqueue" && queued >= std::max<std::size_t>(opts.max_queued_runs_per_thread, 1))
+            throw http_error(429, "thread '" + th->thread_id + "' has " + std::to_string(queued) +
+                                      " runs pending or running, the most one thread may queue (max_queued_runs_per_thread); "
+                                      "wait for one to finish");
         if (run->multitask == "interrupt" || run->multitask == "rollback")
             for (auto& r : th->queue) {
                 r->rollback = r->rollback || run->multitask == "rollback";
                 cancel_run(*r);
             }
         undo.id.clear();
+        if (!recorded) save_record_later(th->thread_id);
         co_return run;
     }
 
@@ -1091,35 +1288,65 @@ struct server::impl : std::enable_shared_from_this<impl> {
         return h;
     }
 
-    /// Relays a run's events from `after` on, until it finishes (or the client leaves).
+    /// Relays a run's events from `after` on, until it finishes (or the client leaves). The client
+    /// leaving is noticed at once (a read on its socket ends), not only at the next write: a run
+    /// with on_disconnect cancel is cancelled then.
     awaitable<void> relay(call& c, std::shared_ptr<run_rec> run, std::set<std::string> modes, std::size_t after) {
         auto headers = location_headers(*run, true);
         if (!co_await begin_chunked(c, "text/event-stream", std::move(headers))) co_return;
+        c.keep_alive = false; // the socket is watched for the client leaving: no second request on it
+        auto loop = relay_events(c, run, std::move(modes), after);
+        auto watch = watch_close(c);
+        auto ended = co_await (std::move(loop) || std::move(watch));
+        const bool left = ended.index() == 1 ? std::get<1>(ended) : !std::get<0>(ended);
+        if (left && run->cancel_on_disconnect) cancel_run(*run);
+    }
+
+    /// `relay`'s events; true when the stream ended with the run, false when a write failed.
+    awaitable<bool> relay_events(call& c, std::shared_ptr<run_rec> run, std::set<std::string> modes, std::size_t after) {
         std::size_t next = after;
         for (;;) {
             std::string out;
-            for (; next < run->events.size(); ++next)
-                if (wanted(modes, run->events[next].name) && shown(opts.verbosity, run->events[next].name))
-                    out += sse_text(run->events[next], next);
+            if (next < run->events_base) { // fell behind by more than the events kept
+                json::value lost = json::object{
+                    {"error", "EventsDropped"},
+                    {"message", "run '" + run->run_id + "' keeps its last " + std::to_string(opts.max_events_per_run) +
+                                    " events; the events from id " + std::to_string(next) + " to " +
+                                    std::to_string(run->events_base - 1) + " are gone"}};
+                out = "event: error\ndata: " + json::serialize(lost) + "\n\n";
+                if (co_await write_chunk(c, out)) co_await end_chunked(c);
+                co_return true;
+            }
+            for (; next < run->event_end(); ++next)
+                if (wanted(modes, run->event(next).name) && shown(opts.verbosity, run->event(next).name))
+                    out += sse_text(run->event(next), next);
             // Below full verbosity, the final values close the stream.
             std::size_t last = run->last_values_event;
             if (run->finished && opts.verbosity != verbosity::full && last != SIZE_MAX && last >= after &&
                 modes.count("values"))
-                out += sse_text(run->events[last], last);
-            if (!out.empty() && !co_await write_chunk(c, out)) break;
+                out += sse_text(run->last_values_copy, last);
+            if (!out.empty() && !co_await write_chunk(c, out)) co_return false;
             if (run->finished) {
                 co_await end_chunked(c);
-                co_return;
+                co_return true;
             }
-            std::size_t before = run->events.size();
+            std::size_t before = run->event_end();
             co_await wait_change(run, std::chrono::seconds(10));
-            if (run->events.size() == before && !run->finished) {
+            if (run->event_end() == before && !run->finished) {
                 std::string beat = ": heartbeat\n\n";
-                if (!co_await write_chunk(c, beat)) break;
+                if (!co_await write_chunk(c, beat)) co_return false;
             }
         }
-        c.keep_alive = false;
-        if (run->cancel_on_disconnect) cancel_run(*run);
+    }
+
+    /// Ends when the client closes its side of the connection (or sends anything: a client of an
+    /// event stream sends nothing more); cancelled when the stream ends first.
+    /// True when the client left; false when the read was cancelled (the server stopping).
+    static awaitable<bool> watch_close(call& c) {
+        char byte = 0;
+        auto [ec, n] = co_await c.stream->socket().async_read_some(net::buffer(&byte, 1), net::as_tuple(use_awaitable));
+        (void)n;
+        co_return ec != net::error::operation_aborted;
     }
 
     /// The thread-level stream: the events of every run on the thread, from the one in flight
@@ -1149,8 +1376,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (cur) {
                 std::string out;
                 const auto& m = modes ? *modes : cur->modes;
-                for (; next < cur->events.size(); ++next) {
-                    const auto& e = cur->events[next];
+                if (next < cur->events_base) next = cur->events_base; // older events were dropped
+                for (; next < cur->event_end(); ++next) {
+                    const auto& e = cur->event(next);
                     if (wanted(m, e.name) && shown(opts.verbosity, e.name))
                         out += "event: " + e.name + "\ndata: " + e.data + "\nid: " + cur->run_id + ":" + std::to_string(next) + "\n\n";
                 }
@@ -1160,11 +1388,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
                     continue;
                 }
             }
-            std::size_t before = cur ? cur->events.size() : 0;
+            std::size_t before = cur ? cur->event_end() : 0;
             std::uint64_t queued = th->run_seq;
             bool had = cur != nullptr;
             co_await wait_on(&th->waiters, cur ? &cur->waiters : nullptr, std::chrono::seconds(10));
-            bool changed = (had && (cur->events.size() != before || cur->finished)) || th->run_seq != queued;
+            bool changed = (had && (cur->event_end() != before || cur->finished)) || th->run_seq != queued;
             if (!changed) {
                 std::string beat = ": heartbeat\n\n";
                 if (!co_await write_chunk(c, beat)) break;
@@ -1183,9 +1411,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         if (!co_await begin_chunked(c, "application/json", std::move(headers))) co_return;
         while (!run->finished) {
-            std::size_t before = run->events.size();
+            std::size_t before = run->event_end();
             co_await wait_change(run, std::chrono::seconds(1));
-            if (run->events.size() == before && !run->finished) {
+            if (run->event_end() == before && !run->finished) {
                 std::string nl = "\n";
                 if (!co_await write_chunk(c, nl)) {
                     c.keep_alive = false;
@@ -1208,6 +1436,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
 
     awaitable<void> session(tcp::socket sock);
     awaitable<void> accept_loop();
+    static awaitable<void> refuse(std::shared_ptr<impl> self, tcp::socket sock);
+    std::size_t open_connections = 0; ///< sessions running (max_connections)
 };
 
 awaitable<void> server::impl::route_assistants(call& c) {
@@ -1325,6 +1555,8 @@ awaitable<void> server::impl::route_threads(call& c) {
             }
         }
         auto th = make_thread(id.value_or(new_uuid()), c.owner, std::move(meta));
+        auto saving = save_record(shared_from_this(), th->thread_id);
+        co_await std::move(saving);
         reply(c, 200, th->to_json());
         co_return;
     }
@@ -1395,6 +1627,8 @@ awaitable<void> server::impl::route_threads(call& c) {
             if (auto m = opt_object(body, "metadata"))
                 for (auto& [k, v] : *m) th->metadata[k] = v;
             th->updated_at = now_iso();
+            auto saving = save_record(shared_from_this(), th->thread_id);
+            co_await std::move(saving);
             reply(c, 200, th->to_json());
         } else if (verb == http::verb::delete_) {
             if (th->busy())
@@ -1403,6 +1637,8 @@ awaitable<void> server::impl::route_threads(call& c) {
             co_await drop_thread(th);
             for (auto it = runs.begin(); it != runs.end();)
                 it = it->second->thread_id == th->thread_id ? runs.erase(it) : std::next(it);
+            auto forgetting = save_record(shared_from_this(), th->thread_id);
+            co_await std::move(forgetting);
             c.status = 204;
             reply(c, 204, nullptr);
         } else {
@@ -1430,6 +1666,8 @@ awaitable<void> server::impl::route_threads(call& c) {
             auto saver = a->spec.core->saver;
             co_await saver->copy_thread(th->thread_id, copy->thread_id);
         }
+        auto saving = save_record(shared_from_this(), copy->thread_id);
+        co_await std::move(saving);
         reply(c, 200, copy->to_json());
         co_return;
     }
@@ -1587,13 +1825,18 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
     if (p.size() == 5 && p[4] == "stream" && verb == http::verb::get) {
         std::set<std::string> modes = query_modes(c).value_or(run->modes);
         if (c.query.flag("cancel_on_disconnect")) run->cancel_on_disconnect = true;
-        std::size_t after = 0;
+        std::size_t after = run->events_base; // without Last-Event-ID: from the oldest event kept
         if (auto last = c.req.find("Last-Event-ID"); last != c.req.end()) {
             try {
                 after = static_cast<std::size_t>(std::stoull(std::string(last->value()))) + 1;
             } catch (const std::exception&) {
                 throw http_error(422, "header Last-Event-ID must be an event id (a number), got '" + std::string(last->value()) + "'");
             }
+            if (after < run->events_base)
+                throw http_error(410, "run '" + run->run_id + "' keeps its last " + std::to_string(opts.max_events_per_run) +
+                                          " events: the oldest kept has id " + std::to_string(run->events_base) +
+                                          ", so the events after id " + std::string(last->value()) +
+                                          " cannot be replayed; join without Last-Event-ID or read the run's result (join)");
         }
         co_await relay(c, run, std::move(modes), after);
         co_return;
@@ -1815,7 +2058,7 @@ awaitable<void> server::impl::dispatch(call& c) {
         if (k == c.req.end()) throw http_error(401, "missing x-api-key header");
         std::string key(k->value());
         if (!opts.api_keys.count(key)) throw http_error(401, "unknown x-api-key");
-        c.owner = std::move(key);
+        c.owner = owner_of(key);
     }
     if (p.size() == 1 && p[0] == "info" && verb == http::verb::get) {
         reply(c, 200,
@@ -1976,8 +2219,32 @@ awaitable<void> server::impl::accept_loop() {
         // Events go out as they happen: no Nagle delay between a header and its first chunk.
         boost::system::error_code ignored;
         sock.set_option(tcp::no_delay(true), ignored);
-        net::co_spawn(ex, session(std::move(sock)), net::detached);
+        if (open_connections >= std::max<std::size_t>(opts.max_connections, 1)) {
+            net::co_spawn(ex, refuse(self, std::move(sock)), net::detached);
+            continue;
+        }
+        ++open_connections;
+        net::co_spawn(ex, session(std::move(sock)), [self](std::exception_ptr) { --self->open_connections; });
     }
+}
+
+awaitable<void> server::impl::refuse(std::shared_ptr<impl> self, tcp::socket sock) {
+    beast::tcp_stream stream(std::move(sock));
+    stream.expires_after(std::chrono::seconds(2));
+    http::response<http::string_body> res{http::status::service_unavailable, 11};
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::retry_after, "1");
+    res.keep_alive(false);
+    res.body() = json::serialize(json::object{
+        {"detail", "the server has " + std::to_string(self->open_connections) +
+                       " connections open, the most it takes (max_connections); retry shortly"}});
+    res.prepare_payload();
+    auto [ec, n] = co_await http::async_write(stream, res, net::as_tuple(use_awaitable));
+    (void)ec;
+    (void)n;
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream.socket().close(ignored);
 }
 
 server::server(net::any_io_executor ex, server_options options) : impl_(std::make_shared<impl>(ex, std::move(options))) {}

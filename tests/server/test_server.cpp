@@ -4,7 +4,9 @@
 // answered with a 4xx and a detail naming it.
 #include <stategraph/server/server.hpp>
 
+#include <stategraph/checkpoint/forwarding_saver.hpp>
 #include <stategraph/checkpoint/memory_saver.hpp>
+#include <stategraph/checkpoint/testing/run.hpp>
 #include <stategraph/store/memory_store.hpp>
 #include <stategraph/stategraph.hpp>
 
@@ -58,6 +60,11 @@ net::awaitable<sg::update<chat_state>> work(const chat_state& s, sg::context& ct
         t.expires_after(std::chrono::milliseconds(1000)); // long enough to see the thread busy under load
         co_await t.async_wait(net::use_awaitable);
     }
+    if (s.question == "stall") { // until cancelled (a client leaving with on_disconnect cancel)
+        net::steady_timer t(ctx.executor());
+        t.expires_after(std::chrono::seconds(30));
+        co_await t.async_wait(net::use_awaitable);
+    }
     if (s.question == "fail") throw std::runtime_error("work failed on purpose");
     std::vector<std::string> entry{"work"};
     co_return sg::update<chat_state>{}.set<&chat_state::log>(std::move(entry));
@@ -74,12 +81,55 @@ sg::update<chat_state> ask(const chat_state& s, sg::context& ctx) {
     return u;
 }
 
-sg::compiled_graph<chat_state> build() {
+sg::compiled_graph<chat_state> build(std::shared_ptr<sg::checkpoint::saver> saver = nullptr) {
     sg::state_graph<chat_state> g("chat");
     g.add_node("work", work).add_node("ask", ask);
     g.add_edge(sg::START, "work").add_edge("work", "ask").add_edge("ask", sg::END);
-    return g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    if (!saver) saver = std::make_shared<sg::checkpoint::memory_saver>();
+    return g.compile({.checkpointer = std::move(saver)});
 }
+
+/// `ask`, which also takes its time (1 s) when the answer is "slow": a resumed run to cancel.
+net::awaitable<sg::update<chat_state>> ask_then_wait(const chat_state& s, sg::context& ctx) {
+    std::vector<std::string> entry{"ask"};
+    auto u = sg::update<chat_state>{};
+    if (s.question == "ask") {
+        auto answer = ctx.interrupt_now<std::string>(std::string("approve?"));
+        if (answer == "slow") {
+            net::steady_timer t(ctx.executor());
+            t.expires_after(std::chrono::milliseconds(1000));
+            co_await t.async_wait(net::use_awaitable);
+        }
+        u.set<&chat_state::answer>(answer);
+    }
+    u.set<&chat_state::log>(std::move(entry));
+    co_return u;
+}
+
+/// The same two nodes inside a subgraph: START -> inner (work -> ask) -> END. The subgraph's
+/// checkpoints go to the parent's saver, in namespaces of their own.
+sg::compiled_graph<chat_state> build_nested(std::shared_ptr<sg::checkpoint::saver> saver) {
+    sg::state_graph<chat_state> inner("inner");
+    inner.add_node("work", work).add_node("ask", ask_then_wait);
+    inner.add_edge(sg::START, "work").add_edge("work", "ask").add_edge("ask", sg::END);
+    auto sub = inner.compile();
+    sg::state_graph<chat_state> g("nested");
+    g.add_node("inner", sub);
+    g.add_edge(sg::START, "inner").add_edge("inner", sg::END);
+    return g.compile({.checkpointer = std::move(saver)});
+}
+
+/// A saver whose `rewind_thread` fails when told to (a storage outage in the middle of a
+/// rollback): the rollback must then change nothing.
+class failing_rewind_saver final : public sg::checkpoint::forwarding_saver {
+public:
+    using forwarding_saver::forwarding_saver;
+    std::atomic<bool> fail{false};
+    net::awaitable<std::size_t> rewind_thread(std::string thread_id, std::string checkpoint_id) override {
+        if (fail) throw sg::checkpoint_error(sg::errc::storage_failure, "the storage went away mid-rollback", {thread_id});
+        co_return co_await inner().rewind_thread(std::move(thread_id), std::move(checkpoint_id));
+    }
+};
 
 // -- a server on its own thread ------------------------------------------------------------
 struct running_server {
@@ -88,10 +138,14 @@ struct running_server {
     unsigned short port = 0;
     std::thread thread;
 
-    explicit running_server(srv::server_options o) {
+    /// `chat_saver`: the chat graph's checkpointer (null: a new one); pass the same one to a
+    /// second server to restart on the same storage.
+    explicit running_server(srv::server_options o, std::vector<srv::assistant_spec> more = {},
+                            std::shared_ptr<sg::checkpoint::saver> chat_saver = nullptr) {
         o.port = 0;
         server = std::make_unique<srv::server>(io.get_executor(), std::move(o));
-        server->add(srv::make_assistant("chat", build()));
+        server->add(srv::make_assistant("chat", build(std::move(chat_saver))));
+        for (auto& a : more) server->add(std::move(a));
         port = server->listen();
         thread = std::thread([this] { io.run(); });
     }
@@ -754,6 +808,61 @@ BOOST_AUTO_TEST_CASE(api_keys_own_threads) {
     for (const auto& line : *log) BOOST_TEST(line.find("key-") == std::string::npos);
 }
 
+// A restarted server on the same storage knows every thread again: its metadata, its owner (the
+// other key still gets 404), its state; a deleted thread stays deleted; no key is stored.
+BOOST_AUTO_TEST_CASE(thread_records_survive_a_restart) {
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto o = test_options();
+    o.api_keys = {"key-one", "key-two"};
+    const std::map<std::string, std::string> one{{"x-api-key", "key-one"}}, two{{"x-api-key", "key-two"}};
+    std::string idle, ran, gone, theirs;
+    {
+        running_server s(o, {}, saver);
+        idle = std::string(post(s.port, "/threads", json::object{{"metadata", json::object{{"user", "ann"}}}}, one)
+                               .json().at("thread_id").as_string());
+        theirs = std::string(post(s.port, "/threads", json::object{}, two).json().at("thread_id").as_string());
+        gone = std::string(post(s.port, "/threads", json::object{}, one).json().at("thread_id").as_string());
+        BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + gone, "", one).status == 204u);
+        // a thread made by its first run (if_not_exists), then patched
+        ran = "6f1d2c3b-4a5e-4f70-8b9c-0d1e2f3a4b5c";
+        json::object hi{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"if_not_exists", "create"}};
+        BOOST_TEST_REQUIRE(post(s.port, "/threads/" + ran + "/runs/wait", hi, one).status == 200u);
+        BOOST_TEST(call(s.port, http::verb::patch, "/threads/" + ran, R"({"metadata":{"tier":"gold"}})", one).status == 200u);
+    }
+    running_server s(o, {}, saver);
+    reply got;
+    for (int i = 0; i < 200; ++i) { // the records are read back as the server starts listening
+        got = get(s.port, "/threads/" + idle, one);
+        if (got.status == 200u) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    BOOST_TEST_REQUIRE(got.status == 200u);
+    BOOST_TEST(got.json().at("metadata").at("user") == "ann");
+    BOOST_TEST(got.json().at("status") == "idle");
+    BOOST_TEST(get(s.port, "/threads/" + idle, two).status == 404u); // still owned by key-one
+    BOOST_TEST(get(s.port, "/threads/" + theirs, two).status == 200u);
+    BOOST_TEST(get(s.port, "/threads/" + theirs, one).status == 404u);
+    BOOST_TEST(get(s.port, "/threads/" + gone, one).status == 404u);
+    auto r = get(s.port, "/threads/" + ran, one);
+    BOOST_TEST_REQUIRE(r.status == 200u);
+    BOOST_TEST(r.json().at("metadata").at("tier") == "gold");
+    BOOST_TEST(r.json().at("metadata").at("graph_id") == "chat");
+    BOOST_TEST(r.json().at("values").at("log").as_array().size() == 2u);
+    BOOST_TEST(post(s.port, "/threads/search", json::object{}, one).json().as_array().size() == 2u);
+    BOOST_TEST(post(s.port, "/threads/search", json::object{}, two).json().as_array().size() == 1u);
+    // the thread goes on where it was
+    json::object again{{"assistant_id", "chat"}, {"input", json::object{{"question", "again"}}}};
+    auto more = post(s.port, "/threads/" + ran + "/runs/wait", again, one);
+    BOOST_TEST_REQUIRE(more.status == 200u);
+    BOOST_TEST(more.json().at("log").as_array().size() == 4u);
+    // what is stored names owners by a digest of their key, never the key
+    const std::string ns = "__stategraph_server__/thread/" + idle;
+    auto rec = sg::checkpoint::testing::run(saver->cache_get(ns, "record"));
+    BOOST_TEST_REQUIRE(rec.has_value());
+    BOOST_TEST(json::serialize(*rec).find("key-one") == std::string::npos);
+    BOOST_TEST(rec->at("owner").as_string().starts_with("key:"));
+}
+
 // -- rollback: the run and the checkpoints it wrote go; the thread is as before it -----------
 
 BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
@@ -820,6 +929,250 @@ BOOST_AUTO_TEST_CASE(rollback_cancel_and_multitask) {
     BOOST_TEST(post(s.port, "/threads/" + fresh + "/runs/" + first_id + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
     BOOST_TEST(post(s.port, "/threads/" + fresh + "/history", json::object{}).json().as_array().empty());
     BOOST_TEST(get(s.port, "/threads/" + fresh).json().at("status").as_string() == "idle");
+}
+
+// A rollback is one `rewind_thread` of the saver: the subgraph's checkpoints of earlier runs stay,
+// and when the saver fails mid-rollback nothing of the thread is removed (no half thread).
+BOOST_AUTO_TEST_CASE(rollback_keeps_subgraph_checkpoints_and_is_atomic) {
+    auto memory = std::make_shared<sg::checkpoint::memory_saver>();
+    auto saver = std::make_shared<failing_rewind_saver>(memory);
+    std::vector<srv::assistant_spec> more{srv::make_assistant("nested", build_nested(saver))};
+    running_server s(test_options(), std::move(more));
+    auto tid = new_thread(s.port);
+    auto stored = [&] { return sg::checkpoint::testing::run(memory->stats(tid)).checkpoints; };
+    json::object hi{{"assistant_id", "nested"}, {"input", json::object{{"question", "hi"}}}};
+    auto first = post(s.port, "/threads/" + tid + "/runs/wait", hi);
+    BOOST_TEST_REQUIRE(first.status == 200u);
+    BOOST_TEST(first.json().at("log").as_array().size() == 2u);
+    auto history = [&] { return post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array(); };
+    const auto root_before = history().size();
+    const auto all_before = stored();
+    BOOST_TEST_REQUIRE(all_before > root_before); // the subgraph wrote checkpoints of its own
+    auto until_written = [&](std::size_t had) {
+        for (int i = 0; i < 500; ++i) {
+            if (stored() > had) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    };
+
+    // cancel?action=rollback mid-run: every checkpoint the run wrote goes (root and subgraph),
+    // every checkpoint of the first run stays (root and subgraph)
+    json::object slow{{"assistant_id", "nested"}, {"input", json::object{{"question", "slow"}}}};
+    std::string rid(post(s.port, "/threads/" + tid + "/runs", slow).json().at("run_id").as_string());
+    BOOST_TEST(until_written(all_before));
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
+    BOOST_TEST(stored() == all_before);
+    BOOST_TEST(history().size() == root_before);
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "idle");
+    auto again = post(s.port, "/threads/" + tid + "/runs/wait",
+                      json::object{{"assistant_id", "nested"}, {"input", json::object{{"question", "again"}}}});
+    BOOST_TEST_REQUIRE(again.status == 200u);
+    BOOST_TEST(again.json().at("log").as_array().size() == 4u); // nothing of the rolled-back run
+    const auto all_after_again = stored();
+
+    // the saver fails during the rollback: the thread keeps everything (whole, not half), the
+    // failure is on the run and the thread, and the thread can be rolled back no further by accident
+    saver->fail = true;
+    std::string rid2(post(s.port, "/threads/" + tid + "/runs", slow).json().at("run_id").as_string());
+    BOOST_TEST(until_written(all_after_again));
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + rid2 + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
+    const auto kept = stored();
+    BOOST_TEST(kept > all_after_again); // what the cancelled run wrote is still there, untouched
+    auto run = get(s.port, "/threads/" + tid + "/runs/" + rid2);
+    BOOST_TEST_REQUIRE(run.status == 200u);
+    BOOST_TEST(run.json().at("status").as_string() == "error");
+    auto thread = get(s.port, "/threads/" + tid).json();
+    BOOST_TEST(thread.at("status").as_string() == "error");
+    BOOST_TEST(thread.at("error").at("message").as_string().find("mid-rollback") != std::string::npos);
+    BOOST_TEST(stored() == kept);
+    saver->fail = false;
+
+    // A thread waiting at an interrupt inside the subgraph: a resumed run rolled back leaves it
+    // waiting there (the subgraph's checkpoints newer than the root's head stay too).
+    auto waiting = new_thread(s.port);
+    json::object ask_body{{"assistant_id", "nested"}, {"input", json::object{{"question", "ask"}}}};
+    auto asked = post(s.port, "/threads/" + waiting + "/runs/wait", ask_body);
+    BOOST_TEST_REQUIRE(asked.status == 200u);
+    BOOST_TEST_REQUIRE(get(s.port, "/threads/" + waiting).json().at("status").as_string() == "interrupted");
+    const auto at_interrupt = sg::checkpoint::testing::run(memory->stats(waiting)).checkpoints;
+    json::object resume_slow{{"assistant_id", "nested"}, {"command", json::object{{"resume", "slow"}}}};
+    std::string rid3(post(s.port, "/threads/" + waiting + "/runs", resume_slow).json().at("run_id").as_string());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // it runs: the node waits
+    BOOST_TEST(post(s.port, "/threads/" + waiting + "/runs/" + rid3 + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
+    BOOST_TEST(sg::checkpoint::testing::run(memory->stats(waiting)).checkpoints == at_interrupt);
+    BOOST_TEST(get(s.port, "/threads/" + waiting).json().at("status").as_string() == "interrupted");
+    json::object resume_yes{{"assistant_id", "nested"}, {"command", json::object{{"resume", "yes"}}}};
+    auto answered = post(s.port, "/threads/" + waiting + "/runs/wait", resume_yes);
+    BOOST_TEST_REQUIRE(answered.status == 200u);
+    BOOST_TEST(answered.json().at("answer").as_string() == "yes");
+    BOOST_TEST(answered.json().at("log").as_array().size() == 2u);
+}
+
+// stream_subgraphs: events from inside a subgraph are named `<mode>|<node>:<task id>`; without
+// it only the graph's own events come.
+BOOST_AUTO_TEST_CASE(stream_subgraphs_names_events_by_namespace) {
+    std::vector<srv::assistant_spec> more{srv::make_assistant("nested", build_nested(std::make_shared<sg::checkpoint::memory_saver>()))};
+    running_server s(test_options(), std::move(more));
+    auto stream = [&](bool subgraphs) {
+        json::object body{{"assistant_id", "nested"}, {"input", json::object{{"question", "hi"}}},
+                          {"stream_mode", json::array{"updates", "values"}}, {"stream_subgraphs", subgraphs}};
+        auto r = post(s.port, "/runs/stream", body);
+        BOOST_TEST_REQUIRE(r.status == 200u);
+        return parse_sse(r.body);
+    };
+    auto events = stream(true);
+    std::vector<std::string> inner_updates;
+    std::string ns;
+    bool outer_update = false, inner_values = false;
+    for (const auto& e : events) {
+        const auto bar = e.event.find('|');
+        if (bar == std::string::npos) {
+            if (e.event == "updates" && e.data.as_object().contains("inner")) outer_update = true;
+            continue;
+        }
+        const auto mode = e.event.substr(0, bar), part = e.event.substr(bar + 1);
+        BOOST_TEST(part.rfind("inner:", 0) == 0u, e.event); // `<node>:<task id>`
+        BOOST_TEST(part.size() > 6u);
+        if (ns.empty()) ns = part;
+        BOOST_TEST(part == ns); // one subgraph call: one namespace
+        if (mode == "updates")
+            for (const auto& [node, update] : e.data.as_object()) inner_updates.emplace_back(node);
+        if (mode == "values") inner_values = true;
+    }
+    BOOST_TEST(inner_updates == (std::vector<std::string>{"work", "ask"}), boost::test_tools::per_element());
+    BOOST_TEST(inner_values);
+    BOOST_TEST(outer_update); // the subgraph node's own update, at the top level
+    BOOST_TEST(events.front().event == "metadata");
+    for (const auto& e : stream(false)) BOOST_TEST(e.event.find('|') == std::string::npos, e.event);
+    json::object bad{{"assistant_id", "nested"}, {"input", json::object{{"question", "hi"}}}, {"stream_subgraphs", "yes"}};
+    auto r = post(s.port, "/runs/stream", bad);
+    BOOST_TEST(r.status == 422u);
+    BOOST_TEST(r.detail().find("stream_subgraphs") != std::string::npos);
+}
+
+// -- bounded memory: events kept per run, runs queued per thread, connections; a client that
+// leaves an event stream is noticed at once ---------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(events_kept_per_run_are_bounded) {
+    auto o = test_options();
+    o.max_events_per_run = 3;
+    running_server s(std::move(o));
+    auto tid = new_thread(s.port);
+    json::object body{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}},
+                      {"stream_mode", json::array{"values", "updates"}}};
+    auto made = post(s.port, "/threads/" + tid + "/runs", body);
+    BOOST_TEST_REQUIRE(made.status == 200u);
+    std::string rid(made.json().at("run_id").as_string());
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid + "/join").status == 200u);
+    // metadata, 3 values, 2 updates: the first three are gone
+    auto full = get(s.port, "/threads/" + tid + "/runs/" + rid + "/stream");
+    BOOST_TEST_REQUIRE(full.status == 200u);
+    auto events = parse_sse(full.body);
+    BOOST_TEST_REQUIRE(events.size() == 3u);
+    BOOST_TEST(events.front().id == "3");
+    BOOST_TEST(events.back().event == "values");
+    BOOST_TEST(events.back().data.at("log").as_array().size() == 2u);
+    // a join after a kept event replays from there; one after an event that is gone gets 410
+    auto kept = get(s.port, "/threads/" + tid + "/runs/" + rid + "/stream", {{"Last-Event-ID", "3"}});
+    BOOST_TEST(parse_sse(kept.body).size() == 2u);
+    auto gone = get(s.port, "/threads/" + tid + "/runs/" + rid + "/stream", {{"Last-Event-ID", "1"}});
+    BOOST_TEST_REQUIRE(gone.status == 410u);
+    BOOST_TEST(gone.detail().find("oldest kept has id 3") != std::string::npos, gone.detail());
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid + "/stream", {{"Last-Event-ID", "2"}}).status == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(runs_queued_per_thread_are_bounded) {
+    auto o = test_options();
+    o.max_queued_runs_per_thread = 2;
+    running_server s(std::move(o));
+    auto tid = new_thread(s.port);
+    json::object slow{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}, {"multitask_strategy", "enqueue"}};
+    std::vector<std::string> ids;
+    for (int i = 0; i < 2; ++i) {
+        auto r = post(s.port, "/threads/" + tid + "/runs", slow);
+        BOOST_TEST_REQUIRE(r.status == 200u);
+        ids.emplace_back(r.json().at("run_id").as_string());
+    }
+    auto full = post(s.port, "/threads/" + tid + "/runs", slow);
+    BOOST_TEST_REQUIRE(full.status == 429u);
+    BOOST_TEST(full.detail().find(tid) != std::string::npos);
+    BOOST_TEST(full.detail().find("max_queued_runs_per_thread") != std::string::npos);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs").json().as_array().size() == 2u); // nothing was made
+    // a cancelled run no longer counts
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + ids[1] + "/cancel", json::object{}).status == 202u);
+    auto again = post(s.port, "/threads/" + tid + "/runs", slow);
+    BOOST_TEST(again.status == 200u);
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/runs/" + ids[0] + "/cancel", json::object{}).status == 202u);
+    if (again.status == 200u)
+        post(s.port, "/threads/" + tid + "/runs/" + std::string(again.json().at("run_id").as_string()) + "/cancel?wait=1", json::object{});
+}
+
+BOOST_AUTO_TEST_CASE(open_connections_are_bounded) {
+    auto o = test_options();
+    o.max_connections = 2;
+    o.read_timeout = std::chrono::milliseconds(3000);
+    running_server s(std::move(o));
+    {
+        net::io_context io;
+        tcp::socket a(io), b(io);
+        a.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
+        b.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100)); // both accepted
+        auto refused = get(s.port, "/ok");
+        BOOST_TEST_REQUIRE(refused.status == 503u);
+        BOOST_TEST(refused.detail().find("max_connections") != std::string::npos);
+        BOOST_TEST(refused.headers["Retry-After"] == "1");
+    }
+    // the two idle connections closed: room again
+    unsigned status = 0;
+    for (int i = 0; i < 100 && status != 200u; ++i) {
+        status = get(s.port, "/ok").status;
+        if (status != 200u) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    BOOST_TEST(status == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_leaving_a_stream_cancels_its_run_at_once) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    json::object body{{"assistant_id", "chat"}, {"input", json::object{{"question", "stall"}}}, {"on_disconnect", "cancel"}};
+    const std::string text = json::serialize(body);
+    std::string rid;
+    {
+        net::io_context io;
+        tcp::socket sock(io);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
+        std::string req = "POST /threads/" + tid + "/runs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
+        net::write(sock, net::buffer(req));
+        std::string got;
+        char buf[4096];
+        while (got.find("event: metadata") == std::string::npos) {
+            boost::system::error_code ec;
+            auto n = sock.read_some(net::buffer(buf), ec);
+            BOOST_TEST_REQUIRE(!ec);
+            got.append(buf, n);
+        }
+        auto at = got.find("/runs/");
+        BOOST_TEST_REQUIRE(at != std::string::npos);
+        rid = got.substr(at + 6, 36);
+    } // the client leaves while the node waits (30 s, no event to write meanwhile)
+    const auto left = std::chrono::steady_clock::now();
+    std::string status;
+    while (std::chrono::steady_clock::now() - left < std::chrono::seconds(3)) {
+        status = std::string(get(s.port, "/threads/" + tid + "/runs/" + rid).json().at("status").as_string());
+        if (status != "running" && status != "pending") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    BOOST_TEST(status == "interrupted");
+    std::string thread_status;
+    for (int i = 0; i < 100; ++i) { // the run's end settles the thread (its state refreshed)
+        thread_status = std::string(get(s.port, "/threads/" + tid).json().at("status").as_string());
+        if (thread_status != "busy") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    BOOST_TEST(thread_status != "busy");
 }
 
 // -- the Store endpoints ---------------------------------------------------------------------

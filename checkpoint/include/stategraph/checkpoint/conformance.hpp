@@ -16,7 +16,7 @@
 /// @endcode
 ///
 /// This registers the test suite `my_saver_conformance` with one test case per check (`put_get`,
-/// `list_filters`, `prune`, `copy_thread`, `list_threads`, `sweep`, `cache`, ...; the list is `checks()`). Every case calls the factory once and runs
+/// `list_filters`, `prune`, `copy_thread`, `rewind_thread`, `list_threads`, `sweep`, `cache`, ...; the list is `checks()`). Every case calls the factory once and runs
 /// on that saver alone, so the factory must return a saver on fresh, empty storage; the
 /// `std::shared_ptr`'s deleter may clean the storage up (a temporary file, a database schema).
 /// An optional third argument, `capabilities`, says what else the saver supports (a second
@@ -639,6 +639,95 @@ inline void copy_thread(saver& s) {
     check_same_thread(s, "dst", "src", {"", "sub"});
 }
 
+/// rewind_thread(): a thread rolled back to one of its checkpoints loses, in every namespace, the
+/// checkpoints newer than it with their pending writes and the values only they wrote (its
+/// storage is then exactly what it was when that checkpoint was the newest), keeps the
+/// checkpoint's own writes and all older checkpoints, subgraphs' included, and goes on from
+/// there; an unknown checkpoint is `checkpoint_not_found` naming the thread and the id, and
+/// changes nothing.
+inline void rewind_thread(saver& s) {
+    const std::string big(5000, 'r');
+    auto item = [](char c) { return json::value(std::string(300, c)); };
+    auto c1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"log", json::array{item('a')}}});
+    put(s, "t", "", c1);
+    auto s1 = next_cp(nullptr, 0, "loop", json::object{{"x", "sub-1"}}); // a subgraph's, before the target
+    put(s, "t", "sub", s1);
+    auto c2 = next_cp(&c1, 0, "loop", json::object{{"log", json::array{item('b')}}});
+    c2.extends["log"] = c1.id;
+    put(s, "t", "", c2);
+    std::vector<pending_write> w2{write_of("t1", "n1", "a", 7),
+                                  write_of("t1", "n1", "__interrupt__", json::array{json::object{{"value", "ask"}}})};
+    run(s.put_writes("t", "", c2.id, w2));
+    auto u = next_cp(nullptr, -1, "input", json::object{{"u", 1}});
+    put(s, "u", "", u);
+    const auto at_target = run(s.stats("t"));
+
+    // What a run after c2 wrote: a subgraph checkpoint, large and appended values, pending writes.
+    auto s2 = next_cp(&s1, 1, "loop", json::object{{"x", big}});
+    put(s, "t", "sub", s2);
+    std::vector<pending_write> ws{write_of("t4", "n4", "x", 1)};
+    run(s.put_writes("t", "sub", s2.id, ws));
+    auto c3 = next_cp(&c2, 1, "loop", json::object{{"a", 3}, {"big", big}, {"log", json::array{item('c')}}});
+    c3.extends["log"] = c2.id;
+    put(s, "t", "", c3);
+    std::vector<pending_write> w3{write_of("t2", "n2", "a", json::string(big))};
+    run(s.put_writes("t", "", c3.id, w3));
+    auto c4 = next_cp(&c3, 2, "loop", json::object{{"a", 4}});
+    put(s, "t", "", c4);
+
+    // Unknown checkpoints: a typed error naming thread and id; nothing removed.
+    auto e = expect_error(errc::checkpoint_not_found, [&] { (void)run(s.rewind_thread("t", "no-such-id")); });
+    if (e) {
+        BOOST_TEST(has_name(*e, "t"), e->what());
+        BOOST_TEST(has_name(*e, "no-such-id"), e->what());
+    }
+    e = expect_error(errc::checkpoint_not_found, [&] { (void)run(s.rewind_thread("nobody", c2.id)); });
+    if (e) BOOST_TEST(has_name(*e, "nobody"), e->what());
+    expect_error(errc::checkpoint_not_found, [&] { (void)run(s.rewind_thread("u", c2.id)); }); // another thread's id
+    BOOST_TEST(list(s, "t", "", list_options{}).size() == 4u);
+    BOOST_TEST(list(s, "t", "sub", list_options{}).size() == 2u);
+
+    BOOST_TEST(run(s.rewind_thread("t", c2.id)) == 3u); // c3, c4 and s2
+    auto head = get(s, "t", "");
+    BOOST_TEST_REQUIRE(head.has_value());
+    check_checkpoint(*head, "t", "", c2, json::object{{"a", 1}, {"log", json::array{item('a'), item('b')}}});
+    BOOST_TEST_REQUIRE(head->writes.size() == 2u); // the target's own writes stay (an interrupt)
+    BOOST_TEST(head->writes[1].channel == "__interrupt__");
+    BOOST_TEST(list(s, "t", "", list_options{}).size() == 2u);
+    BOOST_TEST(!get(s, "t", "", c3.id).has_value());
+    auto sub = list(s, "t", "sub", list_options{});
+    BOOST_TEST_REQUIRE(sub.size() == 1u); // the subgraph's earlier checkpoint stays
+    check_checkpoint(sub[0], "t", "sub", s1, json::object{{"x", "sub-1"}});
+    BOOST_TEST(sub[0].writes.empty());
+    const auto after = run(s.stats("t"));
+    BOOST_TEST(after.checkpoints == at_target.checkpoints);
+    BOOST_TEST(after.blobs == at_target.blobs);
+    BOOST_TEST(after.writes == at_target.writes);
+    BOOST_TEST(after.bytes == at_target.bytes);
+    auto threads = run(s.list_threads({}));
+    BOOST_TEST_REQUIRE(threads.size() == 2u);
+    BOOST_TEST(threads[0].thread_id == "u");
+    BOOST_TEST(threads[1].newest_id == c2.id);
+    BOOST_TEST(threads[1].checkpoints == 3u);
+    auto other = get(s, "u", "");
+    BOOST_TEST_REQUIRE(other.has_value());
+    check_checkpoint(*other, "u", "", u, json::object{{"u", 1}});
+
+    // Rewinding to the newest checkpoint removes nothing; the thread goes on from the target.
+    BOOST_TEST(run(s.rewind_thread("t", c2.id)) == 0u);
+    auto c3b = next_cp(&c2, 1, "loop", json::object{{"log", json::array{item('d')}}});
+    c3b.extends["log"] = c2.id;
+    put(s, "t", "", c3b);
+    head = get(s, "t", "");
+    BOOST_TEST_REQUIRE(head.has_value());
+    check_checkpoint(*head, "t", "", c3b, json::object{{"a", 1}, {"log", json::array{item('a'), item('b'), item('d')}}});
+    // To a subgraph's checkpoint: what every namespace wrote after it goes.
+    BOOST_TEST(run(s.rewind_thread("t", s1.id)) == 2u); // c2 and c3b
+    BOOST_TEST(get(s, "t", "")->cp.id == c1.id);
+    BOOST_TEST(get(s, "t", "sub")->cp.id == s1.id);
+    BOOST_TEST(get(s, "t", "")->writes.empty());
+}
+
 /// `co_await saver.list_threads({...})` as a user writes it in a coroutine (g++ 12 must neither
 /// crash on the braced argument nor reject it).
 inline boost::asio::awaitable<std::vector<thread_info>> list_threads_as_written(saver& s, const json::object& match) {
@@ -844,6 +933,10 @@ inline void maintenance_respects_leases(saver& a, const capabilities& caps) {
     BOOST_TEST(!get(a, "dst", "").has_value());
     run(a.copy_thread("src", "dst")); // the holder may
     BOOST_TEST(get(*b, "dst", "").has_value());
+    const auto dst_head = get(*b, "dst", "")->cp.id;
+    e = expect_error(errc::thread_busy, [&] { (void)run(b->rewind_thread("dst", dst_head)); });
+    if (e) BOOST_TEST(has_name(*e, "dst"));
+    BOOST_TEST(run(a.rewind_thread("dst", dst_head)) == 0u); // the holder may
     run(a.release("dst"));
     run(a.release("held"));
     r = run(b->sweep({.older_than = std::chrono::hours(1)}));
@@ -1492,6 +1585,7 @@ inline const std::vector<check>& checks() {
         {"stats", [](saver& s, const capabilities&) { stats(s); }},
         {"delete_thread", [](saver& s, const capabilities&) { delete_thread(s); }},
         {"copy_thread", [](saver& s, const capabilities&) { copy_thread(s); }},
+        {"rewind_thread", [](saver& s, const capabilities&) { rewind_thread(s); }},
         {"list_threads", [](saver& s, const capabilities&) { list_threads(s); }},
         {"sweep", [](saver& s, const capabilities&) { sweep(s); }},
         {"namespaces", [](saver& s, const capabilities&) { namespaces(s); }},

@@ -61,6 +61,9 @@ public:
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override {
         co_await inner_->copy_thread(std::move(from), std::move(to));
     }
+    boost::asio::awaitable<std::size_t> rewind_thread(std::string thread_id, std::string checkpoint_id) override {
+        co_return co_await inner_->rewind_thread(std::move(thread_id), std::move(checkpoint_id));
+    }
     boost::asio::awaitable<std::vector<thread_info>>
     list_threads(thread_query query) override {
         co_return co_await inner_->list_threads(query);

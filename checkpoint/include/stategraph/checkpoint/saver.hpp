@@ -16,7 +16,7 @@
 /// - `put_writes()` stores a task's writes the moment the task finishes (pending writes), so a
 ///   crash mid-step re-runs only the tasks that had not finished.
 ///
-/// Thread maintenance (every saver): `delete_thread`, `copy_thread`, `list_threads` (by the
+/// Thread maintenance (every saver): `delete_thread`, `copy_thread`, `rewind_thread`, `list_threads` (by the
 /// metadata of their newest checkpoint) and `sweep` (a time to live: threads idle longer are
 /// deleted or pruned to their newest checkpoint). Ages are read from the checkpoint ids, which
 /// are time-ordered (`checkpoint_time`): no clock column is stored.
@@ -219,6 +219,15 @@ public:
     /// `from` has no checkpoint, `thread_exists` when `to` has any checkpoint or write (delete it
     /// first), and, as every write, `thread_busy` / `lease_lost` for a lease on `to`.
     virtual boost::asio::awaitable<void> copy_thread(std::string from, std::string to) = 0;
+    /// @brief Rolls a thread back to its checkpoint `checkpoint_id`: every checkpoint of the thread
+    /// newer than it (id greater, in every namespace: subgraphs included), the pending writes saved
+    /// against those and the values only they wrote go, in one transaction (one script on Redis),
+    /// so a crash leaves the thread either as it was or rolled back, never half. The checkpoint
+    /// itself, its pending writes and everything older stay. Returns how many checkpoints went.
+    /// Throws `checkpoint_error` with `checkpoint_not_found`, naming the thread and the checkpoint,
+    /// when no namespace of the thread has that checkpoint (nothing is removed then), and, as every
+    /// write, `thread_busy` / `lease_lost` for a lease held by another saver.
+    virtual boost::asio::awaitable<std::size_t> rewind_thread(std::string thread_id, std::string checkpoint_id) = 0;
     /// @brief The threads whose newest root checkpoint's metadata matches `query.metadata`, newest
     /// first (by `thread_info::newest_id`, then by thread id), `query.offset` skipped and at most
     /// `query.limit` returned.

@@ -143,6 +143,7 @@ public:
     boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) override;
     boost::asio::awaitable<thread_stats> stats(std::string thread_id) override;
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
+    boost::asio::awaitable<std::size_t> rewind_thread(std::string thread_id, std::string checkpoint_id) override;
     boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
     boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
     boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override;

@@ -70,6 +70,7 @@ public:
     /// @brief The front's answer when it holds the thread, else the back's.
     boost::asio::awaitable<bool> holds_thread(std::string thread_id) override;
     boost::asio::awaitable<void> copy_thread(std::string from, std::string to) override;
+    boost::asio::awaitable<std::size_t> rewind_thread(std::string thread_id, std::string checkpoint_id) override;
     boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) override;
     boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) override;
     boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override;
@@ -93,6 +94,8 @@ private:
     /// Runs `write` (a front write on `thread`); when it fails, drops the thread from the front,
     /// or throws `storage_failure` when that fails too.
     boost::asio::awaitable<void> write_front(const std::string& thread, boost::asio::awaitable<void> write);
+    /// The front's `rewind_thread`, as a write for `write_front`.
+    boost::asio::awaitable<void> rewind_front(std::string thread_id, std::string checkpoint_id);
 
     std::shared_ptr<saver> front_;
     std::shared_ptr<saver> back_;

@@ -42,6 +42,16 @@ struct server_options {
     std::size_t max_runs_in_flight = 64;
     /// finished runs kept in memory (their record, events and result); the oldest are dropped
     std::size_t max_finished_runs = 10'000;
+    /// events kept per run for replay (joining a stream with `Last-Event-ID`); beyond it the oldest
+    /// go first. A join asking for events older than those kept gets 410 with a detail naming the
+    /// oldest id kept; a stream that falls that far behind ends with an `error` event saying so.
+    std::size_t max_events_per_run = 10'000;
+    /// runs pending or running on one thread (multitask_strategy enqueue); one more gets 429 with
+    /// a detail naming the thread and the bound
+    std::size_t max_queued_runs_per_thread = 100;
+    /// connections open at once; a connection over the bound is answered 503 (`Retry-After: 1`,
+    /// a detail naming the bound) and closed
+    std::size_t max_connections = 1024;
     /// how much of a run every stream shows
     stategraph::server::verbosity verbosity = verbosity::full;
     /// browser origins allowed to call the server (CORS, for `useStream` in a web page): exact
