@@ -175,22 +175,34 @@ stategraph::compiled_graph<agent_desk> agent_desk_graph(services& svc) {
     return desk.compile();
 }
 
-/// The task's agent through the desk; the agent's own exception comes out as it was thrown.
-boost::asio::awaitable<std::string> run_at_desk(services& svc, agent_task t, std::string context) {
+} // namespace
+
+boost::asio::awaitable<desk_report> run_at_desk(services& svc, agent_task t, std::string context) {
     auto desk = agent_desk_graph(svc);
     auto input = stategraph::update<agent_desk>{}.set<&agent_desk::task>(std::move(t)).set<&agent_desk::context>(
         std::move(context));
     std::exception_ptr failure;
-    std::string summary;
+    desk_report report;
     try {
         auto pending = desk.invoke(std::move(input));
         auto done = co_await std::move(pending);
-        summary = std::move(done.values.summary);
+        report.summary = std::move(done.values.summary);
+        report.rounds = std::move(done.values.sup.rounds);
+        report.ended_by = std::move(done.values.sup.ended_by);
     } catch (const stategraph::node_error& e) {
         failure = e.nested() ? e.nested() : std::current_exception();
     }
     if (failure) std::rethrow_exception(failure);
-    co_return summary;
+    co_return report;
+}
+
+namespace {
+
+/// The agent's summary, from the desk.
+boost::asio::awaitable<std::string> desk_summary(services& svc, agent_task t, std::string context) {
+    auto pending = run_at_desk(svc, std::move(t), std::move(context));
+    auto report = co_await std::move(pending);
+    co_return std::move(report.summary);
 }
 
 /// Runs the task's agent; on the last attempt within the retry policy's time limit by itself, so
@@ -199,12 +211,12 @@ boost::asio::awaitable<std::string> run_agent_in_time(services& svc, stategraph:
                                                       bool last) {
     std::string context = agent_context(svc, t);
     auto limit = svc.agents().retry.timeout;
-    if (!last || limit.count() <= 0) co_return co_await run_at_desk(svc, t, std::move(context));
+    if (!last || limit.count() <= 0) co_return co_await desk_summary(svc, t, std::move(context));
     // (A parallel group waiting for the first to finish, not `work || timer`, which waits for the
     // first to succeed and would hide the agent's own error.)
     auto ex = ctx.executor();
     boost::asio::steady_timer deadline(ex, limit * 9 / 10);
-    auto work = run_at_desk(svc, t, std::move(context));
+    auto work = desk_summary(svc, t, std::move(context));
     auto expire = deadline.async_wait(boost::asio::use_awaitable);
     auto [order, work_error, summary, expire_error] =
         co_await boost::asio::experimental::make_parallel_group(
