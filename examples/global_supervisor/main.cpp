@@ -8,6 +8,7 @@
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
 //   global_supervisor break-lease --db FILE --thread ID
 //   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
+//   (chat, resume, demo, serve: --permissions FILE, permission rules over the agents' steps)
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
 // FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
@@ -56,6 +57,7 @@
 #include <stategraph/store/sqlite_store.hpp>
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/value_from.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -93,6 +95,8 @@ constexpr const char* usage_text =
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
     "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--model-url URL --model NAME]\n"
+    "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
+    "   of rules agent(task glob) over the planned agent steps, e.g. {\"deny\": [\"wealth(*transfer*)\"]})\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
     "   checkpoints on Redis or in PostgreSQL; --checkpointer redis://... --fallback postgresql://... puts Redis in\n"
     "   front of PostgreSQL)\n";
@@ -124,14 +128,14 @@ args parse(int argc, char** argv) {
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback"}},
-        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions"}},
+        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions"}},
         {"state", {"db", "thread", "checkpointer", "fallback"}},
         {"history", {"db", "thread", "checkpointer", "fallback"}},
         {"dot", {"db", "thread", "checkpoint", "format", "diff"}},
-        {"demo", {"db", "model-url", "model"}},
+        {"demo", {"db", "model-url", "model", "permissions"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
-        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors"}},
+        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -227,6 +231,41 @@ std::shared_ptr<sg::checkpoint::saver> make_checkpointer(const args& a, const st
     return std::make_shared<sg::checkpoint::sqlite_saver>(so);
 }
 
+/// The permission rules of `--permissions FILE`: {"allow": [...], "deny": [...], "ask": [...]}, each
+/// a list of rules `agent(task glob)`. A missing file, bad JSON, an unknown key or a malformed
+/// rule is a usage error naming the file (and the key or every bad rule).
+sg::nodes::permission_rules load_permissions(const args& a, const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw usage_error(a.command + ": cannot read --permissions file '" + file + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    boost::system::error_code ec;
+    auto doc = json::parse(text.str(), ec);
+    if (ec || !doc.is_object())
+        throw usage_error(a.command + ": --permissions file '" + file + "' is not a JSON object");
+    std::map<std::string, std::vector<std::string>> lists{{"allow", {}}, {"deny", {}}, {"ask", {}}};
+    for (const auto& [key, value] : doc.as_object()) {
+        auto it = lists.find(std::string(key));
+        if (it == lists.end())
+            throw usage_error(a.command + ": --permissions file '" + file + "': unknown key '" + std::string(key) +
+                              "' (allow, deny, ask)");
+        if (!value.is_array())
+            throw usage_error(a.command + ": --permissions file '" + file + "': '" + std::string(key) +
+                              "' must be a list of rules");
+        for (const auto& rule : value.as_array()) {
+            if (!rule.is_string())
+                throw usage_error(a.command + ": --permissions file '" + file + "': '" + std::string(key) +
+                                  "' must be a list of strings");
+            it->second.emplace_back(rule.as_string());
+        }
+    }
+    try {
+        return sg::nodes::permission_rules(lists["allow"], lists["deny"], lists["ask"]);
+    } catch (const sg::nodes::agent_error& e) {
+        throw usage_error(a.command + ": --permissions file '" + file + "': " + e.what());
+    }
+}
+
 /// Everything one process needs: the services (memory + brain) and the compiled graph.
 struct app {
     boost::asio::io_context& io;
@@ -248,6 +287,7 @@ struct app {
             auto model = std::make_shared<sg::nodes::openai_chat_model>(io.get_executor(), oo);
             o.model = std::make_shared<gs::llm_brain>(model, oo.model);
         }
+        if (auto file = a.get("permissions")) o.agents.permissions = load_permissions(a, *file);
         svc = std::make_unique<gs::services>(std::move(o));
         graph = gs::build_graph(make_checkpointer(a, db), *svc);
     }

@@ -348,30 +348,70 @@ boost::asio::awaitable<std::vector<extracted_fact>> llm_brain::extract_facts(std
     co_return out;
 }
 
+namespace {
+
+/// The planner's tools: one per domain agent not yet done, each call one planned step.
+std::vector<stategraph::nodes::tool_definition> planner_tools(const std::vector<agent_kind>& done) {
+    static const std::pair<agent_kind, const char*> agents[] = {
+        {agent_kind::productivity, "Calendar, email, bookings and reminders."},
+        {agent_kind::wealth, "Portfolio and money."},
+        {agent_kind::research, "Finding things out."}};
+    std::vector<stategraph::nodes::tool_definition> out;
+    for (const auto& [agent, what] : agents) {
+        if (std::find(done.begin(), done.end(), agent) != done.end()) continue;
+        json::object task{{"type", "string"}, {"description", "what the agent must do"}};
+        json::object permission{{"type", "boolean"}, {"description", "the step sends something or moves money"}};
+        json::object properties{{"task", std::move(task)}, {"needs_permission", std::move(permission)}};
+        json::object schema{{"type", "object"}, {"properties", std::move(properties)}, {"required", json::array{"task"}}};
+        const std::string name(to_string(agent));
+        out.push_back({name, "Ask the " + name + " agent. " + what, std::move(schema)});
+    }
+    return out;
+}
+
+} // namespace
+
 boost::asio::awaitable<std::vector<planned_step>> llm_brain::plan(std::string message, std::vector<agent_kind> done) {
+    // The brain plans through tool calls: one call per agent the request needs. A model that
+    // answers with the JSON object instead is read as before; anything else falls back to the rules.
     std::string already;
     for (auto a : done) already += (already.empty() ? "" : ", ") + std::string(to_string(a));
-    auto text = co_await ask(
-        "You plan which domain agents handle a request. Agents: productivity (calendar, email, bookings, "
-        "reminders), wealth (portfolio, money), research (finding things out). Answer with one JSON object: "
-        "{\"steps\": [{\"agent\": name, \"task\": what it must do, \"needs_permission\": bool (it sends "
-        "something or moves money)}]}. Leave out the agents already DONE.",
-        "DONE: [" + already + "]\nREQUEST: " + message);
-    if (!text) co_return global_supervisor::plan(message, done);
-    auto o = *parse_object(*text);
+    stategraph::nodes::chat_request req;
+    req.model = model_name_;
+    req.temperature = 0.0;
+    req.tools = planner_tools(done);
+    req.messages.push_back(
+        {"system",
+         "You plan which domain agents handle a request. Call the tool of each agent the request needs, once, "
+         "with the task it must do and whether it needs the user's permission (it sends something or moves "
+         "money). Call no tool when no agent is needed. Without tools, answer with one JSON object: "
+         "{\"steps\": [{\"agent\": name, \"task\": text, \"needs_permission\": bool}]}. Leave out the agents "
+         "already DONE."});
+    req.messages.push_back({"user", "DONE: [" + already + "]\nREQUEST: " + message});
+    auto resp = co_await model_->complete(std::move(req));
     std::vector<planned_step> out;
-    if (auto* s = o.if_contains("steps"); s && s->is_array())
-        for (const auto& v : s->as_array()) {
-            auto* so = as_object(v);
-            if (!so) continue;
-            auto a = agent_from(str_at(*so, "agent"));
-            if (!a || std::find(done.begin(), done.end(), *a) != done.end()) continue;
-            planned_step p;
-            p.agent = *a;
-            p.task = str_at(*so, "task", message);
-            p.needs_permission = bool_at(*so, "needs_permission");
-            out.push_back(std::move(p));
-        }
+    auto add = [&](std::string_view agent, const json::object& args) {
+        auto a = agent_from(agent);
+        if (!a || std::find(done.begin(), done.end(), *a) != done.end()) return;
+        if (std::any_of(out.begin(), out.end(), [&](const planned_step& p) { return p.agent == *a; })) return;
+        planned_step p;
+        p.agent = *a;
+        p.task = str_at(args, "task", message);
+        p.needs_permission = bool_at(args, "needs_permission");
+        out.push_back(std::move(p));
+    };
+    if (!resp.tool_calls.empty()) {
+        for (const auto& call : resp.tool_calls) add(call.name, parse_object(call.arguments).value_or(json::object{}));
+        co_return out;
+    }
+    auto o = parse_object(resp.content);
+    if (!o) {
+        ++fallbacks_;
+        co_return global_supervisor::plan(message, done);
+    }
+    if (auto* s = o->if_contains("steps"); s && s->is_array())
+        for (const auto& v : s->as_array())
+            if (auto* so = as_object(v)) add(str_at(*so, "agent"), *so);
     co_return out;
 }
 

@@ -540,15 +540,7 @@ awaitable<void> wait_change(std::shared_ptr<run_rec> run, std::chrono::milliseco
 }
 
 /// Whether verbosity `v` shows an event named `name` (values: only the final ones, sent apart).
-bool shown(verbosity v, const std::string& name) {
-    auto base = name.substr(0, name.find('|'));
-    switch (v) {
-    case verbosity::full: return true;
-    case verbosity::events: return base != "values" && base != "checkpoints" && base != "debug";
-    case verbosity::result: return base == "metadata" || base == "messages" || base == "error";
-    }
-    return true;
-}
+bool shown(verbosity v, const std::string& name) { return stategraph::shows(v, name); }
 
 std::string sse_text(const sse_event& e, std::size_t id) {
     return "event: " + e.name + "\ndata: " + e.data + "\nid: " + std::to_string(id) + "\n\n";

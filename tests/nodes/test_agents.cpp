@@ -5,6 +5,7 @@
 #include "fake_openai_server.hpp"
 #include "run_with_server.hpp"
 
+#include <stategraph/nodes/delegation.hpp>
 #include <stategraph/nodes/model_node.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
 #include <stategraph/nodes/tool_node.hpp>
@@ -23,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace agents_test {
@@ -579,6 +581,102 @@ BOOST_AUTO_TEST_CASE(tool_node_denies_asks_and_allows) {
     BOOST_TEST(m[5].content.find("denied by default") != std::string::npos);
     std::vector<std::string> const expected{"git diff", "git push o"};  // git diff ran once (journaled)
     BOOST_TEST(ran == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- natural spellings (g++ 12, /work/shared/toolchain.md): written as a newcomer writes them,
+// temporaries and capturing coroutine lambdas included; this file runs under ASan + UBSan in CI,
+// where a double destruction fails it. --------------------------------------------------------
+
+namespace {
+
+/// @brief A rule model: asks for `temperature` in Oslo once, then answers with the tool's result.
+std::shared_ptr<nodes::chat_model> thermometer_model() {
+    return std::make_shared<nodes::rule_chat_model>([](chat_request const& r) {
+        chat_response a;
+        if (r.messages.empty()) return a;  // nothing asked: no text
+        if (r.messages.back().role == "user")
+            a.tool_calls.push_back(nodes::tool_call{"call_1", "temperature", R"({"city":"Oslo"})"});
+        else
+            a.content = "It is " + r.messages.back().content;
+        return a;
+    });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(natural_spellings)
+
+BOOST_AUTO_TEST_CASE(tools_models_and_agents_with_temporaries_inside_co_await) {
+    // A tool from a coroutine lambda that captures by value and takes its arguments by value.
+    std::string const unit = "C";
+    auto temperature = [unit](json::object args) -> asio::awaitable<std::string> {
+        co_return std::string(args.at("city").as_string()) + ": 21" + unit;
+    };
+    nodes::tool thermo("temperature", "Temperature of a city", weather_schema(), temperature);
+    auto model = thermometer_model();
+
+    // A node that calls the tool, the model and the agent with temporaries in the co_await
+    // expressions (a braced request, the agent's input moved in).
+    auto agent = nodes::react_agent<&chat::messages>(model, {thermo}, {.name = "thermo"});
+    auto direct = [thermo, model, agent](chat const&, sg::context& ctx) -> asio::awaitable<sg::update<chat>> {
+        // (A braced list inside co_await, `thermo.run(json::object{{"city", "Rome"}}, ctx)`, does not
+        // compile with g++ 12: "array used as initializer". Name it first.)
+        json::object const args{{"city", "Rome"}};
+        json::value rome = co_await thermo.run(args, ctx);
+        // chat_request is not an aggregate (g++ 12 destroys an aggregate temporary in a co_await
+        // expression twice): a braced or constructed temporary is safe here.
+        chat_response hello = co_await model->complete(chat_request{});
+        std::vector<chat_message> hi(1, user("hi"));
+        chat_response again = co_await model->complete(chat_request(std::move(hi), "rules"));
+        auto question = start_with({user("How warm is Oslo?")});  // no braced list inside co_await (g++ 12)
+        auto inner = co_await agent.invoke(std::move(question));
+        std::vector<std::string> trail{std::string(rome.as_string()), hello.content.empty() ? "no text" : hello.content,
+                                       again.tool_calls.at(0).name, inner.values.messages.back().content};
+        co_return sg::update<chat>{}.set<&chat::trail>(std::move(trail));
+    };
+    sg::state_graph<chat> g("natural");
+    g.add_node("direct", direct);
+    g.add_edge(sg::START, "direct").add_edge("direct", sg::END);
+    auto app = g.compile();
+    asio::io_context ioc;
+    auto r = drive(ioc, nullptr, app.invoke(start_with({user("go")})));
+    std::vector<std::string> const expected{"Rome: 21C", "no text", "temperature", "It is Oslo: 21C"};
+    BOOST_TEST(r.values.trail == expected, boost::test_tools::per_element());
+
+    // The agent inside the graph, its tool a capturing coroutine lambda, run twice on one app.
+    using namespace sg::dsl;
+    // clang-format off
+    auto outer = graph<chat>("outer",
+        "agent"_n = nodes::react_agent<&chat::messages>(model, {thermo}),
+        start >> "agent"_n >> end).compile();
+    // clang-format on
+    for (int i = 0; i < 2; ++i) {
+        asio::io_context fresh;  // run_with_server leaves its io_context stopped
+        auto done = drive(fresh, nullptr, outer.invoke(start_with({user("Oslo?")})));
+        BOOST_TEST(done.values.messages.back().content == "It is Oslo: 21C");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_chat_request_is_not_an_aggregate) {
+    // The designated-initializer spelling would compile to a double destruction under g++ 12
+    // inside co_await; chat_request has constructors instead.
+    static_assert(!std::is_aggregate_v<chat_request>);
+    chat_request r(std::vector<chat_message>(1, user("x")), "m");
+    BOOST_TEST(r.model == "m");
+    BOOST_TEST(r.messages.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_coroutine_with_a_by_value_argument) {
+    std::string const signature = " -- research";
+    auto research = [signature](std::string instructions) -> asio::awaitable<std::string> {
+        co_return "found: " + instructions + signature;
+    };
+    nodes::worker w{"research", "finds facts", research};
+    auto run_it = [&w]() -> asio::awaitable<std::string> { co_return co_await w.run(std::string("prices")); };
+    asio::io_context ioc;
+    BOOST_TEST(drive(ioc, nullptr, run_it()) == "found: prices -- research");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

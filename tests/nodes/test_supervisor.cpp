@@ -9,6 +9,7 @@
 #include <stategraph/nodes/openai_chat_model.hpp>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -33,6 +34,32 @@ inline auto reducers(stategraph::for_state<desk>) {
     return stategraph::reducers{stategraph::reduce<&desk::log>(stategraph::append),
                                 stategraph::reduce<&desk::score>([](int a, int b) { return a + b; })};
 }
+
+
+/// @brief A state with an artifacts bag (the side channel) and a list the finalize fills.
+struct studio {
+    std::string request;
+    std::vector<std::string> log;
+    std::vector<std::string> blocks;     // filled from artifacts
+    std::string title;                   // spread from an artifact
+    int citations = 0;                   // spread from an artifact
+    boost::json::object artifacts;
+    std::vector<stategraph::nodes::failure_record> failures;  // plain-graph failure_policy
+    stategraph::nodes::supervision sup;
+};
+BOOST_DESCRIBE_STRUCT(studio, (), (request, log, blocks, title, citations, artifacts, failures, sup))
+inline auto reducers(stategraph::for_state<studio>) {
+    return stategraph::reducers{stategraph::reduce<&studio::log>(stategraph::append),
+                                stategraph::reduce<&studio::failures>(stategraph::append),
+                                stategraph::reduce<&studio::artifacts>(stategraph::nodes::merge_artifacts)};
+}
+
+/// @brief The same without the bag's reducer (a configuration error).
+struct bare {
+    boost::json::object artifacts;
+    stategraph::nodes::supervision sup;
+};
+BOOST_DESCRIBE_STRUCT(bare, (), (artifacts, sup))
 
 }  // namespace supervisor_test
 
@@ -76,6 +103,8 @@ nodes::agent_error require_agent_error(F&& f) {
             } catch (nodes::agent_error const& a) {
                 BOOST_TEST_MESSAGE("caught: " << a.what());
                 return a;
+            } catch (sg::error_handler_error const& h) {
+                e = h.nested();
             } catch (sg::node_error const& n) {
                 e = n.nested();
             } catch (...) {
@@ -337,6 +366,263 @@ BOOST_AUTO_TEST_CASE(opens_after_failures_fails_fast_and_half_opens_after_cool_d
     BOOST_TEST((breaker->state() == nodes::circuit_state::closed));
     BOOST_TEST(calls == 4);
     BOOST_CHECK_THROW(nodes::circuit_breaker("x", nodes::circuit_options{0}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- the artifacts side channel (seeds 000/001) -------------------------------------------------
+
+namespace {
+
+using supervisor_test::studio;
+using sintent = nodes::intent<studio>;
+
+sg::run_result<studio> run_studio(sg::compiled_graph<studio> const& app) {
+    return run(app.invoke(sg::update<studio>{}.set<&studio::request>("page")));
+}
+
+/// @brief An intent that logs its name and writes @p bag into the artifacts side channel.
+sintent emitting(std::string name, boost::json::object bag) {
+    auto fn = [name, bag](studio const&) {
+        return sg::update<studio>{}.set<&studio::log>({name}).set<&studio::artifacts>(bag);
+    };
+    return sintent(name, fn);
+}
+
+/// @brief The finalize of the seed: concatenate the bag's blocks to the state's.
+sg::update<studio> concat_blocks(studio const& s, boost::json::object const& bag) {
+    auto blocks = s.blocks;
+    if (auto const* more = bag.if_contains("blocks"))
+        for (auto const& b : more->as_array()) blocks.emplace_back(b.as_string());
+    return sg::update<studio>{}.set<&studio::blocks>(std::move(blocks));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(supervisor_artifacts)
+
+BOOST_AUTO_TEST_CASE(artifacts_spread_into_the_state_before_evaluate_reads_it) {
+    auto bag = nodes::artifact("title", std::string("Refunds"));
+    bag["citations"] = 3;
+    int evaluated_with_title = 0;
+    nodes::supervisor<&studio::sup> sup("writer");
+    sup.add(emitting("draft", bag))
+        .route([](studio const&) { return decision::to("draft"); })
+        .evaluate([&](studio const& s) {
+            if (!s.title.empty()) ++evaluated_with_title;
+            return !s.title.empty();
+        })
+        .artifacts<&studio::artifacts>();
+    auto r = run_studio(sup.compile());
+    BOOST_TEST(r.values.title == "Refunds");
+    BOOST_TEST(r.values.citations == 3);
+    BOOST_TEST(r.values.artifacts.empty());  // the bag resets every iteration
+    BOOST_TEST(r.values.sup.ended_by == "evaluate");
+    BOOST_TEST(evaluated_with_title == 1);  // merged before evaluate, in the same decision
+    BOOST_TEST(r.values.sup.iteration == 1);
+}
+
+BOOST_AUTO_TEST_CASE(fan_out_branches_all_contribute_and_finalize_concatenates_across_iterations) {
+    auto one = nodes::artifact("blocks", std::vector<std::string>{"a1"});
+    auto two = nodes::artifact("blocks", std::vector<std::string>{"b1", "b2"});
+    nodes::supervisor<&studio::sup> sup("blocks");
+    sup.add(emitting("a", one)).add(emitting("b", two))
+        .route([](studio const& s) {
+            if (s.log.empty()) return decision::to({"a", "b"});  // fan-out: both write the bag
+            if (s.log.size() == 2) return decision::to("a");
+            return decision::finish();
+        })
+        .artifacts<&studio::artifacts>(concat_blocks);
+    auto r = run_studio(sup.compile());
+    BOOST_REQUIRE_EQUAL(r.values.blocks.size(), 4u);  // a1, b1, b2 (either branch first), then a1
+    BOOST_TEST(std::count(r.values.blocks.begin(), r.values.blocks.end(), "a1") == 2);
+    BOOST_TEST(std::count(r.values.blocks.begin(), r.values.blocks.end(), "b2") == 1);
+    BOOST_TEST(r.values.blocks.back() == "a1");  // the second iteration's bag held only its own block
+    BOOST_TEST(r.values.artifacts.empty());
+    std::vector<std::string> const rounds{"a+b", "a"};
+    BOOST_TEST(r.values.sup.rounds == rounds, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(merge_artifacts_concatenates_arrays_and_keeps_the_later_scalar) {
+    boost::json::object a{{"blocks", boost::json::array{1}}, {"title", "x"}};
+    boost::json::object b{{"blocks", boost::json::array{2, 3}}, {"title", "y"}, {"more", true}};
+    auto m = nodes::merge_artifacts(a, b);
+    BOOST_TEST(boost::json::serialize(m) == R"({"blocks":[1,2,3],"title":"y","more":true})");
+}
+
+BOOST_AUTO_TEST_CASE(an_artifact_naming_no_field_or_of_the_wrong_type_is_a_typed_error) {
+    auto route = [](studio const& s) { return s.log.empty() ? decision::to("draft") : decision::finish(); };
+    nodes::supervisor<&studio::sup> unknown("writer");
+    unknown.add(emitting("draft", nodes::artifact("subtitle", std::string("x")))).route(route).artifacts<&studio::artifacts>();
+    auto const e1 = require_agent_error([&] { run_studio(unknown.compile()); });
+    BOOST_TEST((e1.kind() == nodes::errc::unknown_artifact));
+    BOOST_TEST(std::string(e1.what()).find("supervisor 'writer': artifact 'subtitle' names no field") == 0u);
+
+    nodes::supervisor<&studio::sup> wrong("writer");
+    wrong.add(emitting("draft", nodes::artifact("citations", std::string("many")))).route(route).artifacts<&studio::artifacts>();
+    auto const e2 = require_agent_error([&] { run_studio(wrong.compile()); });
+    BOOST_TEST((e2.kind() == nodes::errc::bad_artifact));
+    BOOST_TEST(std::string(e2.what()).find("artifact 'citations' = \"many\" does not convert") != std::string::npos);
+
+    nodes::supervisor<&studio::sup> reserved("writer");
+    reserved.add(emitting("draft", nodes::artifact("sup", 1))).route(route).artifacts<&studio::artifacts>();
+    BOOST_TEST((require_agent_error([&] { run_studio(reserved.compile()); }).kind() == nodes::errc::unknown_artifact));
+}
+
+BOOST_AUTO_TEST_CASE(a_bag_without_its_reducer_is_a_compile_problem) {
+    using supervisor_test::bare;
+    nodes::supervisor<&bare::sup> sup("bare");
+    sup.add(nodes::intent<bare>("a", [](bare const&) { return sg::update<bare>{}; }))
+        .route([](bare const&) { return decision::finish(); })
+        .artifacts<&bare::artifacts>();
+    auto const e = require_agent_error([&] { sup.compile(); });
+    BOOST_TEST((e.kind() == nodes::errc::unknown_artifact));
+    BOOST_TEST(std::string(e.what()).find("the artifacts bag 'artifacts' has no reducer") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- escalation or re-plan when retries run out (seed 004) --------------------------------------
+
+namespace {
+
+/// @brief Two quick attempts.
+nodes::failure_policy two_attempts() {
+    nodes::failure_policy p;
+    p.retry.max_attempts = 2;
+    p.retry.initial_interval = std::chrono::milliseconds(1);
+    p.retry.jitter = false;
+    return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(supervisor_failure_policy)
+
+BOOST_AUTO_TEST_CASE(after_the_last_retry_the_supervisor_escalates_to_the_named_intent) {
+    int calls = 0;
+    auto billing = [&calls](studio const&) -> sg::update<studio> {
+        ++calls;
+        throw std::runtime_error("billing backend down");
+    };
+    auto policy = two_attempts();
+    policy.escalate_to = "human";
+    nodes::supervisor<&studio::sup> sup("desk");
+    sup.add(sintent("billing", billing).on_failure(policy))
+        .add(emitting("human", {}))
+        .route([](studio const& s) { return s.log.empty() ? decision::to("billing") : decision::finish(); });
+    auto r = run_studio(sup.compile());
+    BOOST_TEST(calls == 2);
+    std::vector<std::string> const rounds{"billing", "human"};
+    BOOST_TEST(r.values.sup.rounds == rounds, boost::test_tools::per_element());
+    BOOST_REQUIRE_EQUAL(r.values.sup.failures.size(), 1u);
+    auto const& f = r.values.sup.failures[0];
+    BOOST_TEST(f.node == "billing");
+    BOOST_TEST(f.attempts == 2);
+    BOOST_TEST(f.action == "escalate");
+    BOOST_TEST(f.to == "human");
+    BOOST_TEST(f.message.find("billing backend down") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_replan_asks_the_route_again_with_the_failure_in_the_state) {
+    auto billing = [](studio const&) -> sg::update<studio> { throw std::runtime_error("timeout"); };
+    auto policy = two_attempts();
+    policy.replan = true;
+    std::vector<std::size_t> failures_seen;
+    nodes::supervisor<&studio::sup> sup("desk");
+    sup.add(sintent("billing", billing).on_failure(policy).next([](studio const&) {
+           return std::optional(decision::to("billing"));  // not consulted after a failure
+       }))
+        .add(emitting("manual", {}))
+        .route([&failures_seen](studio const& s) {
+            failures_seen.push_back(s.sup.failures.size());
+            if (!s.log.empty()) return decision::finish();
+            return s.sup.failures.empty() ? decision::to("billing") : decision::to("manual");
+        });
+    auto r = run_studio(sup.compile());
+    std::vector<std::string> const rounds{"billing", "manual"};
+    BOOST_TEST(r.values.sup.rounds == rounds, boost::test_tools::per_element());
+    std::vector<std::size_t> const seen{0, 1, 1};
+    BOOST_TEST(failures_seen == seen, boost::test_tools::per_element());
+    BOOST_TEST(r.values.sup.failures.at(0).action == "replan");
+}
+
+BOOST_AUTO_TEST_CASE(without_escalation_or_replan_exhausted_retries_are_a_typed_error) {
+    int calls = 0;
+    auto billing = [&calls](studio const&) -> sg::update<studio> {
+        ++calls;
+        throw std::runtime_error("billing backend down");
+    };
+    nodes::supervisor<&studio::sup> sup("desk");
+    sup.add(sintent("billing", billing).on_failure(two_attempts()))
+        .route([](studio const& s) { return s.log.empty() ? decision::to("billing") : decision::finish(); });
+    auto const e = require_agent_error([&] { run_studio(sup.compile()); });
+    BOOST_TEST((e.kind() == nodes::errc::retries_exhausted));
+    BOOST_TEST(std::string(e.what()).find("supervisor 'desk': intent 'billing' failed after 2 attempt(s)") == 0u);
+    BOOST_TEST(std::string(e.what()).find("billing backend down") != std::string::npos);
+    BOOST_TEST(calls == 2);
+}
+
+BOOST_AUTO_TEST_CASE(bad_failure_policies_are_compile_problems) {
+    auto both = two_attempts();
+    both.escalate_to = "human";
+    both.replan = true;
+    auto nowhere = two_attempts();
+    nowhere.escalate_to = "nobody";
+    auto replan = two_attempts();
+    replan.replan = true;
+    nodes::supervisor<&studio::sup> sup("desk");
+    sup.add(emitting("a", {}).on_failure(both))
+        .add(emitting("b", {}).on_failure(nowhere))
+        .add(emitting("c", {}).on_failure(replan))
+        .add(emitting("human", {}))
+        .classifier([](studio const&) { return std::string("a"); });  // nothing to re-plan with
+    auto const e = require_agent_error([&] { sup.compile(); });
+    BOOST_REQUIRE_EQUAL(e.problems().size(), 3u);
+    for (auto const& p : e.problems()) BOOST_TEST((p.code == nodes::errc::bad_failure_policy));
+    std::string const what = e.what();
+    BOOST_TEST(what.find("node 'a': a failure_policy escalates or re-plans, not both") != std::string::npos);
+    BOOST_TEST(what.find("intent 'b': failure_policy escalates to unknown intent 'nobody'") != std::string::npos);
+    BOOST_TEST(what.find("intent 'c': failure_policy re-plans, but there is no router or route") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_plain_graph_node_escalates_through_its_error_handler) {
+    int calls = 0;
+    auto fetch = [&calls](studio const&) -> sg::command<studio> {
+        ++calls;
+        throw std::runtime_error("upstream 503");
+    };
+    auto human = [](studio const&) { return sg::update<studio>{}.set<&studio::log>({"human"}); };
+    auto policy = two_attempts();
+    policy.escalate_to = "human";
+    auto options = nodes::with_failure_policy<&studio::failures>("fetch", policy);
+    options.ends.push_back(sg::END);
+    sg::state_graph<studio> g("plain");
+    g.add_node("fetch", fetch, options).add_node("human", human);
+    g.add_edge(sg::START, "fetch").add_edge("human", sg::END);
+    auto r = run_studio(g.compile());
+    BOOST_TEST(calls == 2);
+    BOOST_TEST(r.values.log == std::vector<std::string>{"human"}, boost::test_tools::per_element());
+    BOOST_REQUIRE_EQUAL(r.values.failures.size(), 1u);
+    BOOST_TEST(r.values.failures[0].node == "fetch");
+    BOOST_TEST(r.values.failures[0].to == "human");
+
+    auto no_planner = two_attempts();
+    no_planner.replan = true;
+    try {
+        nodes::with_failure_policy<&studio::failures>("fetch", no_planner);
+        BOOST_FAIL("no error");
+    } catch (nodes::agent_error const& e) {
+        BOOST_TEST((e.kind() == nodes::errc::bad_failure_policy));
+        BOOST_TEST(std::string(e.what()).find("node 'fetch'") == 0u);
+    }
+
+    sg::state_graph<studio> g2("plain");
+    g2.add_node("fetch", fetch, nodes::with_failure_policy<&studio::failures>("fetch", two_attempts()));
+    g2.add_edge(sg::START, "fetch").add_edge("fetch", sg::END);
+    auto const e = require_agent_error([&] { run_studio(g2.compile()); });
+    BOOST_TEST((e.kind() == nodes::errc::retries_exhausted));
+    BOOST_TEST(std::string(e.what()).find("'fetch' failed after 2 attempt(s)") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

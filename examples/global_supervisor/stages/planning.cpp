@@ -19,6 +19,12 @@
 // every attempt. The last attempt also bounds the agent call by 90% of the time limit itself:
 // an agent that never answers is reported like one that fails.
 //
+// The agent itself runs through a stategraph::nodes::supervisor, the "agent desk": each domain
+// agent (productivity, wealth, research) is an intent, and the desk's classifier picks the
+// task's agent (a classifier alone ends after its intent). The desk is a compiled graph run
+// inside agent_execution's journaled task, so the stage's flow (Send per task, retries, the
+// last attempt's own time limit, permission interrupts) is unchanged.
+//
 // Permission: a task that needs it asks through an interrupt ({kind: "agent", action, question,
 // options: [approve, deny]}); the thread is resumed by id with approve / deny, or answered by a
 // new chat message (stage 2 sends the task back here with the decision). Whether a step asks
@@ -27,6 +33,8 @@
 // ask asks, allow runs it without asking.
 
 #include "stages/planning.hpp"
+
+#include <stategraph/nodes/supervisor.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -141,18 +149,74 @@ std::string agent_context(services& svc, const agent_task& t) {
     });
 }
 
+/// The agent desk's state: the task, what memory knows, and the agent's report.
+struct agent_desk {
+    agent_task task;
+    std::string context;
+    std::string summary;
+    stategraph::nodes::supervision sup;
+};
+BOOST_DESCRIBE_STRUCT(agent_desk, (), (task, context, summary, sup))
+
+/// The agent desk: one intent per domain agent, chosen by the task's agent.
+stategraph::compiled_graph<agent_desk> agent_desk_graph(services& svc) {
+    namespace nodes = stategraph::nodes;
+    nodes::supervisor<&agent_desk::sup> desk("agent_desk");
+    for (auto kind : {agent_kind::productivity, agent_kind::wealth, agent_kind::research}) {
+        auto run = [&svc](const agent_desk& d) -> boost::asio::awaitable<stategraph::update<agent_desk>> {
+            auto pending = svc.model().run_agent(d.task, d.context);
+            std::string summary = co_await std::move(pending);
+            co_return stategraph::update<agent_desk>{}.set<&agent_desk::summary>(std::move(summary));
+        };
+        desk.add(nodes::intent<agent_desk>(std::string(to_string(kind)), run)
+                     .describe("the " + std::string(to_string(kind)) + " agent"));
+    }
+    desk.classifier([](const agent_desk& d) { return std::string(to_string(d.task.agent)); });
+    return desk.compile();
+}
+
+} // namespace
+
+boost::asio::awaitable<desk_report> run_at_desk(services& svc, agent_task t, std::string context) {
+    auto desk = agent_desk_graph(svc);
+    auto input = stategraph::update<agent_desk>{}.set<&agent_desk::task>(std::move(t)).set<&agent_desk::context>(
+        std::move(context));
+    std::exception_ptr failure;
+    desk_report report;
+    try {
+        auto pending = desk.invoke(std::move(input));
+        auto done = co_await std::move(pending);
+        report.summary = std::move(done.values.summary);
+        report.rounds = std::move(done.values.sup.rounds);
+        report.ended_by = std::move(done.values.sup.ended_by);
+    } catch (const stategraph::node_error& e) {
+        failure = e.nested() ? e.nested() : std::current_exception();
+    }
+    if (failure) std::rethrow_exception(failure);
+    co_return report;
+}
+
+namespace {
+
+/// The agent's summary, from the desk.
+boost::asio::awaitable<std::string> desk_summary(services& svc, agent_task t, std::string context) {
+    auto pending = run_at_desk(svc, std::move(t), std::move(context));
+    auto report = co_await std::move(pending);
+    co_return std::move(report.summary);
+}
+
 /// Runs the task's agent; on the last attempt within the retry policy's time limit by itself, so
 /// that an agent that does not answer is reported as failed instead of failing the turn.
 boost::asio::awaitable<std::string> run_agent_in_time(services& svc, stategraph::context& ctx, const agent_task& t,
                                                       bool last) {
     std::string context = agent_context(svc, t);
     auto limit = svc.agents().retry.timeout;
-    if (!last || limit.count() <= 0) co_return co_await svc.model().run_agent(t, std::move(context));
+    if (!last || limit.count() <= 0) co_return co_await desk_summary(svc, t, std::move(context));
     // (A parallel group waiting for the first to finish, not `work || timer`, which waits for the
     // first to succeed and would hide the agent's own error.)
     auto ex = ctx.executor();
     boost::asio::steady_timer deadline(ex, limit * 9 / 10);
-    auto work = svc.model().run_agent(t, std::move(context));
+    auto work = desk_summary(svc, t, std::move(context));
     auto expire = deadline.async_wait(boost::asio::use_awaitable);
     auto [order, work_error, summary, expire_error] =
         co_await boost::asio::experimental::make_parallel_group(

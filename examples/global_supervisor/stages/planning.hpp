@@ -19,6 +19,18 @@ namespace global_supervisor {
 boost::asio::awaitable<update> global_planner(services& svc, const state& s);
 boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& task, stategraph::context& ctx);
 
+/// @brief What the agent desk reports: the agent's summary, and the desk's rounds and who ended it.
+struct desk_report {
+    std::string summary;
+    std::vector<std::string> rounds;
+    std::string ended_by;
+};
+
+/// @brief Runs the task's agent through the agent desk, a stategraph::nodes::supervisor whose
+/// intents are the domain agents (productivity, wealth, research) and whose classifier picks the
+/// task's agent. The agent's own exception comes out as it was thrown.
+boost::asio::awaitable<desk_report> run_at_desk(services& svc, agent_task task, std::string context);
+
 /// @brief The planner's batch, one Send per agent task (they run in parallel).
 std::vector<stategraph::send> dispatch_agents(const state& s);
 

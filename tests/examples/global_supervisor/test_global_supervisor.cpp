@@ -9,6 +9,7 @@
 #include "graph.hpp"
 #include "services.hpp"
 #include "stages/memory.hpp"
+#include "stages/planning.hpp"
 #include "stages/response.hpp"
 #include "state.hpp"
 
@@ -459,6 +460,53 @@ BOOST_AUTO_TEST_CASE(a_malformed_rule_is_a_typed_error_naming_it) {
         BOOST_TEST(e.kind() == sg::nodes::errc::bad_permission_rule);
         BOOST_TEST(contains(e.what(), "(oops"));
     }
+}
+
+namespace {
+/// The rules, except that every agent is unreachable.
+class unreachable_agents final : public gs::brain {
+public:
+    std::string name() const override { return "rules"; }
+    boost::asio::awaitable<gs::intent> classify(std::string m, std::vector<std::string> k) override {
+        return rules_.classify(std::move(m), std::move(k));
+    }
+    boost::asio::awaitable<std::vector<gs::extracted_fact>> extract_facts(std::string m, std::vector<std::string> e) override {
+        return rules_.extract_facts(std::move(m), std::move(e));
+    }
+    boost::asio::awaitable<std::vector<gs::planned_step>> plan(std::string m, std::vector<gs::agent_kind> d) override {
+        return rules_.plan(std::move(m), std::move(d));
+    }
+    boost::asio::awaitable<std::string> run_agent(gs::agent_task, std::string) override {
+        throw gs::agent_unavailable("agent host down");
+    }
+    boost::asio::awaitable<std::string> summarize(std::vector<gs::turn_message> m) override {
+        return rules_.summarize(std::move(m));
+    }
+
+private:
+    gs::rule_brain rules_;
+};
+} // namespace
+
+BOOST_AUTO_TEST_CASE(agents_run_as_intents_of_the_agent_desk) {
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    gs::agent_task t;
+    t.agent = gs::agent_kind::research;
+    t.task = "compare flight prices";
+    auto report = run(p.io, gs::run_at_desk(p.svc, t, std::string()));
+    BOOST_TEST(report.rounds == (nodes_t{"research"}), boost::test_tools::per_element());
+    BOOST_TEST(report.ended_by == "classifier"); // the desk's classifier picked the task's agent
+    BOOST_TEST(report.summary.rfind("Research on \"compare flight prices\"", 0) == 0u);
+
+    // The agent's own exception comes out of the desk as thrown, and a turn reports it.
+    process q(dir.path / "q.db", std::make_shared<unreachable_agents>());
+    BOOST_CHECK_THROW(run(q.io, gs::run_at_desk(q.svc, t, std::string())), gs::agent_unavailable);
+    auto turn = q.chat("desk", "Research flights to Zurich");
+    auto results = gs::current_results(turn.values);
+    BOOST_REQUIRE(!results.empty());
+    BOOST_TEST(results[0].status == gs::agent_status::failed);
+    BOOST_TEST(contains(results[0].summary, "agent host down"));
 }
 
 BOOST_AUTO_TEST_CASE(new_message_while_agent_waits_goes_to_agent_execution) {

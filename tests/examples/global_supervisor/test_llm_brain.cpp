@@ -166,3 +166,35 @@ BOOST_FIXTURE_TEST_CASE(an_unreachable_model_makes_the_agent_report_failure, llm
     BOOST_TEST(t.reply.find("I couldn't reach the research agent after 3 attempts") != std::string::npos);
     BOOST_TEST(t.reply.find("Connection refused") != std::string::npos);
 }
+
+BOOST_FIXTURE_TEST_CASE(the_planner_plans_through_tool_calls, llm_fixture) {
+    // One tool per agent not done yet; each call is a step (a done agent's call and a second call
+    // of one agent are ignored).
+    server.script.push_back(sg::test::scripted_reply{
+        "",
+        {sg::test::fake_tool_call{"c1", "research", R"({"task": "compare flight prices"})"},
+         sg::test::fake_tool_call{"c2", "wealth", R"({"task": "move 500 to savings", "needs_permission": true})"},
+         sg::test::fake_tool_call{"c3", "productivity", R"({"task": "book it"})"},
+         sg::test::fake_tool_call{"c4", "research", R"({"task": "again"})"}}});
+    std::vector<gs::agent_kind> done{gs::agent_kind::productivity};
+    auto steps = run_on(io, brain->plan("Find cheap flights and save 500", done));
+    BOOST_REQUIRE_EQUAL(steps.size(), 2u);
+    BOOST_TEST(steps[0].agent == gs::agent_kind::research);
+    BOOST_TEST(steps[0].task == "compare flight prices");
+    BOOST_TEST(!steps[0].needs_permission);
+    BOOST_TEST(steps[1].agent == gs::agent_kind::wealth);
+    BOOST_TEST(steps[1].needs_permission);
+    BOOST_REQUIRE_EQUAL(server.requests.size(), 1u);
+    const auto& tools = server.requests[0].body.at("tools").as_array();
+    BOOST_REQUIRE_EQUAL(tools.size(), 2u);  // productivity is done: not offered
+    BOOST_TEST(tools[0].at("function").at("name").as_string() == "wealth");
+    BOOST_TEST(tools[1].at("function").at("name").as_string() == "research");
+    BOOST_TEST(tools[0].at("function").at("parameters").at("required").as_array().at(0).as_string() == "task");
+    BOOST_TEST(brain->fallbacks() == 0);
+
+    // No tool call and no JSON: the rules plan, counted as a fall back.
+    server.script.push_back(sg::test::scripted_reply{"no idea", {}});
+    auto ruled = run_on(io, brain->plan("Review my portfolio", {}));
+    BOOST_TEST(!ruled.empty());
+    BOOST_TEST(brain->fallbacks() == 1);
+}

@@ -55,7 +55,18 @@ struct chat_message {
 BOOST_DESCRIBE_STRUCT(chat_message, (), (role, content, tool_calls, tool_call_id, id, error))
 
 /// @brief A chat-completion request.
+///
+/// Not an aggregate, on purpose: g++ 12 destroys an aggregate temporary twice when it stands in a
+/// `co_await` expression, so `co_await model->complete(chat_request{.model = "m"})` would crash
+/// there. With the constructors, `co_await model->complete(chat_request(messages))` and
+/// `co_await model->complete(chat_request{})` are safe, and the designated-initializer spelling
+/// does not compile.
 struct chat_request {
+    chat_request() = default;
+    /// @brief A request for @p messages to model @p model (empty: the model's configured default).
+    explicit chat_request(std::vector<chat_message> messages, std::string model = {})
+        : model(std::move(model)), messages(std::move(messages)) {}
+
     /// @brief Model name; when empty, the model's configured default is used.
     std::string model;
     /// @brief The conversation so far, oldest first.

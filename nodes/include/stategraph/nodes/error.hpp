@@ -26,6 +26,7 @@ enum class errc {
     step_limit = 20,     ///< @brief A ReAct agent called the model max_steps times and still got tool calls.
     no_tool_calls,       ///< @brief A tool node ran, but the last message asks for no tool call.
     circuit_open,        ///< @brief The agent's circuit breaker is open: the call failed fast without running.
+    retries_exhausted,   ///< @brief A node with a failure_policy failed its last retry, and the policy neither escalates nor re-plans.
     // -- supervisor: compile() problems (all reported at once) and run-time errors -----------
     missing_description = 40, ///< @brief An intent has no description, and an LLM router must read it.
     router_and_route,         ///< @brief Both an LLM `router` and a deterministic `route` are given.
@@ -34,6 +35,9 @@ enum class errc {
     duplicate_intent,         ///< @brief Two intents have one name (or no name).
     max_iterations,           ///< @brief The supervisor looped max_iterations times without reaching END.
     intent_cycle,             ///< @brief An intent was chosen again within one branch of the run.
+    unknown_artifact,         ///< @brief The default finalize met an artifact key that names no field of the state.
+    bad_artifact,             ///< @brief An artifact's value does not convert to the type of the field it spreads onto.
+    bad_failure_policy,       ///< @brief A failure_policy both escalates and re-plans, escalates to an unknown intent, or re-plans without a router/route.
     // -- workers and delegation (seed 002) ---------------------------------------------------
     bad_worker = 60,   ///< @brief A worker has no name, a name that is not an identifier, a duplicate name or no function.
     unknown_worker,    ///< @brief delegate / forward_message named a worker that does not exist (a tool message).
@@ -59,6 +63,7 @@ inline std::error_category const& nodes_category() noexcept {
             case errc::step_limit: return "the agent reached its step limit";
             case errc::no_tool_calls: return "the last message asks for no tool call";
             case errc::circuit_open: return "the circuit breaker is open";
+            case errc::retries_exhausted: return "the node failed its last retry and nothing takes over";
             case errc::missing_description: return "an intent needs a description for the LLM router";
             case errc::router_and_route: return "give a router or a route, not both";
             case errc::no_router: return "a supervisor needs a router or a route";
@@ -66,6 +71,9 @@ inline std::error_category const& nodes_category() noexcept {
             case errc::duplicate_intent: return "duplicate intent name";
             case errc::max_iterations: return "the supervisor reached max_iterations";
             case errc::intent_cycle: return "an intent was chosen twice in one branch";
+            case errc::unknown_artifact: return "an artifact names no field of the state";
+            case errc::bad_artifact: return "an artifact does not convert to its field's type";
+            case errc::bad_failure_policy: return "invalid failure policy";
             case errc::bad_worker: return "invalid worker";
             case errc::unknown_worker: return "unknown worker";
             case errc::worker_failed: return "a delegated worker failed";
@@ -95,6 +103,7 @@ inline char const* to_string(errc e) noexcept {
     case errc::step_limit: return "step_limit";
     case errc::no_tool_calls: return "no_tool_calls";
     case errc::circuit_open: return "circuit_open";
+    case errc::retries_exhausted: return "retries_exhausted";
     case errc::missing_description: return "missing_description";
     case errc::router_and_route: return "router_and_route";
     case errc::no_router: return "no_router";
@@ -102,6 +111,9 @@ inline char const* to_string(errc e) noexcept {
     case errc::duplicate_intent: return "duplicate_intent";
     case errc::max_iterations: return "max_iterations";
     case errc::intent_cycle: return "intent_cycle";
+    case errc::unknown_artifact: return "unknown_artifact";
+    case errc::bad_artifact: return "bad_artifact";
+    case errc::bad_failure_policy: return "bad_failure_policy";
     case errc::bad_worker: return "bad_worker";
     case errc::unknown_worker: return "unknown_worker";
     case errc::worker_failed: return "worker_failed";

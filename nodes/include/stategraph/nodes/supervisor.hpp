@@ -5,12 +5,16 @@
 /// @brief `supervisor<&S::supervision>(name)`: picks which intent(s) handle the state, runs them
 /// (in parallel for a fan-out), evaluates, and loops until END, as a compiled graph.
 
+#include <stategraph/detail/state_ops.hpp>
+#include <stategraph/nodes/artifacts.hpp>
 #include <stategraph/nodes/chat_model.hpp>
 #include <stategraph/nodes/error.hpp>
+#include <stategraph/nodes/failure_policy.hpp>
 #include <stategraph/state_graph.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/describe/class.hpp>
+#include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 
 #include <algorithm>
@@ -33,10 +37,12 @@ struct supervision {
     std::vector<std::string> chain;    ///< @brief Intents chained by `next` since the last classifier/router/route decision.
     std::vector<std::string> rounds;   ///< @brief Each round's intents, joined by "+" (a fan-out shows "a+b").
     std::string ended_by;              ///< @brief What chose END: "evaluate", "next", "router", "route", "classifier".
+    std::vector<failure_record> failures; ///< @brief Intents that failed their last retry in this run (see failure_policy).
+    int failures_handled = 0;          ///< @brief How many of `failures` the supervisor has acted on.
 
     friend bool operator==(supervision const&, supervision const&) = default;
 };
-BOOST_DESCRIBE_STRUCT(supervision, (), (iteration, last, chain, rounds, ended_by))
+BOOST_DESCRIBE_STRUCT(supervision, (), (iteration, last, chain, rounds, ended_by, failures, failures_handled))
 
 /// @brief A routing decision: one intent, several (run in parallel), or END.
 struct decision {
@@ -64,7 +70,9 @@ public:
     intent(std::string name, F run) : name_(std::move(name)) {
         if constexpr (std::is_same_v<std::remove_cvref_t<F>, compiled_graph<S>>) {
             kind_ = "agent";
-            add_ = [run = std::move(run)](state_graph<S>& g, std::string const& n) { g.add_node(n, run); };
+            add_ = [run = std::move(run)](state_graph<S>& g, std::string const& n, node_options o) {
+                g.add_node(n, run, std::move(o));
+            };
         } else {
             static_assert(node_of<F, S>,
                           "intent<S>(name, run): run must be a node of a graph over S (callable as run(const S&) or "
@@ -72,7 +80,9 @@ public:
                           "it) or a stategraph::compiled_graph<S> (an agent or subgraph)");
             kind_ = "callback";
             if constexpr (node_of<F, S>)
-                add_ = [run = std::move(run)](state_graph<S>& g, std::string const& n) { g.add_node(n, run); };
+                add_ = [run = std::move(run)](state_graph<S>& g, std::string const& n, node_options o) {
+                    g.add_node(n, run, std::move(o));
+                };
         }
     }
 
@@ -90,16 +100,27 @@ public:
     }
     intent&& next(std::function<std::optional<decision>(S const&)> fn) && { return std::move(next(std::move(fn))); }
 
+    /// @brief Retry the intent, then (after the last retry) escalate to another intent or let the
+    /// router/route re-plan with the failure in `supervision::failures`; a policy with neither
+    /// fails the run with agent_error(errc::retries_exhausted) naming the intent.
+    intent& on_failure(failure_policy policy) & {
+        failure_ = std::move(policy);
+        return *this;
+    }
+    intent&& on_failure(failure_policy policy) && { return std::move(on_failure(std::move(policy))); }
+
     std::string const& name() const noexcept { return name_; }
     std::string const& description() const noexcept { return description_; }
     std::string const& kind() const noexcept { return kind_; }
     std::function<std::optional<decision>(S const&)> const& next_fn() const noexcept { return next_; }
-    void add_to(state_graph<S>& g) const { add_(g, name_); }
+    std::optional<failure_policy> const& failure() const noexcept { return failure_; }
+    void add_to(state_graph<S>& g, node_options options = {}) const { add_(g, name_, std::move(options)); }
 
 private:
     std::string name_, description_, kind_;
-    std::function<void(state_graph<S>&, std::string const&)> add_;
+    std::function<void(state_graph<S>&, std::string const&, node_options)> add_;
     std::function<std::optional<decision>(S const&)> next_;
+    std::optional<failure_policy> failure_;
 };
 
 /// @brief An LLM router: the model gets the intents' names and descriptions and answers with
@@ -181,6 +202,36 @@ public:
     }
     supervisor&& max_iterations(int n) && { return std::move(max_iterations(n)); }
 
+    /// @brief The artifacts side channel: intents write JSON into the bag `Bag` (a
+    /// `boost::json::object` field with the merge_artifacts reducer) during an iteration; at the
+    /// end of each iteration the supervisor merges the bag into the state with @p finalize (an
+    /// update built from the state and the bag; default: spread_artifacts, each key replacing
+    /// the field of that name), empties the bag, and only then evaluates and routes. In a
+    /// fan-out the bag holds every branch's artifacts (merged by the reducer).
+    template <auto Bag>
+    supervisor& artifacts(std::function<update<S>(S const&, boost::json::object const&)> finalize = {}) & {
+        static_assert(std::is_same_v<typename member_traits<Bag>::state_type, S> &&
+                          std::is_same_v<typename member_traits<Bag>::value_type, boost::json::object>,
+                      "supervisor::artifacts<&S::bag>(): the bag must be a boost::json::object member of the state");
+        auto const& names = field_names<S>();
+        std::string const bag_name(names[field_index<Bag>()]);
+        std::string const sup_name(names[field_index<Field>()]);
+        bag_name_ = bag_name;
+        bag_has_reducer_ = !stategraph::detail::state_ops<S>::last_value(field_index<Bag>());
+        if (!finalize)
+            finalize = [bag_name, sup_name, where = where()](S const&, boost::json::object const& bag) {
+                return spread_artifacts<S>(bag, where, bag_name, sup_name);
+            };
+        finalize_ = std::move(finalize);
+        bag_of_ = [](S const& s) -> boost::json::object const& { return s.*Bag; };
+        reset_bag_ = [](update<S>& u) { u.template overwrite<Bag>(boost::json::object{}); };
+        return *this;
+    }
+    template <auto Bag>
+    supervisor&& artifacts(std::function<update<S>(S const&, boost::json::object const&)> finalize = {}) && {
+        return std::move(this->template artifacts<Bag>(std::move(finalize)));
+    }
+
     /// @brief Every configuration problem (empty when the supervisor can be built).
     std::vector<problem> problems() const {
         std::vector<problem> out;
@@ -195,8 +246,21 @@ public:
             out.push_back({errc::unknown_intent, where + "no intents"});
         if (max_iterations_ < 1)
             out.push_back({errc::max_iterations, where + "max_iterations must be at least 1"});
+        if (bag_of_ && !bag_has_reducer_)
+            out.push_back({errc::unknown_artifact,
+                           where + "the artifacts bag '" + bag_name_ +
+                               "' has no reducer; declare reduce<&S::" + bag_name_ +
+                               ">(stategraph::nodes::merge_artifacts) so that intents of a fan-out can all write it"});
         std::set<std::string> seen;
         for (auto const& i : intents_) {
+            if (auto const& p = i.failure()) {
+                auto text = p->check(i.name());
+                if (text.empty() && !p->escalate_to.empty() && !known(p->escalate_to))
+                    text = "intent '" + i.name() + "': failure_policy escalates to unknown intent '" + p->escalate_to + "'";
+                if (text.empty() && p->replan && !router_ && !route_)
+                    text = "intent '" + i.name() + "': failure_policy re-plans, but there is no router or route to ask";
+                if (!text.empty()) out.push_back({errc::bad_failure_policy, where + text});
+            }
             if (i.name().empty() || i.name() == "supervisor" || (ack_ && i.name() == "ack") || i.name().rfind("__", 0) == 0)
                 out.push_back({errc::duplicate_intent, where + "intent name '" + i.name() + "' is reserved or empty"});
             else if (!seen.insert(i.name()).second)
@@ -230,7 +294,7 @@ public:
             g.add_edge(START, "ack").add_edge("ack", END);
         }
         for (auto const& i : intents_) {
-            i.add_to(g);
+            i.add_to(g, failure_options(i));
             g.add_edge(i.name(), "supervisor");
         }
         return g.compile();
@@ -238,6 +302,24 @@ public:
 
 private:
     std::string where() const { return "supervisor '" + name_ + "': "; }
+
+    /// @brief The node options of intent @p i: its failure_policy's retries and an error handler
+    /// that records the failure in the supervision field (the supervisor acts on it next).
+    node_options failure_options(intent<S> const& i) const {
+        node_options options;
+        auto const& p = i.failure();
+        if (!p) return options;
+        options.retry = p->retry;
+        auto handle = [policy = *p, where = where(), name = i.name()](S const& s, node_failure const& f) -> update<S> {
+            if (policy.escalate_to.empty() && !policy.replan) throw retries_exhausted_error(where + "intent ", f);
+            supervision sup = s.*Field;
+            sup.failures.push_back(failure_record{name, f.message, f.attempts, policy.replan ? "replan" : "escalate",
+                                                  policy.escalate_to});
+            return update<S>{}.template set<Field>(std::move(sup));
+        };
+        options.on_error = error_handler("failure_policy", std::move(handle));
+        return options;
+    }
 
     bool known(std::string const& name) const {
         return std::any_of(intents_.begin(), intents_.end(), [&](auto const& i) { return i.name() == name; });
@@ -266,7 +348,10 @@ private:
         prompt += "Answer with JSON {\"next\": <a specialist's name, a list of names to run in parallel, or \"END\" "
                   "when the task is done>, \"reasoning\": <why>}.";
         request.messages.push_back(chat_message{"system", prompt});
-        request.messages.push_back(chat_message{"user", router_->describe_state ? router_->describe_state(s) : std::string()});
+        std::string task = router_->describe_state ? router_->describe_state(s) : std::string();
+        for (auto const& f : (s.*Field).failures)
+            task += "\nFailed (retries exhausted): " + f.node + ": " + f.message;
+        request.messages.push_back(chat_message{"user", std::move(task)});
         auto model = router_->model;
         auto response = co_await model->complete(std::move(request));
         boost::system::error_code ec;
@@ -287,13 +372,41 @@ private:
         co_return d;
     }
 
-    boost::asio::awaitable<command<S>> decide(S const& s) const {
+    boost::asio::awaitable<command<S>> decide(S const& state) const {
+        // End of an iteration: merge the artifacts bag first, so that evaluate, next and the
+        // router see the merged state.
+        update<S> writes;
+        std::optional<S> merged;
+        if (bag_of_ && !bag_of_(state).empty()) {
+            writes = finalize_(state, bag_of_(state));
+            reset_bag_(writes);
+            merged.emplace(state);
+            auto reds = stategraph::detail::state_reducers<S>();
+            stategraph::detail::state_ops<S>::apply_copy(*merged, writes, reds);
+        }
+        S const& s = merged ? *merged : state;
         supervision sup = s.*Field;
         if (!sup.ended_by.empty()) sup = supervision{};  // a new run of the supervisor
         std::optional<decision> chosen;
         std::string source;
         bool from_next = false;
-        if (sup.iteration == 0 && classifier_) {
+        // Intents that failed their last retry in the last round: escalate, or re-plan below.
+        bool replan = false;
+        for (auto k = static_cast<std::size_t>(sup.failures_handled); k < sup.failures.size(); ++k) {
+            auto const& f = sup.failures[k];
+            if (f.action == "escalate") {
+                if (!chosen) chosen = decision{};
+                if (std::find(chosen->intents.begin(), chosen->intents.end(), f.to) == chosen->intents.end())
+                    chosen->intents.push_back(f.to);
+                source = "escalation";
+            } else {
+                replan = true;
+            }
+        }
+        sup.failures_handled = static_cast<int>(sup.failures.size());
+        if (chosen || replan) {
+            if (!chosen) source = "replan";
+        } else if (sup.iteration == 0 && classifier_) {
             chosen = decision::to(classifier_(s));
             source = "classifier";
         } else if (sup.iteration > 0) {
@@ -329,15 +442,16 @@ private:
         if (!chosen) {
             if (route_) {
                 chosen = route_(s);
-                source = "route";
+                if (source.empty()) source = "route";
             } else {
                 auto pending = ask_router(s);
                 chosen = co_await std::move(pending);
-                source = "router";
+                if (source.empty()) source = "router";
             }
         }
         check_known(*chosen, source);
         command<S> out;
+        out.writes = std::move(writes);
         if (chosen->end) {
             sup.ended_by = source;
             sup.last.clear();
@@ -378,6 +492,11 @@ private:
     std::function<bool(S const&)> evaluate_;
     std::function<void(state_graph<S>&)> ack_;
     int max_iterations_ = 10;
+    std::function<update<S>(S const&, boost::json::object const&)> finalize_;
+    std::function<boost::json::object const&(S const&)> bag_of_;
+    std::function<void(update<S>&)> reset_bag_;
+    std::string bag_name_;
+    bool bag_has_reducer_ = false;
 };
 
 }  // namespace stategraph::nodes

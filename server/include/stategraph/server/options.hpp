@@ -2,6 +2,8 @@
 /// @file options.hpp
 /// @brief `server_options`: where the server listens, its limits and its API keys.
 
+#include <stategraph/verbosity.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -17,13 +19,8 @@ class base_store;
 namespace stategraph::server {
 
 /// @brief How much of a run a stream shows (the supervisor platform's three levels), on top of
-/// the stream modes the client asked for.
-enum class verbosity {
-    full,   ///< every event of the modes asked for
-    events, ///< what happens, not the state: updates (interrupts included), tasks, messages,
-            ///< custom events, errors; of the values, only the final ones
-    result, ///< messages, errors and the final values only
-};
+/// the stream modes the client asked for: the one filter of <stategraph/verbosity.hpp>.
+using verbosity = stategraph::verbosity;
 
 /// @brief How the server listens and what it accepts.
 struct server_options {
