@@ -339,15 +339,7 @@ std::string bytea_array(const std::vector<std::string>& items) {
     return out;
 }
 
-/// `name` as a quoted SQL identifier.
-std::string identifier(std::string_view name) {
-    std::string out = "\"";
-    for (char ch : name) {
-        if (ch == '"') out += '"';
-        out += ch;
-    }
-    return out + '"';
-}
+using pg::identifier;
 
 /// Runs `work` to completion on a private io_context (the constructor and destructor).
 template <class T>
@@ -1438,7 +1430,8 @@ struct postgres_saver::impl {
     asio::awaitable<void> migrate() {
         static const std::string none;
         call c{none, "creating the schema", {}};
-        const std::string schema_sql = "CREATE SCHEMA IF NOT EXISTS " + identifier(opt.schema);
+        // Created only when missing: a role that may use the schema need not create schemas.
+        const std::string schema_sql = pg::create_schema_if_missing(opt.schema);
         auto body = [&](pg::connection& conn, call&) -> asio::awaitable<bool> {
             std::vector<pg::statement> batch;
             batch.emplace_back(sql_begin);
