@@ -799,6 +799,20 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (adopted) self->log_line(std::to_string(adopted) + " recorded threads adopted");
     }
 
+    /// Adopts the stored threads, then accepts connections: no request sees (or rewrites the list
+    /// of) a half-restored set of threads. Connections made meanwhile wait in the listen backlog.
+    static awaitable<void> adopt_then_accept(std::shared_ptr<impl> self) {
+        try {
+            auto adopting = adopt_threads(self);
+            co_await std::move(adopting);
+        } catch (const std::exception& e) {
+            self->log_line(std::string("could not adopt the stored threads: ") + e.what());
+        }
+        if (self->stopping) co_return;
+        auto accepting = self->accept_loop();
+        co_await std::move(accepting);
+    }
+
     /// Threads kept by an earlier server (a restart): first those it recorded (adopt_records),
     /// then, without API keys only (their owner is not known), threads found in the graphs'
     /// checkpointers with no record (metadata from their newest checkpoint, status from their state).
@@ -2265,8 +2279,7 @@ unsigned short server::listen() {
     acc.bind(ep);
     acc.listen();
     impl_->bound = acc.local_endpoint().port();
-    net::co_spawn(impl_->ex, impl::adopt_threads(impl_), net::detached);
-    net::co_spawn(impl_->ex, impl_->accept_loop(), net::detached);
+    net::co_spawn(impl_->ex, impl::adopt_then_accept(impl_), net::detached);
     return impl_->bound;
 }
 

@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -520,6 +521,22 @@ boost::asio::awaitable<svg_answer> render_svg(std::unique_ptr<svg_job> job) {
     namespace net = boost::asio;
     auto ex = co_await net::this_coro::executor;
     constexpr std::size_t max_svg = 32u << 20;
+    // At most this many dot children at once (each may buffer up to max_svg): more get 429.
+    constexpr int max_renders = 4;
+    static std::atomic<int> rendering{0};
+    struct slot {
+        bool held;
+        explicit slot(bool h) : held(h) {}
+        ~slot() {
+            if (held) --rendering;
+        }
+    };
+    slot mine(++rendering <= max_renders);
+    if (!mine.held) {
+        --rendering;
+        co_return svg_answer{429, "too many graphs are being drawn right now (at most " + std::to_string(max_renders) +
+                                      " at once); try again, or ask for ?format=dot"};
+    }
 
     fd_guard in{temp_file()}, err{temp_file()};
     if (in.fd < 0 || err.fd < 0) co_return svg_answer{500, sys_error("could not make a temporary file for dot", errno)};
@@ -539,6 +556,9 @@ boost::asio::awaitable<svg_answer> render_svg(std::unique_ptr<svg_job> job) {
     posix_spawn_file_actions_adddup2(&actions, in.fd, 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err.fd, 2);
+    // Nothing else of the server's goes to the child: not the listening socket, not a client's,
+    // not a database's (Asio's descriptors are not close-on-exec).
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     std::string format = "-Tsvg";
     char* argv[] = {job->program.data(), format.data(), nullptr};
     pid_t pid = -1;
