@@ -1038,19 +1038,21 @@ struct server::impl : std::enable_shared_from_this<impl> {
 
     /// Where a rollback returns to: the thread's newest checkpoint as a run starts ("" when it has
     /// none), that is the root namespace's head or, when the thread is interrupted inside a
-    /// subgraph (a `__interrupt__` write of task T of node N on the head), the newer head of that
-    /// subgraph's namespace "N:T", whose progress a rollback must keep too.
+    /// subgraph (a `__interrupt__` write of task T of node N on a head), the newer head of that
+    /// subgraph's namespace "N:T", and so on down nested subgraphs ("N:T|M:U"), whose progress a
+    /// rollback must keep too.
     static awaitable<std::string> rollback_anchor(std::shared_ptr<checkpoint::saver> saver, std::string thread_id) {
-        const std::string root; // the root namespace (g++ 12: no temporaries in co_await)
         const std::optional<std::string> newest;
-        auto head = co_await saver->get(thread_id, root, newest);
-        if (!head) co_return std::string();
-        std::string anchor = head->cp.id;
-        for (const auto& w : head->writes) {
-            if (w.channel != "__interrupt__") continue;
-            const std::string ns = w.task_name + ":" + w.task_id;
-            auto sub = co_await saver->get(thread_id, ns, newest);
-            if (sub && sub->cp.id > anchor) anchor = sub->cp.id;
+        std::vector<std::string> namespaces{std::string()}; // the root first (g++ 12: no temporaries in co_await)
+        std::string anchor;
+        for (std::size_t i = 0; i < namespaces.size() && i < 256; ++i) {
+            const std::string ns = namespaces[i];
+            auto head = co_await saver->get(thread_id, ns, newest);
+            if (!head) continue;
+            if (head->cp.id > anchor) anchor = head->cp.id;
+            for (const auto& w : head->writes)
+                if (w.channel == "__interrupt__")
+                    namespaces.push_back((ns.empty() ? std::string() : ns + "|") + w.task_name + ":" + w.task_id);
         }
         co_return anchor;
     }

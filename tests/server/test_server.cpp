@@ -119,6 +119,20 @@ sg::compiled_graph<chat_state> build_nested(std::shared_ptr<sg::checkpoint::save
     return g.compile({.checkpointer = std::move(saver)});
 }
 
+/// The nested graph one level deeper: root -> "middle" (a subgraph) -> "inner" (a subgraph).
+sg::compiled_graph<chat_state> build_deep(std::shared_ptr<sg::checkpoint::saver> saver) {
+    sg::state_graph<chat_state> inner("inner");
+    inner.add_node("work", work).add_node("ask", ask_then_wait);
+    inner.add_edge(sg::START, "work").add_edge("work", "ask").add_edge("ask", sg::END);
+    sg::state_graph<chat_state> middle("middle");
+    middle.add_node("inner", inner.compile());
+    middle.add_edge(sg::START, "inner").add_edge("inner", sg::END);
+    sg::state_graph<chat_state> g("deep");
+    g.add_node("middle", middle.compile());
+    g.add_edge(sg::START, "middle").add_edge("middle", sg::END);
+    return g.compile({.checkpointer = std::move(saver)});
+}
+
 /// A saver whose `rewind_thread` fails when told to (a storage outage in the middle of a
 /// rollback): the rollback must then change nothing.
 class failing_rewind_saver final : public sg::checkpoint::forwarding_saver {
@@ -1007,6 +1021,29 @@ BOOST_AUTO_TEST_CASE(rollback_keeps_subgraph_checkpoints_and_is_atomic) {
     BOOST_TEST_REQUIRE(answered.status == 200u);
     BOOST_TEST(answered.json().at("answer").as_string() == "yes");
     BOOST_TEST(answered.json().at("log").as_array().size() == 2u);
+}
+
+// Two levels of subgraphs: a thread waiting at an interrupt inside "middle/inner" keeps every
+// checkpoint of both subgraphs when a resumed run is rolled back, and can still be resumed.
+BOOST_AUTO_TEST_CASE(rollback_keeps_nested_subgraph_checkpoints) {
+    auto memory = std::make_shared<sg::checkpoint::memory_saver>();
+    std::vector<srv::assistant_spec> more{srv::make_assistant("deep", build_deep(memory))};
+    running_server s(test_options(), std::move(more));
+    auto waiting = new_thread(s.port);
+    json::object ask_body{{"assistant_id", "deep"}, {"input", json::object{{"question", "ask"}}}};
+    BOOST_TEST_REQUIRE(post(s.port, "/threads/" + waiting + "/runs/wait", ask_body).status == 200u);
+    BOOST_TEST_REQUIRE(get(s.port, "/threads/" + waiting).json().at("status").as_string() == "interrupted");
+    const auto at_interrupt = sg::checkpoint::testing::run(memory->stats(waiting)).checkpoints;
+    json::object resume_slow{{"assistant_id", "deep"}, {"command", json::object{{"resume", "slow"}}}};
+    std::string rid(post(s.port, "/threads/" + waiting + "/runs", resume_slow).json().at("run_id").as_string());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // it runs: the node waits
+    BOOST_TEST(post(s.port, "/threads/" + waiting + "/runs/" + rid + "/cancel?wait=1&action=rollback", json::object{}).status == 204u);
+    BOOST_TEST(sg::checkpoint::testing::run(memory->stats(waiting)).checkpoints == at_interrupt);
+    BOOST_TEST(get(s.port, "/threads/" + waiting).json().at("status").as_string() == "interrupted");
+    json::object resume_yes{{"assistant_id", "deep"}, {"command", json::object{{"resume", "yes"}}}};
+    auto answered = post(s.port, "/threads/" + waiting + "/runs/wait", resume_yes);
+    BOOST_TEST_REQUIRE(answered.status == 200u);
+    BOOST_TEST(answered.json().at("answer").as_string() == "yes");
 }
 
 // stream_subgraphs: events from inside a subgraph are named `<mode>|<node>:<task id>`; without
