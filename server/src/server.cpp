@@ -342,6 +342,7 @@ struct run_rec {
     json::value error;       ///< {"error", "message"} when the run failed
     bool cancel_requested = false;
     bool rollback = false;  ///< cancelled with action rollback: its checkpoints and record go
+    bool rollback_decided = false; ///< the run has settled whether it rolls back: a later request is refused
     std::string started_cp; ///< the thread's newest checkpoint as it started ("" none): a rollback returns there
     bool anchored = false;  ///< started_cp was looked up (the run started on a thread with a saver)
     bool anchor_failed = false; ///< the lookup failed: a rollback is refused (error on the run)
@@ -985,6 +986,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         // A run cancelled through this coroutine's slot: the rollback's and the refresh's own
         // waits must not see that cancellation.
         co_await net::this_coro::reset_cancellation_state();
+        run->rollback_decided = true;
         if (run->rollback && run->anchored && a) {
             try {
                 if (run->anchor_failed)
@@ -1853,6 +1855,9 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
         auto action = c.query.get("action").value_or("interrupt");
         if (action != "interrupt" && action != "rollback") throw http_error(422, "query parameter 'action' must be interrupt or rollback (got '" + action + "')");
         if (run->finished) throw http_error(409, "run '" + run->run_id + "' has already finished (" + run->status + ")");
+        if (action == "rollback" && run->rollback_decided && !run->rollback)
+            throw http_error(409, "run '" + run->run_id + "' has already ended (" + run->status +
+                                      ") and is settling; it can no longer be rolled back");
         if (action == "rollback") run->rollback = true;
         cancel_run(*run);
         if (c.query.flag("wait")) {
