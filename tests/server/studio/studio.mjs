@@ -22,6 +22,20 @@ if (!artifacts) {
 }
 const chromium = process.env.STATEGRAPH_CHROMIUM || "/usr/bin/chromium";
 const wait = { timeout: 60_000 }; // generous: under ASan the server is several times slower
+// Clicks an item of a list the page may render again at any time (a refresh, a poll): the click
+// runs inside the page on the element found at that moment, retried if it was just replaced.
+const tap = async (page, selector) => {
+  for (let attempt = 0; ; ++attempt) {
+    try {
+      await page.waitForSelector(selector, wait);
+      await page.$eval(selector, (el) => el.click());
+      return;
+    } catch (e) {
+      if (attempt >= 20 || !/detached|No element found|failed to find/i.test(String(e))) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+};
 let checks = 0;
 function check(cond, what, extra) {
   if (!cond) throw new Error(`FAIL: ${what}` + (extra === undefined ? "" : `: ${JSON.stringify(extra).slice(0, 600)}`));
@@ -140,7 +154,7 @@ try {
   // 5. Fork: run again from the checkpoint that waited for the answer (a new branch), resume it.
   const waited = timeline.filter((t) => t.head.includes("next: disambiguation_blocking")).at(-1);
   check(waited, "the checkpoint before the question is on the timeline", timeline.map((t) => t.head));
-  await page.click(`#timeline li[data-checkpoint='${waited.id}']`);
+  await tap(page, `#timeline li[data-checkpoint='${waited.id}']`);
   await page.waitForSelector("#fork:not([hidden])", wait);
   check((await text("#fork-checkpoint")) === waited.id, "the fork panel names the checkpoint");
   await page.waitForFunction((c) => (document.querySelector("#graph svg") || {}).textContent?.includes(c), wait, waited.id);
@@ -158,7 +172,7 @@ try {
   // 6. Fork: update the state at the newest checkpoint (only the edited field is sent).
   const newest = await page.$eval("#timeline li.checkpoint:last-child", (l) => l.dataset.checkpoint);
   const before = Number(await page.$eval("#timeline", (e) => e.dataset.count));
-  await page.click(`#timeline li[data-checkpoint='${newest}']`);
+  await tap(page, `#timeline li[data-checkpoint='${newest}']`);
   await page.waitForSelector("#fork:not([hidden])", wait);
   await page.$eval("#fork-values", (e) => {
     const v = JSON.parse(e.value);
@@ -184,7 +198,7 @@ try {
   check(bg.status === "pending", "a background run waits to start", bg);
   await page.click("#refresh");
   await page.waitForSelector(`#threads li[data-thread='${other.thread_id}']`, wait);
-  await page.click(`#threads li[data-thread='${other.thread_id}']`);
+  await tap(page, `#threads li[data-thread='${other.thread_id}']`);
   await page.waitForFunction(() => document.querySelector("#stream-status").textContent.includes("(joined)"), wait);
   await statusIs("idle");
   const joined = await page.$$eval("#stream-log li", (lis) => lis.map((l) => l.textContent));
