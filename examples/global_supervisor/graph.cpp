@@ -76,6 +76,7 @@
 #include <stategraph/dsl/dsl.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <ostream>
 
 namespace global_supervisor {
@@ -206,8 +207,59 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     return chat(g, std::move(thread_id), std::move(message), std::move(user_id), no_watch());
 }
 
+namespace {
+/// What a killed call left of the thread's turn: nothing (a new thread, a finished turn, a
+/// question waiting for its answer), or steps still to run (`next` without an interrupt).
+boost::asio::awaitable<bool> turn_left_unfinished(const supervisor_graph& g, const std::string& thread_id) {
+    std::optional<sg::state_snapshot<supervisor_state>> snap;
+    try {
+        snap = co_await g.get_state(thread_id);
+    } catch (const sg::thread_error& e) {
+        if (e.code() != sg::errc::thread_not_found) throw;
+    }
+    if (!snap || snap->next.empty()) co_return false;
+    const bool waits = std::any_of(snap->tasks.begin(), snap->tasks.end(), [](const auto& t) { return !t.interrupts.empty(); });
+    co_return !waits;
+}
+
+/// Finishes a turn a killed call left (a crash, a full disk, a SIGTERM drain between two
+/// steps): the thread is continued with no input, as LangGraph continues a thread invoked with
+/// none. Completed steps are not run again; their tasks' saved writes are used.
+boost::asio::awaitable<sg::run_result<supervisor_state>> finish_left_turn(const supervisor_graph& g,
+                                                                          const std::string& thread_id,
+                                                                          const turn_watch& watch,
+                                                                          std::vector<std::pair<std::int64_t, std::string>>& ran) {
+    const auto cfg = config_for(thread_id);
+    auto on_event = watched(ran, watch);
+    const auto modes = sg::stream_mode::updates | watch.modes;
+    co_return co_await g.stream(sg::continue_run, cfg, modes, std::move(on_event));
+}
+
+std::vector<std::string> node_names(std::vector<std::pair<std::int64_t, std::string>> ran) {
+    std::stable_sort(ran.begin(), ran.end());
+    std::vector<std::string> out;
+    for (auto& [step, node] : ran) out.push_back(std::move(node));
+    return out;
+}
+} // namespace
+
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id, const turn_watch& watch) {
+    // A turn a killed call left is finished first: a new message would abandon its steps (new
+    // input starts from START), and the answer or the reply it was about to persist would be lost.
+    std::vector<std::string> recovered;
+    if (co_await turn_left_unfinished(g, thread_id)) {
+        std::vector<std::pair<std::int64_t, std::string>> left;
+        auto finished = co_await finish_left_turn(g, thread_id, watch, left);
+        recovered = node_names(std::move(left));
+        if (finished.drained()) {
+            // SIGTERM again while finishing it: the new message is not started.
+            auto trace = co_await turn_trace(g, thread_id);
+            auto out = outcome_of(thread_id, std::move(finished), {}, std::move(trace));
+            out.recovered = std::move(recovered);
+            co_return out;
+        }
+    }
     conversation_state c;
     c.chat_id = thread_id;
     c.user_id = std::move(user_id);
@@ -219,7 +271,9 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     const auto modes = sg::stream_mode::updates | watch.modes;
     auto res = co_await g.stream(std::move(input), cfg, modes, std::move(on_event));
     auto trace = co_await turn_trace(g, thread_id);
-    co_return outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
+    auto out = outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
+    out.recovered = std::move(recovered);
+    co_return out;
 }
 
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer) {
@@ -229,6 +283,16 @@ boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::stri
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer,
                                             const turn_watch& watch) {
     std::vector<std::pair<std::int64_t, std::string>> ran;
+    if (co_await turn_left_unfinished(g, thread_id)) {
+        // No question waits, but a killed call left steps to run (for instance after the answer
+        // was saved and before the reply was persisted): they are finished, the answer is not
+        // needed again.
+        auto res = co_await finish_left_turn(g, thread_id, watch, ran);
+        auto trace = co_await turn_trace(g, thread_id);
+        auto out = outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
+        out.recovered = out.nodes;
+        co_return out;
+    }
     const auto cfg = config_for(thread_id);
     auto on_event = watched(ran, watch);
     const auto modes = sg::stream_mode::updates | watch.modes;
@@ -248,6 +312,9 @@ json::object to_json(const turn_outcome& t) {
     json::array nodes;
     for (const auto& n : t.nodes) nodes.push_back(json::string(n));
     o["nodes"] = std::move(nodes);
+    json::array recovered;
+    for (const auto& n : t.recovered) recovered.push_back(json::string(n));
+    o["recovered"] = std::move(recovered);
     return o;
 }
 

@@ -44,6 +44,10 @@ struct turn_outcome {
     std::vector<stategraph::interrupt_info> interrupts;
     std::vector<std::string> nodes;  ///< nodes run by this call, in order (superstep, then name)
     std::vector<std::string> trace;  ///< the nodes the turn has run so far, across calls (see turn_trace)
+    /// Nodes run first to finish a turn a killed call left (a crash or a full disk between two
+    /// steps, a SIGTERM drain): chat finishes it before its message starts a new turn; resume,
+    /// when no question waits any more, finishes it instead of answering (then `nodes` too).
+    std::vector<std::string> recovered;
     supervisor_state values;
 };
 
@@ -59,13 +63,17 @@ struct turn_watch {
     stategraph::stream_handler on_event;
 };
 
-/// @brief Runs one turn: `message` on thread `thread_id` (created when new).
+/// @brief Runs one turn: `message` on thread `thread_id` (created when new). A turn a killed
+/// call left unfinished on the thread (steps to run, no question waiting) is finished first, so
+/// that its answer and reply reach the memory before the new message (`turn_outcome::recovered`).
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id);
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id, const turn_watch& watch);
-/// @brief Answers the question the thread waits on. Throws stategraph::thread_error
-/// (thread_not_found, nothing_to_resume) when there is nothing to answer.
+/// @brief Answers the question the thread waits on. When no question waits but a killed call
+/// left steps to run (the answer saved, the turn not finished), finishes them instead
+/// (`turn_outcome::recovered`). Throws stategraph::thread_error (thread_not_found,
+/// nothing_to_resume) when there is nothing to answer or finish.
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer);
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer,
                                             const turn_watch& watch);

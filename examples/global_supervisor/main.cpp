@@ -304,6 +304,9 @@ void print_turn(const gs::turn_outcome& t, bool as_json, double ms, const std::s
         std::cout << gs::serialize_valid_utf8(gs::to_json(t)) << "\n";
         return;
     }
+    if (!t.recovered.empty())
+        std::cout << "  finished the turn a stopped call left on " << t.thread_id << " (" << t.recovered.size()
+                  << " nodes): " << joined(t.recovered, " > ") << "\n";
     std::cout << "assistant: " << t.reply << "\n";
     std::cout << "  path (" << t.nodes.size() << " nodes, " << static_cast<long>(ms) << " ms): " << joined(t.nodes, " > ")
               << "\n";

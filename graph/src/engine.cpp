@@ -1700,10 +1700,13 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             auto res = make_result(g, r, run_status::interrupted, std::move(interrupts));
             // The result includes the writes of the step's finished tasks (as get_state).
             settle_overwrites(g, tasks);
+            std::set<int> waiting; // as get_state: a node leaves `next` once all its tasks finished
+            for (const auto& t : tasks)
+                if (t.status != task_status::done) waiting.insert(t.node);
             for (const auto& t : tasks)
                 if (t.status == task_status::done) {
                     if (t.out.writes) st.apply_copy(res.values.get(), t.out.writes.get());
-                    std::erase(res.next, g.nodes[static_cast<std::size_t>(t.node)].name);
+                    if (!waiting.count(t.node)) std::erase(res.next, g.nodes[static_cast<std::size_t>(t.node)].name);
                 }
             co_return res;
         }
@@ -1941,6 +1944,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     s.metadata = t.cp.metadata;
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
+    std::set<int> waiting; // nodes with a task of this step not finished (not run, interrupted, failed)
     // `tasks` lists the triggered nodes in name order (the order their writes are applied in);
     // the snapshot lists the Sends in order, then the triggered nodes in declaration order, as
     // LangGraph does.
@@ -1957,6 +1961,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
         const auto order = listing_order(tk);
         if (tk.status == task_status::done) finished.push_back(std::move(tk));
+        else waiting.insert(tk.node);
         listed.emplace_back(order, std::move(ts));
     }
     std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -1967,13 +1972,15 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         check_conflicts(g, finished);
         settle_overwrites(g, finished);
         // A finished task leaves `next` only while others of its step still wait (an interrupt,
-        // a failure, not run yet). When every task finished but the step's checkpoint is
-        // missing (the process died in between), the step is still to be completed: its nodes
-        // stay in `next`, and continuing the thread completes it without running them again.
-        const bool step_complete = finished.size() == tasks.size();
+        // a failure, not run yet), and only when no other task of its node waits: of three
+        // Sends to one node, two finished and one killed, the node stays in `next`. When every
+        // task finished but the step's checkpoint is missing (the process died in between), the
+        // step is still to be completed: its nodes stay in `next`, and continuing the thread
+        // completes it without running them again.
+        const bool step_complete = waiting.empty();
         for (auto& f : finished) {
             if (f.out.writes) st.apply(r.state.get(), f.out.writes.get());
-            if (!step_complete) std::erase(next, g.nodes[static_cast<std::size_t>(f.node)].name);
+            if (!step_complete && !waiting.count(f.node)) std::erase(next, g.nodes[static_cast<std::size_t>(f.node)].name);
         }
     }
     s.values = std::move(r.state);

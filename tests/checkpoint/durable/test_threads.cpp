@@ -204,6 +204,109 @@ BOOST_DATA_TEST_CASE(a_step_without_its_checkpoint_is_still_next, savers(), kind
     BOOST_TEST(run(app.get_state("t")).next.empty());
 }
 
+namespace {
+/// As a process killed right after it stored its `n`-th task write: the first `n` task writes
+/// go through (counted as they are asked for, so that two in flight at once are told apart);
+/// every later write (a task's, or the step's checkpoint once a task write went through) never
+/// returns, and the io_context that runs the call is then destroyed with the call suspended in it.
+class dies_after_writes final : public forwarding_saver {
+public:
+    dies_after_writes(std::shared_ptr<cp::saver> inner, int n) : forwarding_saver(std::move(inner)), n_(n) {}
+
+    boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const cp::checkpoint& c) override {
+        if (admitted_ > 0 && admitted_ >= n_) co_await forever();
+        co_await inner().put(thread_id, ns, c);
+    }
+    boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                            std::vector<cp::pending_write> writes) override {
+        if (admitted_ >= n_) co_await forever();
+        ++admitted_;
+        co_await inner().put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
+    }
+
+private:
+    static boost::asio::awaitable<void> forever() {
+        boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, std::chrono::hours(24));
+        co_await t.async_wait(boost::asio::use_awaitable);
+    }
+    int n_;
+    int admitted_ = 0;
+};
+
+/// START -> prep; prep -> side (a parallel branch) and three Sends to work (tasks of one node,
+/// finishing in the order w0, side, w1, w2); work, side -> after -> END.
+sg::state_graph<st> fan_out_graph(counters& side) {
+    sg::state_graph<st> g;
+    g.add_node("prep", logger(side, "prep"));
+    auto wait_then_log = [&side](std::string name, int ms) -> awaitable_update {
+        side.bump(name);
+        boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, std::chrono::milliseconds(ms));
+        co_await t.async_wait(boost::asio::use_awaitable);
+        co_return upd{}.set<&st::log>({name});
+    };
+    g.add_node("side", [wait_then_log](const st&) {
+        std::string name = "side";
+        return wait_then_log(std::move(name), 6);
+    });
+    g.add_node("work", [wait_then_log](const int& i) {
+        std::string name = "w" + std::to_string(i);
+        return wait_then_log(std::move(name), 1 + 10 * i);
+    });
+    g.add_node("after", logger(side, "after"));
+    g.add_edge(sg::START, "prep").add_edge("prep", "side");
+    g.add_conditional_edges(
+        "prep",
+        [](const st&) { return std::vector<sg::send>{sg::send("work", 0), sg::send("work", 1), sg::send("work", 2)}; },
+        std::vector<std::string>{"work"});
+    g.add_edge("work", "after").add_edge("side", "after").add_edge("after", sg::END);
+    return g;
+}
+} // namespace
+
+// Issue 23, break 1: a process killed while the tasks of a fan-out step run, at every point
+// between their writes. A node leaves `next` only once all of its tasks finished: with w0 saved
+// and w1, w2 not, `work` stays next (before, the thread read as done and the rest was lost);
+// continuing runs only the tasks without saved writes, and the thread ends as an unbroken run.
+BOOST_DATA_TEST_CASE(a_fan_out_killed_between_its_tasks_writes_is_not_done, savers(), kind) {
+    // The finishing order of the step's tasks, and the node of each.
+    const std::vector<std::pair<std::string, std::string>> order{{"w0", "work"}, {"side", "side"}, {"w1", "work"}, {"w2", "work"}};
+    for (int n = 0; n <= 4; ++n) {
+        BOOST_TEST_CONTEXT("killed after " << n << " of the step's 4 task writes were stored") {
+            saver_env env(kind);
+            counters side;
+            auto g = fan_out_graph(side);
+            {
+                auto dying = std::make_shared<dies_after_writes>(env.saver, n);
+                auto first = g.compile({.checkpointer = dying});
+                boost::asio::io_context io;
+                boost::asio::co_spawn(io, first.invoke(upd{}, thread("t")), boost::asio::detached);
+                io.run_for(300ms); // the tasks take at most 21 ms; then the call hangs in the saver
+            } // the io_context dies with the call suspended: what a SIGKILL leaves
+            auto app = g.compile({.checkpointer = env.saver});
+            auto s = run(app.get_state("t"));
+            std::set<std::string> waiting, saved{"prep"};
+            for (int k = 0; k < 4; ++k) {
+                if (k < n) saved.insert(order[static_cast<std::size_t>(k)].first);
+                else waiting.insert(order[static_cast<std::size_t>(k)].second);
+            }
+            // All four stored but not the step's checkpoint: the step is still to complete.
+            if (n == 4) waiting = {"side", "work"};
+            BOOST_TEST(s.next == (std::vector<std::string>(waiting.begin(), waiting.end())), boost::test_tools::per_element());
+            BOOST_TEST(std::set<std::string>(s.values.log.begin(), s.values.log.end()) == saved);
+            BOOST_TEST(s.tasks.size() == 4u);
+
+            auto r = run(app.invoke(sg::continue_run, thread("t")));
+            BOOST_TEST(!r.interrupted());
+            std::multiset<std::string> log(r.values.log.begin(), r.values.log.end());
+            BOOST_TEST(log == (std::multiset<std::string>{"prep", "side", "w0", "w1", "w2", "after"}));
+            for (const auto& [task, node] : order)
+                BOOST_TEST(side[task] == (saved.count(task) ? 1 : 2), "task " << task << " ran " << side[task] << " times");
+            BOOST_TEST(side["after"] == 1);
+            BOOST_TEST(run(app.get_state("t")).next.empty());
+        }
+    }
+}
+
 // Found by the kill loop (issue 11): a process that dies between the input checkpoint and the
 // first step's checkpoint lost the input, and the thread looked finished (next == [], and
 // continuing ran nothing). The input is kept in the input checkpoint's record, as LangGraph keeps
