@@ -7,6 +7,7 @@
 #include "codec.hpp"
 #include "lease_owner.hpp"
 #include "saver_common.hpp"
+#include "sqlite_checksum_vfs.hpp"
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -383,6 +384,40 @@ struct sqlite_saver::impl {
     // -- errors ---------------------------------------------------------------------------
     std::string where() const { return " (file " + opt.path + ")"; }
 
+    /// Damage SQLite found in the file (a page failing its checksum, a broken b-tree): once
+    /// set, no write goes into the file (`refuse_write`); the threads whose calls found it.
+    /// Guarded by `mutex` like the connection (fail() runs under it).
+    mutable std::optional<std::string> damage;
+    mutable std::set<std::string> damaged_threads;
+
+    /// Whether a SQLite result code says the file is damaged.
+    static bool is_damage(int rc) {
+        return (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB || rc == SQLITE_IOERR_DATA;
+    }
+
+    /// What SQLite found, said plainly (a failed page checksum names its page).
+    std::string damage_text(int rc, const char* msg) const {
+        if (rc != SQLITE_IOERR_DATA) return std::string("the file is damaged: ") + msg;
+        const auto page = db ? detail::last_damaged_page(db.get()) : std::nullopt;
+        return (page ? "page " + std::to_string(*page) : std::string("a page")) +
+               " of the file is damaged (its checksum does not match its bytes)";
+    }
+
+    /// Refuses a write into a file found damaged: it would build on a broken b-tree.
+    [[noreturn]] void refuse_write(const std::string& thread, const char* what) const {
+        std::string affected;
+        for (const auto& t : damaged_threads) affected += (affected.empty() ? "" : ", ") + quote(t);
+        auto names = names_of(thread);
+        for (const auto& t : damaged_threads)
+            if (t != thread) names.push_back(t);
+        throw checkpoint_error(errc::corrupt_checkpoint,
+                               (thread.empty() ? std::string() : "thread " + quote(thread) + ": ") + what +
+                                   " refused: the file was found damaged earlier (" + *damage + ")" +
+                                   (affected.empty() ? std::string() : ", reading thread " + affected) +
+                                   "; nothing more is written into it" + where(),
+                               std::move(names));
+    }
+
     static std::vector<std::string> names_of(const std::string& thread) {
         if (thread.empty()) return {};
         return {thread};
@@ -401,10 +436,13 @@ struct sqlite_saver::impl {
                                        "busy_timeout (" + std::to_string(opt.busy_timeout.count()) + " ms) while " +
                                        what + ": " + msg + where(),
                                    names_of(thread));
-        case SQLITE_CORRUPT:
-        case SQLITE_NOTADB:
-            throw checkpoint_error(errc::corrupt_checkpoint, prefix + what + ": " + msg + where(), names_of(thread));
         default:
+            if (is_damage(rc)) {
+                auto text = damage_text(rc, msg);
+                if (!damage) damage = text;
+                if (!thread.empty()) damaged_threads.insert(thread);
+                throw checkpoint_error(errc::corrupt_checkpoint, prefix + what + ": " + text + where(), names_of(thread));
+            }
             throw checkpoint_error(errc::storage_failure, prefix + what + ": " + msg + where(), names_of(thread));
         }
     }
@@ -522,6 +560,7 @@ struct sqlite_saver::impl {
     public:
         transaction(impl& owner, bool write, const std::string& thread, const char* what)
             : im_(owner), thread_(thread), what_(what) {
+            if (write && im_.damage) im_.refuse_write(thread_, what_);
             stmt(im_, write ? sql_begin_immediate : sql_begin_deferred, thread_, what_).run();
         }
         transaction(const transaction&) = delete;
@@ -601,7 +640,8 @@ struct sqlite_saver::impl {
         int flags = opt.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
         flags |= SQLITE_OPEN_NOMUTEX; // one connection, guarded by `mutex`
         sqlite3* raw = nullptr;
-        int rc = sqlite3_open_v2(opt.path.c_str(), &raw, flags, nullptr);
+        // Through the page-checksum VFS (sqlite_checksum_vfs.hpp): pages are checked as read.
+        int rc = sqlite3_open_v2(opt.path.c_str(), &raw, flags, detail::checksum_vfs());
         db.reset(raw);
         if (rc != SQLITE_OK) {
             std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
@@ -636,10 +676,13 @@ struct sqlite_saver::impl {
         auto version = query_int("PRAGMA user_version", "reading the schema version");
         check_version(version);
 
-        // A new file gets the page size asked for (it can only be set before the first table).
-        if (!opt.read_only && version == 0 && opt.page_size != 0 &&
-            query_int("SELECT count(*) FROM sqlite_schema", "reading the schema") == 0)
-            exec("PRAGMA page_size = " + std::to_string(opt.page_size), "setting the page size");
+        // A new file gets the page size asked for and room for page checksums (both can only be
+        // set before the first table).
+        if (!opt.read_only && version == 0 &&
+            query_int("SELECT count(*) FROM sqlite_schema", "reading the schema") == 0) {
+            if (opt.page_size != 0) exec("PRAGMA page_size = " + std::to_string(opt.page_size), "setting the page size");
+            if (opt.path != ":memory:") detail::reserve_checksum_bytes(db.get());
+        }
         if (!opt.read_only && opt.path != ":memory:" &&
             query_text("PRAGMA journal_mode = WAL", "switching to WAL mode") != "wal")
             fail(SQLITE_BUSY, "", "switching to WAL mode"); // another connection kept it from switching
@@ -776,23 +819,32 @@ struct sqlite_saver::impl {
         if (ec || size == 0) return;
         static constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                            'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
-        char head[18] = {};
+        char head[21] = {};
         std::ifstream in(opt.path, std::ios::binary);
         in.read(head, 16);
         if (!in || std::memcmp(head, magic, sizeof magic) != 0)
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path +
-                                       " is not a SQLite database (bad header); the file was left untouched");
+                                       " is not a SQLite database (bad header); every thread stored in it is affected; the file was left untouched");
         // A database holds at least one page of at least 512 bytes: less is a truncated file.
         if (size < 512)
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
-                                       " bytes, shorter than one database page); the file was left untouched");
+                                       " bytes, shorter than one database page); every thread stored in it is affected; the file was left untouched");
         // SQLite writes whole pages only: a file that ends inside a page was cut short, and SQLite
         // would read the rest of that page as zeros, its rows silently gone. (Unless a WAL holds
         // frames: a process killed while a checkpoint extended the file leaves part of a page that
         // the WAL still has, and SQLite reads that page from the WAL.)
-        in.read(head + 16, 2);
+        in.read(head + 16, 5);
+        // Byte 20: reserved bytes per page, 0 (no page checksums) or detail::page_reserve. Any
+        // other count is a damaged header (no single flipped bit turns one into the other).
+        const auto reserve = static_cast<unsigned char>(head[20]);
+        if (in && reserve != 0 && reserve != detail::page_reserve)
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "sqlite_saver: " + opt.path + " has a damaged header (" + std::to_string(reserve) +
+                                       " reserved bytes per page, where stategraph writes " +
+                                       std::to_string(detail::page_reserve) +
+                                       " or none); every thread stored in it is affected; the file was left untouched");
         const auto raw_page = static_cast<std::uintmax_t>(static_cast<unsigned char>(head[16]) << 8 |
                                                           static_cast<unsigned char>(head[17]));
         const std::uintmax_t page = raw_page == 1 ? 65536 : raw_page;
@@ -802,7 +854,7 @@ struct sqlite_saver::impl {
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
                                        " bytes, not a whole number of its " + std::to_string(page) +
-                                       "-byte pages); the file was left untouched");
+                                       "-byte pages); every thread stored in it is affected; the file was left untouched");
     }
 
     void check_version(std::int64_t version) const {

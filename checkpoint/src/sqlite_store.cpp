@@ -2,6 +2,8 @@
 
 #include <stategraph/store/sqlite_store.hpp>
 
+#include "sqlite_checksum_vfs.hpp"
+
 #include <boost/json/serialize.hpp>
 
 #include <sqlite3.h>
@@ -108,7 +110,12 @@ struct sqlite_store::impl {
 
     void open() {
         const int flags = opt.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-        const int rc = sqlite3_open_v2(opt.path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+        // Through the saver's page-checksum VFS: a file a saver made (and shares) has page
+        // checksums, which every write must keep right (sqlite_checksum_vfs.hpp). A file the
+        // store makes has none: other programs write into store files (the Global Supervisor's
+        // memory database).
+        const int rc = sqlite3_open_v2(opt.path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX,
+                                       checkpoint::detail::checksum_vfs());
         if (rc != SQLITE_OK) {
             std::string m = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
             sqlite3_close(db);

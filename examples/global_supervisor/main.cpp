@@ -57,6 +57,7 @@
 #include <stategraph/store/sqlite_store.hpp>
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/describe/enum_to_string.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/value_from.hpp>
 
@@ -73,6 +74,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -619,6 +621,39 @@ std::string one_line(std::string s) {
     return s;
 }
 
+/// The kind of an error, for the error line: a stategraph error's errc, a memory database
+/// error's memory_errc ("memory.io_failed"), a store's category and code; a failed node's cause
+/// first. Empty for other exceptions.
+std::string error_kind(const std::exception& e) {
+    if (const auto* n = dynamic_cast<const sg::node_error*>(&e); n && n->nested()) {
+        try {
+            n->rethrow_nested();
+        } catch (const std::exception& inner) {
+            if (auto k = error_kind(inner); !k.empty()) return k;
+        } catch (...) {
+        }
+    }
+    if (const auto* g = dynamic_cast<const sg::graph_error*>(&e)) return sg::to_string(g->kind());
+    if (const auto* m = dynamic_cast<const gs::memory_error*>(&e))
+        return std::string("memory.") + boost::describe::enum_to_string(m->code(), "unknown");
+    if (const auto* x = dynamic_cast<const std::system_error*>(&e))
+        return std::string(x->code().category().name()) + "." + std::to_string(x->code().value());
+    return {};
+}
+
+/// The error line: the message, the thread it concerns when the message does not name it (a
+/// damaged file found at open names the file only), and the kind.
+std::string error_line(const std::exception& e, const std::optional<std::string>& thread) {
+    std::string text = one_line(e.what());
+    const auto* g = dynamic_cast<const sg::graph_error*>(&e);
+    if (g && thread && text.find("'" + *thread + "'") == std::string::npos &&
+        (g->kind() == sg::errc::corrupt_checkpoint || g->kind() == sg::errc::storage_failure))
+        text = "thread '" + *thread + "': " + text;
+    const auto kind = error_kind(e);
+    // A stategraph error's text ends with its kind already (": corrupt_checkpoint").
+    return kind.empty() || text.ends_with(kind) ? text : text + " [" + kind + "]";
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -626,8 +661,10 @@ int main(int argc, char** argv) {
         std::cout << usage_text;
         return 0;
     }
+    std::optional<std::string> thread; // for the error line
     try {
         args a = parse(argc, argv);
+        if (auto t = a.get("thread")) thread = *t;
         if (a.command == "chat" || a.command == "resume") return cmd_chat_or_resume(a);
         if (a.command == "state") return cmd_state(a);
         if (a.command == "history") return cmd_history(a);
@@ -639,7 +676,7 @@ int main(int argc, char** argv) {
         std::cerr << "error: " << one_line(e.what()) << " (see global_supervisor --help)\n";
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "error: " << one_line(e.what()) << "\n";
+        std::cerr << "error: " << error_line(e, thread) << "\n";
         return 1;
     }
     return 2;

@@ -8,6 +8,7 @@
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 
 #include "codec.hpp" // checkpoint/src: to write records as schema version 3 sealed them
+#include "sqlite_checksum_vfs.hpp" // checkpoint/src: raw edits keep the pages' checksums right
 
 #include <sqlite3.h>
 
@@ -82,7 +83,8 @@ std::shared_ptr<saver> make_conformance_saver() {
 struct raw_db {
     sqlite3* db = nullptr;
     explicit raw_db(const std::string& path) {
-        BOOST_REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+        BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                      stategraph::checkpoint::detail::checksum_vfs()) == SQLITE_OK);
         sqlite3_busy_timeout(db, 5000);
     }
     raw_db(const raw_db&) = delete;

@@ -325,8 +325,12 @@ struct connection {
 
     [[noreturn]] void fail(std::string_view operation, int rc) const
     {
-        throw memory_error(errc_from_sqlite(rc), operation, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                           path, rc);
+        std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+        // "disk I/O error" says nothing of the cause: the system's error does (a full disk).
+        const int sys = db ? sqlite3_system_errno(db) : 0;
+        if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL) && sys != 0)
+            detail += " (" + std::generic_category().message(sys) + ")";
+        throw memory_error(errc_from_sqlite(rc), operation, detail, path, rc);
     }
 
     /// Runs constant SQL (schema, pragmas, transaction control). Never used with user data.

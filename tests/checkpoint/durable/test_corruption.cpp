@@ -30,6 +30,7 @@
 #include "durable_common.hpp"
 
 #include "codec.hpp" // checkpoint/src: to re-seal well-formed but wrong edits
+#include "sqlite_checksum_vfs.hpp" // checkpoint/src: edits keep the pages' checksums right
 
 #include <sqlite3.h>
 
@@ -266,7 +267,7 @@ public:
     using row = std::vector<std::optional<std::string>>;
 
     explicit sql_file(const std::string& path) {
-        if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+        if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, cp::detail::checksum_vfs()) != SQLITE_OK)
             throw std::runtime_error("cannot open " + path + ": " + sqlite3_errmsg(db_));
         sqlite3_busy_timeout(db_, 5000);
         exec("PRAGMA synchronous = OFF"); // the damage need not survive a power cut
@@ -317,7 +318,8 @@ public:
     void copy_to(const std::string& to) {
         for (const char* s : {"", "-wal", "-shm"}) fs::remove(to + s);
         sqlite3* dest = nullptr;
-        if (sqlite3_open(to.c_str(), &dest) != SQLITE_OK) throw std::runtime_error("cannot open " + to);
+        if (sqlite3_open_v2(to.c_str(), &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, cp::detail::checksum_vfs()) != SQLITE_OK)
+            throw std::runtime_error("cannot open " + to);
         sqlite3_exec(dest, "PRAGMA synchronous = OFF; PRAGMA journal_mode = OFF", nullptr, nullptr, nullptr);
         sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
         const int rc = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
@@ -1358,6 +1360,156 @@ BOOST_AUTO_TEST_CASE(full_disk) {
     t.check("full_disk");
     BOOST_TEST(lines[0].find("full=typed:storage_failure") != std::string::npos, lines[0]);
     std::cout << "corruption_probe/full_disk: " << lines[0].substr(0, lines[0].find(" | ")) << "; " << seconds_since(t0) << " s\n";
+}
+
+// -- issue 23, break 3: a damaged page of one thread, then a write on another ----------------------
+// One bit flipped in a leaf page of `checkpoints` holding only thread b's rows. Reading b must
+// say corrupt_checkpoint naming b (the page fails its checksum); the saver that found the damage
+// writes nothing more into the file (a write on a is refused, naming the file and b); a new
+// saver's write on a either succeeds without touching b's page or is refused with a typed error;
+// b never reads back as a different, successful state.
+struct loop_state {
+    int n = 0;
+    std::string note;
+};
+BOOST_DESCRIBE_STRUCT(loop_state, (), (n, note))
+
+/// work loops eleven times (a 300-byte note each: rows fill pages), then ask interrupts.
+sg::state_graph<loop_state> loop_graph() {
+    using lupd = sg::update<loop_state>;
+    sg::state_graph<loop_state> g("loop_probe");
+    g.add_node("work", [](const loop_state& s) {
+        return lupd{}.set<&loop_state::n>(s.n + 1).set<&loop_state::note>(std::string(300, char('a' + s.n % 26)));
+    });
+    g.add_node("ask", [](const loop_state& s, sg::context& ctx) -> boost::asio::awaitable<lupd> {
+        const int k = ctx.interrupt_now<int>(json::object{{"q", "more?"}});
+        co_return lupd{}.set<&loop_state::n>(s.n + k);
+    });
+    g.add_edge(sg::START, "work");
+    g.add_conditional_edges(
+        "work", [](const loop_state& s) -> std::string { return s.n < 11 ? "again" : "ask"; },
+        std::map<std::string, std::string>{{"again", "work"}, {"ask", "ask"}});
+    g.add_edge("ask", sg::END);
+    return g;
+}
+
+struct loop_reader {
+    std::shared_ptr<cp::sqlite_saver> saver;
+    sg::compiled_graph<loop_state> app;
+    explicit loop_reader(const std::string& db)
+        : saver(std::make_shared<cp::sqlite_saver>(cp::sqlite_options{
+              .path = db, .synchronous = cp::sqlite_options::sync_mode::off, .own_thread = false})),
+          app(loop_graph().compile({.checkpointer = saver})) {}
+    std::string state(const std::string& thread) const {
+        return text_of([&] {
+            const auto s = run(app.get_state(thread));
+            return json::serialize(json::object{{"n", s.values.n}, {"step", s.step}, {"next", json::value_from(s.next)},
+                                                {"checkpoint", s.checkpoint_id}});
+        });
+    }
+    std::string history(const std::string& thread) const {
+        return text_of([&] {
+            json::array out;
+            for (const auto& s : run(app.get_state_history(thread))) out.push_back(json::value(s.checkpoint_id));
+            return json::serialize(out);
+        });
+    }
+    std::string start(const std::string& thread) const {
+        return text_of([&] { return std::to_string(run(app.invoke(sg::update<loop_state>{}, durable::thread(thread))).step); });
+    }
+    std::string resume(const std::string& thread) const {
+        return text_of([&] { return std::to_string(run(app.invoke(sg::resume(1), durable::thread(thread))).step); });
+    }
+};
+
+BOOST_AUTO_TEST_CASE(damaged_page_then_write_on_another_thread) {
+    temp_dir dir;
+    const std::string db = dir.file("two.db"), a = "thread-alpha", b = "thread-bravo";
+    {
+        loop_reader r(db);
+        BOOST_REQUIRE_EQUAL(r.start(a), "11");
+        BOOST_REQUIRE_EQUAL(r.start(b), "11");
+    }
+    std::string truth_state, truth_history;
+    {
+        loop_reader r(db);
+        truth_state = r.state(b);
+        truth_history = r.history(b);
+    }
+    BOOST_REQUIRE(truth_state.starts_with("{"));
+    BOOST_REQUIRE(!fs::exists(db + "-wal"));
+
+    // The last leaf page of `checkpoints` that holds b's rows and none of a's: b's newest rows.
+    auto bytes = file_bytes(db);
+    BOOST_TEST(static_cast<int>(std::uint8_t(bytes[20])) == cp::detail::page_reserve); // a new file has page checksums
+    const std::size_t page = std::size_t(std::uint8_t(bytes[16])) << 8 | std::uint8_t(bytes[17]);
+    std::size_t victim = 0;
+    for (const auto& [no, owner] : page_owners(db)) {
+        const auto body = std::string_view(bytes).substr((no - 1) * page, page);
+        if (owner == "checkpoints leaf" && body.find(b) != std::string_view::npos && body.find(a) == std::string_view::npos)
+            victim = no;
+    }
+    BOOST_REQUIRE_MESSAGE(victim != 0, "no leaf page of checkpoints holds only " + b + "'s rows (dbstat missing?)");
+    const auto at = (victim - 1) * page + std::string_view(bytes).substr((victim - 1) * page, page).find(b) + 7;
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x04); // one bit of one key
+    write_file(db, bytes);
+
+    // The saver that finds the damage refuses every later write: nothing goes into the file.
+    {
+        loop_reader r(db);
+        const auto state = r.state(b), history = r.history(b);
+        BOOST_TEST((state == truth_state || state.starts_with("!corrupt_checkpoint")), state);
+        BOOST_TEST((history == truth_history || history.starts_with("!corrupt_checkpoint")), history);
+        const auto& found = state.starts_with("!") ? state : history;
+        BOOST_TEST(found.starts_with("!corrupt_checkpoint"), found);
+        BOOST_TEST(found.find("'" + b + "'") != std::string::npos, found);
+        BOOST_TEST(found.find("page " + std::to_string(victim)) != std::string::npos, found);
+        const auto write = r.resume(a);
+        BOOST_TEST(write.starts_with("!corrupt_checkpoint"), write);
+        BOOST_TEST(write.find("'" + a + "'") != std::string::npos, write);
+        BOOST_TEST(write.find("'" + b + "'") != std::string::npos, write);
+        BOOST_TEST(write.find(db) != std::string::npos, write);
+    }
+    BOOST_TEST((file_bytes(db) == bytes), "the file changed after the damage was found");
+
+    // A new saver (a new process) writing on a first: done without b's page, or refused; b
+    // reads as before or as corrupt, then and in yet another saver.
+    for (int round = 0; round < 2; ++round) {
+        loop_reader r(db);
+        if (round == 0) {
+            const auto write = r.resume(a);
+            BOOST_TEST((write == "12" || write.starts_with("!corrupt_checkpoint")), write);
+        }
+        const auto state = r.state(b), history = r.history(b);
+        BOOST_TEST((state == truth_state || state.starts_with("!corrupt_checkpoint")), "round " << round << ": " << state);
+        BOOST_TEST((history == truth_history || history.starts_with("!corrupt_checkpoint")),
+                   "round " << round << ": " << history);
+        BOOST_TEST((state.starts_with("!") || history.starts_with("!")), "round " << round << ": the damage went unseen");
+    }
+}
+
+// Whole-file damage: a flipped bit in the header's reserved-bytes count (the page checksums'
+// room) is refused at open, the file untouched, naming what it affects.
+BOOST_AUTO_TEST_CASE(damaged_reserve_byte_in_header) {
+    temp_dir dir;
+    const std::string db = dir.file("one.db");
+    {
+        loop_reader r(db);
+        BOOST_REQUIRE_EQUAL(r.start("t"), "11");
+    }
+    auto bytes = file_bytes(db);
+    for (int bit = 0; bit < 8; ++bit) {
+        auto damaged = bytes;
+        damaged[20] = static_cast<char>(damaged[20] ^ (1 << bit));
+        write_file(db, damaged);
+        const auto got = text_of([&] {
+            loop_reader r(db);
+            return r.state("t");
+        });
+        BOOST_TEST(got.starts_with("!corrupt_checkpoint"), "bit " << bit << ": " << got);
+        BOOST_TEST(got.find("every thread stored in it is affected") != std::string::npos, got);
+        BOOST_TEST((file_bytes(db) == damaged), "bit " << bit << ": the file was written");
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,8 @@
 // SQLite or read-only, and the time per node.
 #include "durable_common.hpp"
 
+#include "sqlite_checksum_vfs.hpp" // checkpoint/src: raw edits keep the pages' checksums right
+
 #include <sqlite3.h>
 
 #include <chrono>
@@ -85,7 +87,8 @@ std::string read_file(const std::string& path) {
 /// Runs SQL on a file through a separate connection (to damage it on purpose).
 void exec_sql(const std::string& path, const std::string& sql) {
     sqlite3* db = nullptr;
-    BOOST_REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                  cp::detail::checksum_vfs()) == SQLITE_OK);
     char* err = nullptr;
     int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
     std::string msg = err ? err : "";
