@@ -6,10 +6,11 @@
 #   the DOT output rendered by dot -Tsvg, --json output that stays valid UTF-8, break-lease, and
 #   the checkpoints on Redis or PostgreSQL (--checkpointer, when STATEGRAPH_TEST_REDIS /
 #   STATEGRAPH_TEST_POSTGRES are set).
-# usage: cli_test.sh path/to/global_supervisor
+# usage: cli_test.sh path/to/global_supervisor path/to/libstategraph_checksum.so
 set -euo pipefail
 
-bin=${1:?usage: cli_test.sh path/to/global_supervisor}
+bin=${1:?usage: cli_test.sh path/to/global_supervisor path/to/libstategraph_checksum.so}
+checksum_ext=${2:?usage: cli_test.sh path/to/global_supervisor path/to/libstategraph_checksum.so}
 work=$(mktemp -d "${TMPDIR:-/tmp}/gs_cli.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 db="$work/chat.db"
@@ -159,13 +160,12 @@ ok "--json output is valid UTF-8"
 # 10. A lease held by a process on another host (written into the checkpoint file as that host
 #     would) keeps the chat busy; break-lease removes it, names its holder, and the chat goes on.
 #     (A dead process on this host needs no break-lease: the next call takes its lease over.)
-python3 - "$db.checkpoints" <<'PY'
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1])
-c.execute("INSERT OR REPLACE INTO leases(thread_id, owner, expires_at) VALUES('t5', 'crashed-host:4242:0123456789abcdef:1', ?)",
-          (int(time.time() * 1000) + 3600 * 1000,))
-c.commit()
-PY
+#     The file's pages carry checksums: a hand-made write goes through the checksum VFS, loaded
+#     into the sqlite3 shell as an extension (a write without it would make the page read as
+#     damaged); the file is opened after the load, so through it.
+expires=$(( ($(date +%s) + 3600) * 1000 ))
+sqlite3 -cmd ".load ${checksum_ext%.so}" -cmd ".open $db.checkpoints" :memory: \
+  "INSERT OR REPLACE INTO leases(thread_id, owner, expires_at) VALUES('t5', 'crashed-host:4242:0123456789abcdef:1', $expires)"
 expect_error 1 "chat on a chat held by another host" -- "$bin" chat --db "$db" --thread t5 "Hello"
 grep -q "busy: held by crashed-host:4242" "$work/err" || fail "the busy error names the holder: $(cat "$work/err")"
 "$bin" break-lease --db "$db" --thread t5 | grep -q "removed the lease held by crashed-host:4242" || fail "break-lease names the holder"
