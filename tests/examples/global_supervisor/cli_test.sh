@@ -263,6 +263,30 @@ fi
 expect_error 2 "--fallback without a Redis front" -- "$bin" state --db "$db" --thread t1 --fallback postgresql://x
 expect_error 2 "--checkpointer with an unknown scheme" -- "$bin" state --db "$db" --thread t1 --checkpointer mysql://x
 
+# 13. A damaged page (issue 23, break 3): one bit flipped in the last leaf page of the
+#     checkpoints table of a file holding thread b. b reads as corrupt_checkpoint naming the page;
+#     a chat on thread a then either succeeds without touching that page or is refused as
+#     corrupt; b never reads as anything but corrupt afterwards (before, it read exit 0 with a
+#     wrong state once a's write had rebalanced over the broken page).
+dmg="$work/damaged.db"
+"$bin" chat --db "$dmg" --thread b --json "Thomas is traveling to Mallorca" >/dev/null
+leaf=$(sqlite3 -cmd ".load ${checksum_ext%.so}" -cmd ".open $dmg.checkpoints" :memory: \
+  "SELECT max(pageno) FROM dbstat WHERE name = 'checkpoints' AND pagetype = 'leaf'")
+page_size=$(sqlite3 -cmd ".load ${checksum_ext%.so}" -cmd ".open $dmg.checkpoints" :memory: "PRAGMA page_size")
+python3 - "$dmg.checkpoints" $(( leaf * page_size - 200 )) <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x10]))
+PY
+expect_error 1 "state of a thread on a damaged page" -- "$bin" state --db "$dmg" --thread b
+grep -q "page $leaf of the file is damaged" "$work/err" && grep -q "corrupt_checkpoint" "$work/err" \
+  || fail "the damaged page is named: $(cat "$work/err")"
+rc=0; "$bin" chat --db "$dmg" --thread a --json "Hi there!" >"$work/out" 2>"$work/err" || rc=$?
+[ "$rc" -eq 0 ] || grep -q "corrupt_checkpoint" "$work/err" || fail "chat beside a damaged page: exit $rc, $(cat "$work/err")"
+expect_error 1 "the damaged thread after a write on another thread" -- "$bin" state --db "$dmg" --thread b
+grep -q "corrupt_checkpoint" "$work/err" || fail "b after a's write: $(cat "$work/err")"
+ok "a damaged page is found before any write builds on it (chat on a: exit $rc)"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2
   exit 1
