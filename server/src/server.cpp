@@ -11,6 +11,7 @@
 #include <stategraph/topology.hpp>
 #include <stategraph/store/store.hpp>
 #include <stategraph/thread_overlay.hpp>
+#include <stategraph/utf8.hpp>
 
 #include "studio.hpp"
 
@@ -36,6 +37,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -440,6 +442,27 @@ struct call {
     std::string cors_origin;        ///< Access-Control-Allow-Origin of the answer, or "" 
 };
 
+/// Refuses a number that does not fit a finite double anywhere in a request body (Boost.JSON
+/// reads 1e999999 as infinity, which no JSON text can hold): a 422 naming its path, as
+/// `metadata.a` or `input.list[2]`.
+void check_finite(const json::value& body) {
+    struct at {
+        const json::value* v;
+        std::string path;
+    };
+    std::vector<at> pending{{&body, std::string()}}; // a stack: a body may nest deeper than the call stack should
+    while (!pending.empty()) {
+        auto [v, path] = std::move(pending.back());
+        pending.pop_back();
+        if (v->is_double() && !std::isfinite(v->get_double()))
+            throw http_error(422, "field '" + path + "' is a number too large for a double (at most about 1.8e308 in magnitude)");
+        if (const auto* a = v->if_array())
+            for (std::size_t i = a->size(); i-- > 0;) pending.push_back({&(*a)[i], path + "[" + std::to_string(i) + "]"});
+        else if (const auto* o = v->if_object())
+            for (const auto& m : *o) pending.push_back({&m.value(), path.empty() ? std::string(m.key()) : path + "." + std::string(m.key())});
+    }
+}
+
 json::object body_object(const call& c) {
     const auto& b = c.req.body();
     if (b.find_first_not_of(" \t\r\n") == std::string::npos) return {};
@@ -447,7 +470,32 @@ json::object body_object(const call& c) {
     json::value v = json::parse(b, ec);
     if (ec) throw http_error(400, "malformed JSON body: " + ec.message());
     if (!v.is_object()) throw http_error(422, std::string("the request body must be a JSON object (got ") + kind_name(v) + ")");
+    check_finite(v);
     return std::move(v.get_object());
+}
+
+/// `v` as JSON text a strict reader takes (RFC 8259): Boost.JSON writes a non-finite number as
+/// `Infinity` or `NaN` and a string's bytes as they are; those become null (as JavaScript's
+/// JSON.stringify writes them) and U+FFFD. Text that needs neither is written once.
+std::string serialize_strict(const json::value& v) {
+    std::string text = json::serialize(v);
+    const bool finite = text.find("Infinity") == std::string::npos && text.find("NaN") == std::string::npos;
+    if (finite && is_valid_utf8(text)) return text;
+    json::value fixed = v;
+    if (!finite) {
+        std::vector<json::value*> pending{&fixed};
+        while (!pending.empty()) {
+            json::value* x = pending.back();
+            pending.pop_back();
+            if (x->is_double() && !std::isfinite(x->get_double())) *x = nullptr;
+            else if (auto* a = x->if_array())
+                for (auto& e : *a) pending.push_back(&e);
+            else if (auto* o = x->if_object())
+                for (auto& m : *o) pending.push_back(&m.value());
+        }
+    }
+    make_valid_utf8(fixed);
+    return json::serialize(fixed);
 }
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
@@ -456,7 +504,7 @@ using header_list = std::vector<std::pair<std::string, std::string>>;
 void reply(call& c, unsigned status, json::value body, header_list headers = {}) {
     c.answer.emplace();
     c.answer->status = status;
-    c.answer->body = status == 204 || status == 202 ? std::string() : json::serialize(body);
+    c.answer->body = status == 204 || status == 202 ? std::string() : serialize_strict(body);
     c.answer->headers = std::move(headers);
 }
 void reply_text(call& c, unsigned status, std::string body, const char* type) {
@@ -873,7 +921,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     // -- runs ----------------------------------------------------------------------------------
     void record(run_rec& run, std::string name, const json::value& data) {
         if (name == "values") run.last_values_event = run.event_end();
-        run.events.push_back({std::move(name), json::serialize(data)});
+        run.events.push_back({std::move(name), serialize_strict(data)});
         if (run.last_values_event == run.event_end() - 1) run.last_values_copy = run.events.back();
         while (run.events.size() > std::max<std::size_t>(opts.max_events_per_run, 1)) {
             run.events.pop_front();
@@ -1323,7 +1371,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                     {"message", "run '" + run->run_id + "' keeps its last " + std::to_string(opts.max_events_per_run) +
                                     " events; the events from id " + std::to_string(next) + " to " +
                                     std::to_string(run->events_base - 1) + " are gone"}};
-                out = "event: error\ndata: " + json::serialize(lost) + "\n\n";
+                out = "event: error\ndata: " + serialize_strict(lost) + "\n\n";
                 if (co_await write_chunk(c, out)) co_await end_chunked(c);
                 co_return true;
             }
@@ -1432,7 +1480,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 }
             }
         }
-        std::string body = json::serialize(result_of(*run));
+        std::string body = serialize_strict(result_of(*run));
         if (co_await write_chunk(c, body)) co_await end_chunked(c);
     }
 
@@ -1667,6 +1715,12 @@ awaitable<void> server::impl::route_threads(call& c) {
         co_return;
     }
     if (what == "copy" && p.size() == 3 && verb == http::verb::post) {
+        // The copy takes no fields (LangGraph's SDKs send none); a body is refused unless it is
+        // empty or an empty object, before anything is copied.
+        json::object body = body_object(c);
+        if (!body.empty())
+            throw http_error(422, "field '" + std::string(body.begin()->key()) +
+                                      "' is not taken by POST /threads/{thread_id}/copy (send no body or {})");
         auto copy = make_thread(new_uuid(), c.owner, th->metadata);
         copy->graph_id = th->graph_id;
         copy->values = th->values;
@@ -1915,8 +1969,10 @@ json::array namespace_json(const store::namespace_path& ns) {
     return a;
 }
 
-json::object item_json(const store::item& it) {
-    return json::object{{"namespace", namespace_json(it.ns)},
+/// An item as the client sees it: `scope` labels (its key's, see route_store) left out.
+json::object item_json(const store::item& it, std::size_t scope) {
+    const store::namespace_path ns(it.ns.begin() + static_cast<std::ptrdiff_t>(std::min(scope, it.ns.size())), it.ns.end());
+    return json::object{{"namespace", namespace_json(ns)},
                         {"key", it.key},
                         {"value", it.value},
                         {"created_at", iso_of(it.created_at)},
@@ -1942,6 +1998,15 @@ awaitable<void> server::impl::route_store(call& c) {
     const std::string route = std::string(c.req.method_string()) + " " + std::string(c.req.target());
     if (!opts.store) throw http_error(404, "no Store is configured on this server (" + route + ")");
     auto& st = *opts.store;
+    // With API keys, the items of a key live under a first label of its own (its digest, as a
+    // thread's owner): each namespace a client names is taken below it, and it is left out of
+    // every namespace answered, so a key neither reads nor finds another's items. Without keys
+    // (owner "") namespaces are used as given.
+    const std::size_t scope = c.owner.empty() ? 0 : 1;
+    auto scoped = [&](store::namespace_path ns) {
+        if (scope) ns.insert(ns.begin(), c.owner);
+        return ns;
+    };
     try {
         if (p.size() == 2 && p[1] == "items" && verb == http::verb::put) {
             json::object body = body_object(c);
@@ -1967,7 +2032,8 @@ awaitable<void> server::impl::route_store(call& c) {
             double ttl = opt_number(body, "ttl", 0);
             if (ttl < 0) throw http_error(422, "field 'ttl' must be a number of minutes, not negative (got " + std::to_string(ttl) + ")");
             if (ttl > 0) po.ttl = std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(ttl * 60'000)));
-            co_await st.put(ns, key, value, po);
+            const auto where = scoped(std::move(ns));
+            co_await st.put(where, key, value, po);
             reply(c, 204, nullptr);
             co_return;
         }
@@ -1985,16 +2051,18 @@ awaitable<void> server::impl::route_store(call& c) {
             }
             std::optional<bool> refresh;
             if (auto r = c.query.get("refresh_ttl")) refresh = c.query.flag("refresh_ttl");
-            auto it = co_await st.get(ns, *key, refresh);
+            const auto where = scoped(std::move(ns));
+            auto it = co_await st.get(where, *key, refresh);
             if (!it) reply(c, 200, nullptr); // LangGraph answers null for a missing item
-            else reply(c, 200, item_json(*it));
+            else reply(c, 200, item_json(*it, scope));
             co_return;
         }
         if (p.size() == 2 && p[1] == "items" && verb == http::verb::delete_) {
             json::object body = body_object(c);
             auto ns = namespace_of(field(body, "namespace"), "namespace", false);
             auto key = required_key(body);
-            co_await st.remove(ns, key);
+            const auto where = scoped(std::move(ns));
+            co_await st.remove(where, key);
             reply(c, 204, nullptr);
             co_return;
         }
@@ -2010,10 +2078,11 @@ awaitable<void> server::impl::route_store(call& c) {
             so.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
             if (auto r = opt_bool(body, "refresh_ttl"))
                 so.refresh_ttl = *r ? store::search_options::refresh::yes : store::search_options::refresh::no;
-            auto found = co_await st.search(prefix, so);
+            const auto under = scoped(std::move(prefix));
+            auto found = co_await st.search(under, so);
             json::array items;
             for (const auto& it : found) {
-                auto o = item_json(it);
+                auto o = item_json(it, scope);
                 if (it.score) o["score"] = *it.score;
                 items.emplace_back(std::move(o));
             }
@@ -2022,17 +2091,29 @@ awaitable<void> server::impl::route_store(call& c) {
         }
         if (p.size() == 2 && p[1] == "namespaces" && verb == http::verb::post) {
             json::object body = body_object(c);
-            auto prefix = namespace_of(field(body, "prefix"), "prefix", true);
+            const auto prefix = scoped(namespace_of(field(body, "prefix"), "prefix", true));
             auto suffix = namespace_of(field(body, "suffix"), "suffix", true);
             store::namespace_query q;
             if (!prefix.empty()) q.prefix = &prefix;
             if (!suffix.empty()) q.suffix = &suffix;
-            q.max_depth = static_cast<std::size_t>(opt_int(body, "max_depth", 0, 0, 1'000));
-            q.limit = static_cast<std::size_t>(opt_int(body, "limit", 100, 0, 10'000));
-            q.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
+            const auto depth = static_cast<std::size_t>(opt_int(body, "max_depth", 0, 0, 1'000));
+            q.max_depth = depth ? depth + scope : 0;
+            const auto limit = static_cast<std::size_t>(opt_int(body, "limit", 100, 0, 10'000));
+            const auto offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
+            // A suffix as long as a whole scoped namespace would reach into the key's label: those
+            // are dropped here, so the store does not page them (limit and offset applied below).
+            const bool filter_here = scope && !suffix.empty();
+            q.limit = filter_here ? SIZE_MAX : limit;
+            q.offset = filter_here ? 0 : offset;
             auto list = co_await st.list_namespaces(q);
             json::array out;
-            for (const auto& ns : list) out.emplace_back(namespace_json(ns));
+            std::size_t skipped = 0;
+            for (const auto& ns : list) {
+                const store::namespace_path mine(ns.begin() + static_cast<std::ptrdiff_t>(std::min(scope, ns.size())), ns.end());
+                if (filter_here && (mine.size() < suffix.size() || skipped++ < offset)) continue;
+                if (filter_here && out.size() >= limit) break;
+                out.emplace_back(namespace_json(mine));
+            }
             reply(c, 200, json::object{{"namespaces", std::move(out)}});
             co_return;
         }
