@@ -870,10 +870,18 @@ BOOST_AUTO_TEST_CASE(thread_records_survive_a_restart) {
     auto more = post(s.port, "/threads/" + ran + "/runs/wait", again, one);
     BOOST_TEST_REQUIRE(more.status == 200u);
     BOOST_TEST(more.json().at("log").as_array().size() == 4u);
-    // what is stored names owners by a digest of their key, never the key
-    const std::string ns = "__stategraph_server__/thread/" + idle;
-    auto rec = sg::checkpoint::testing::run(saver->cache_get(ns, "record"));
+    // what is stored names owners by a digest of their key, never the key; with keys a thread is
+    // kept under an id of its key's own (the record names both), found through the list of ids
+    auto index = sg::checkpoint::testing::run(saver->cache_get("__stategraph_server__/threads", "ids"));
+    BOOST_TEST_REQUIRE(index.has_value());
+    std::optional<json::value> rec;
+    for (const auto& id : index->as_array()) {
+        const std::string ns = "__stategraph_server__/thread/" + std::string(id.as_string());
+        auto r = sg::checkpoint::testing::run(saver->cache_get(ns, "record"));
+        if (r && r->at("thread_id").as_string() == idle) rec = r;
+    }
     BOOST_TEST_REQUIRE(rec.has_value());
+    BOOST_TEST(rec->at("key").as_string() != idle);
     BOOST_TEST(json::serialize(*rec).find("key-one") == std::string::npos);
     BOOST_TEST(rec->at("owner").as_string().starts_with("key:"));
 }
@@ -1369,6 +1377,68 @@ BOOST_AUTO_TEST_CASE(store_is_scoped_per_api_key) {
     BOOST_TEST(call(s.port, http::verb::delete_, "/store/items", json::serialize(del), one).status == 204u);
     BOOST_TEST(get(s.port, item, one).json().is_null());
     BOOST_TEST(get(s.port, item, two).json().at("value").at("text") == "tea");
+}
+
+// Issue 24: a thread id is the key's own: POST /threads with an id another key holds answers as
+// for a free id (the caller's own thread is made), so it learns nothing of the other's; the two
+// threads of one id stay apart (state, runs, delete) and across a restart.
+BOOST_AUTO_TEST_CASE(thread_ids_are_per_api_key) {
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto o = test_options();
+    o.api_keys = {"key-one", "key-two"};
+    const std::map<std::string, std::string> one{{"x-api-key", "key-one"}}, two{{"x-api-key", "key-two"}};
+    const std::string tid = "6f1d2c3b-4a59-4e6f-8a7b-9c0d1e2f3a4b", taken = "7a2b3c4d-5e6f-4a1b-9c2d-3e4f5a6b7c8d";
+    {
+        running_server s(o, {}, saver);
+        auto first = post(s.port, "/threads", json::object{{"thread_id", tid}, {"metadata", json::object{{"who", "one"}}}}, one);
+        BOOST_TEST_REQUIRE(first.status == 200u);
+        auto w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}}, one);
+        BOOST_TEST_REQUIRE(w.status == 200u);
+
+        // The other key: the same answer as for an id nobody holds (200, its own new thread).
+        auto free_id = post(s.port, "/threads", json::object{{"thread_id", taken}, {"metadata", json::object{{"who", "two"}}}}, two);
+        auto same_id = post(s.port, "/threads", json::object{{"thread_id", tid}, {"metadata", json::object{{"who", "two"}}}}, two);
+        BOOST_TEST(same_id.status == free_id.status);
+        BOOST_TEST_REQUIRE(same_id.status == 200u);
+        BOOST_TEST(same_id.json().at("thread_id").as_string() == tid);
+        BOOST_TEST(same_id.json().at("metadata") == free_id.json().at("metadata"));
+        BOOST_TEST(same_id.json().at("values").is_null()); // not the first key's state
+        BOOST_TEST(same_id.json().at("status") == "idle");
+        // Its own thread now: raise / do_nothing as for any of its ids.
+        BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", tid}}, two).status == 409u);
+        auto mine = post(s.port, "/threads", json::object{{"thread_id", tid}, {"if_exists", "do_nothing"}}, two);
+        BOOST_TEST(mine.json().at("metadata").at("who") == "two");
+
+        // Apart: state, runs, metadata; a run of the second does not touch the first's.
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", two).json().at("checkpoint").is_null());
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/runs", two).json().as_array().empty());
+        auto w2 = post(s.port, "/threads/" + tid + "/runs/wait",
+                       json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "other"}}}}, two);
+        BOOST_TEST(w2.status == 200u);
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", one).json().at("values").at("question") == "hi");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", two).json().at("values").at("question") == "other");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/runs", one).json().as_array().size() == 1u);
+        BOOST_TEST(get(s.port, "/threads/" + tid, one).json().at("metadata").at("who") == "one");
+        // A run that creates its thread (if_not_exists) on an id the other key holds: its own too.
+        const std::string third = "8b3c4d5e-6f7a-4b2c-8d3e-4f5a6b7c8d9e";
+        BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", third}}, one).status == 200u);
+        auto made = post(s.port, "/threads/" + third + "/runs/wait",
+                         json::object{{"assistant_id", "chat"}, {"if_not_exists", "create"}, {"input", json::object{{"question", "x"}}}}, two);
+        BOOST_TEST(made.status == 200u);
+        BOOST_TEST(get(s.port, "/threads/" + third + "/state", one).json().at("checkpoint").is_null());
+    }
+    {
+        // After a restart on the same storage, each key has its thread of that id, as it was.
+        running_server s(o, {}, saver);
+        BOOST_TEST(get(s.port, "/threads/" + tid, one).json().at("metadata").at("who") == "one");
+        BOOST_TEST(get(s.port, "/threads/" + tid, two).json().at("metadata").at("who") == "two");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", one).json().at("values").at("question") == "hi");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", two).json().at("values").at("question") == "other");
+        // Deleting the second key's removes only its own.
+        BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + tid, "", two).status == 204u);
+        BOOST_TEST(get(s.port, "/threads/" + tid, two).status == 404u);
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", one).json().at("values").at("question") == "hi");
+    }
 }
 
 // Issue 24: a number no double holds (1e999999) anywhere in a body is a 422 naming its path, and
