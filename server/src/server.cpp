@@ -11,6 +11,7 @@
 #include <stategraph/topology.hpp>
 #include <stategraph/store/store.hpp>
 #include <stategraph/thread_overlay.hpp>
+#include <stategraph/utf8.hpp>
 
 #include "studio.hpp"
 
@@ -36,6 +37,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -84,6 +86,16 @@ std::string new_uuid() {
 std::string owner_of(const std::string& api_key) {
     static const boost::uuids::uuid ns = boost::uuids::string_generator()("5b0e3f7c-2a51-4c8e-9d3b-7f64a1c2e9d0");
     return "key:" + boost::uuids::to_string(boost::uuids::name_generator_sha1(ns)(api_key));
+}
+
+/// Where a thread of `owner` called `thread_id` by its client is kept (the threads' map, the
+/// checkpointers, its record): with API keys, a name-based UUID (SHA-1) of the owner and the id,
+/// so that each key has ids of its own (two keys may each have thread T, and one learns nothing
+/// of the other's); without keys (owner "") the id itself.
+std::string storage_id(const std::string& owner, const std::string& thread_id) {
+    if (owner.empty()) return thread_id;
+    static const boost::uuids::uuid ns = boost::uuids::string_generator()("c7d4e2a9-3f18-4b6e-8a05-91e3d7b2f4c6");
+    return boost::uuids::to_string(boost::uuids::name_generator_sha1(ns)(owner + "/" + thread_id));
 }
 
 /// LangGraph's default assistant id of a graph: uuid5(graph_id) in the namespace it uses.
@@ -321,6 +333,7 @@ struct sse_event {
 
 struct run_rec {
     std::string run_id, thread_id, assistant_id, graph_id, owner;
+    std::string thread_key; ///< its thread's storage id (thread_rec::key)
     std::string created_at, updated_at;
     std::string status = "pending";
     json::object metadata, kwargs;
@@ -361,6 +374,9 @@ struct run_rec {
 
 struct thread_rec {
     std::string thread_id, owner;
+    /// Where it is kept (storage_id): the key of `threads`, its id in the checkpointers and of
+    /// its record. Its client's id is `thread_id`, what every answer shows.
+    std::string key;
     std::string created_at, updated_at, state_updated_at;
     json::object metadata;
     std::string status = "idle";
@@ -440,6 +456,27 @@ struct call {
     std::string cors_origin;        ///< Access-Control-Allow-Origin of the answer, or "" 
 };
 
+/// Refuses a number that does not fit a finite double anywhere in a request body (Boost.JSON
+/// reads 1e999999 as infinity, which no JSON text can hold): a 422 naming its path, as
+/// `metadata.a` or `input.list[2]`.
+void check_finite(const json::value& body) {
+    struct at {
+        const json::value* v;
+        std::string path;
+    };
+    std::vector<at> pending{{&body, std::string()}}; // a stack: a body may nest deeper than the call stack should
+    while (!pending.empty()) {
+        auto [v, path] = std::move(pending.back());
+        pending.pop_back();
+        if (v->is_double() && !std::isfinite(v->get_double()))
+            throw http_error(422, "field '" + path + "' is a number too large for a double (at most about 1.8e308 in magnitude)");
+        if (const auto* a = v->if_array())
+            for (std::size_t i = a->size(); i-- > 0;) pending.push_back({&(*a)[i], path + "[" + std::to_string(i) + "]"});
+        else if (const auto* o = v->if_object())
+            for (const auto& m : *o) pending.push_back({&m.value(), path.empty() ? std::string(m.key()) : path + "." + std::string(m.key())});
+    }
+}
+
 json::object body_object(const call& c) {
     const auto& b = c.req.body();
     if (b.find_first_not_of(" \t\r\n") == std::string::npos) return {};
@@ -447,7 +484,32 @@ json::object body_object(const call& c) {
     json::value v = json::parse(b, ec);
     if (ec) throw http_error(400, "malformed JSON body: " + ec.message());
     if (!v.is_object()) throw http_error(422, std::string("the request body must be a JSON object (got ") + kind_name(v) + ")");
+    check_finite(v);
     return std::move(v.get_object());
+}
+
+/// `v` as JSON text a strict reader takes (RFC 8259): Boost.JSON writes a non-finite number as
+/// `Infinity` or `NaN` and a string's bytes as they are; those become null (as JavaScript's
+/// JSON.stringify writes them) and U+FFFD. Text that needs neither is written once.
+std::string serialize_strict(const json::value& v) {
+    std::string text = json::serialize(v);
+    const bool finite = text.find("Infinity") == std::string::npos && text.find("NaN") == std::string::npos;
+    if (finite && is_valid_utf8(text)) return text;
+    json::value fixed = v;
+    if (!finite) {
+        std::vector<json::value*> pending{&fixed};
+        while (!pending.empty()) {
+            json::value* x = pending.back();
+            pending.pop_back();
+            if (x->is_double() && !std::isfinite(x->get_double())) *x = nullptr;
+            else if (auto* a = x->if_array())
+                for (auto& e : *a) pending.push_back(&e);
+            else if (auto* o = x->if_object())
+                for (auto& m : *o) pending.push_back(&m.value());
+        }
+    }
+    make_valid_utf8(fixed);
+    return json::serialize(fixed);
 }
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
@@ -456,7 +518,7 @@ using header_list = std::vector<std::pair<std::string, std::string>>;
 void reply(call& c, unsigned status, json::value body, header_list headers = {}) {
     c.answer.emplace();
     c.answer->status = status;
-    c.answer->body = status == 204 || status == 202 ? std::string() : json::serialize(body);
+    c.answer->body = status == 204 || status == 202 ? std::string() : serialize_strict(body);
     c.answer->headers = std::move(headers);
 }
 void reply_text(call& c, unsigned status, std::string body, const char* type) {
@@ -593,18 +655,25 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
         return a;
     }
+    /// The thread `owner` calls `id` (temporary ones included), or null. Another owner's thread
+    /// of that id is never found: it is kept elsewhere (storage_id).
+    std::shared_ptr<thread_rec> find_thread(const std::string& owner, const std::string& id) const {
+        auto it = threads.find(storage_id(owner, id));
+        if (it == threads.end() && !owner.empty()) it = threads.find(id); // recorded before ids were per key
+        if (it == threads.end() || it->second->owner != owner || it->second->thread_id != id) return nullptr;
+        return it->second;
+    }
     std::shared_ptr<thread_rec> thread_or_404(const call& c, const std::string& id) const {
         if (!is_uuid(id)) throw http_error(422, "thread_id '" + id + "' is not a UUID");
-        auto it = threads.find(id);
-        if (it == threads.end() || it->second->owner != c.owner || it->second->temporary)
-            throw http_error(404, "thread '" + id + "' not found");
-        return it->second;
+        auto th = find_thread(c.owner, id);
+        if (!th || th->temporary) throw http_error(404, "thread '" + id + "' not found");
+        return th;
     }
     std::shared_ptr<run_rec> run_or_404(const call& c, const std::string& tid, const std::string& rid) const {
         auto th = thread_or_404(c, tid);
         if (!is_uuid(rid)) throw http_error(422, "run_id '" + rid + "' is not a UUID");
         auto it = runs.find(rid);
-        if (it == runs.end() || it->second->thread_id != th->thread_id)
+        if (it == runs.end() || it->second->thread_key != th->key)
             throw http_error(404, "run '" + rid + "' not found on thread '" + tid + "'");
         return it->second;
     }
@@ -630,13 +699,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
         auto th = std::make_shared<thread_rec>();
         th->thread_id = std::move(id);
         th->owner = std::move(owner);
+        th->key = storage_id(th->owner, th->thread_id);
         th->created_at = th->updated_at = th->state_updated_at = now_iso();
         if (auto g = opt_string(metadata, "graph_id")) {
             auto a = assistant_or_404(*g);
             th->graph_id = a->spec.graph_id;
         }
         th->metadata = std::move(metadata);
-        threads[th->thread_id] = th;
+        threads[th->key] = th;
         return th;
     }
 
@@ -646,7 +716,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         if (!a) co_return;
         auto req = std::make_unique<detail::state_request>();
         req->graph = a->spec.core;
-        req->thread_id = th->thread_id;
+        req->thread_id = th->key;
         auto snap = co_await detail::get_state(std::move(req));
         if (snap.checkpoint_id.empty()) { // nothing stored (yet, or again after a rollback)
             th->values = nullptr;
@@ -675,7 +745,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         return assistants.empty() ? nullptr : assistants.front()->spec.core->saver;
     }
 
-    /// Stores the record of thread `id`, or removes it when the thread is gone (or temporary),
+    /// Stores the record of the thread kept as `id` (thread_rec::key), or removes it when the thread is gone (or temporary),
     /// then the list of thread ids; done when both are stored.
     static awaitable<void> save_record(std::shared_ptr<impl> self, std::string id) {
         auto saver = self->record_saver();
@@ -688,7 +758,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
             (void)co_await std::move(clear);
         } else {
             const auto& th = *it->second;
-            json::value rec = json::object{{"thread_id", th.thread_id}, {"owner", th.owner}, {"created_at", th.created_at},
+            json::value rec = json::object{{"thread_id", th.thread_id}, {"key", th.key}, {"owner", th.owner}, {"created_at", th.created_at},
                                            {"graph_id", th.graph_id},   {"metadata", th.metadata}};
             auto put = saver->cache_put(ns, std::string("record"), std::move(rec), std::chrono::milliseconds(0));
             co_await std::move(put);
@@ -782,7 +852,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 return f && f->is_string() ? std::string(f->get_string()) : std::string();
             };
             auto th = std::make_shared<thread_rec>();
-            th->thread_id = id;
+            th->key = id; // a record from before ids were per key has no "key" and is kept as its id
+            th->thread_id = text("thread_id");
+            if (!is_uuid(th->thread_id)) th->thread_id = id;
             th->owner = text("owner");
             th->created_at = text("created_at");
             if (th->created_at.empty()) th->created_at = now_iso();
@@ -838,11 +910,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
             for (auto& info : list) {
                 if (!is_uuid(info.thread_id) || self->threads.count(info.thread_id) || info.checkpoint_id.empty()) continue;
                 auto th = std::make_shared<thread_rec>();
-                th->thread_id = info.thread_id;
+                th->thread_id = th->key = info.thread_id; // no keys: kept as its id
                 th->created_at = th->updated_at = th->state_updated_at = info.created_at ? iso_of(*info.created_at) : now_iso();
                 th->graph_id = a->spec.graph_id;
                 th->metadata = json::object{{"graph_id", a->spec.graph_id}, {"assistant_id", a->assistant_id}};
-                self->threads[th->thread_id] = th;
+                self->threads[th->key] = th;
                 try {
                     co_await self->refresh(th);
                 } catch (const std::exception& e) {
@@ -873,7 +945,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     // -- runs ----------------------------------------------------------------------------------
     void record(run_rec& run, std::string name, const json::value& data) {
         if (name == "values") run.last_values_event = run.event_end();
-        run.events.push_back({std::move(name), json::serialize(data)});
+        run.events.push_back({std::move(name), serialize_strict(data)});
         if (run.last_values_event == run.event_end() - 1) run.last_values_copy = run.events.back();
         while (run.events.size() > std::max<std::size_t>(opts.max_events_per_run, 1)) {
             run.events.pop_front();
@@ -945,7 +1017,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
             run->updated_at = now_iso();
             if (auto saver = a->spec.core->saver) {
                 try {
-                    run->started_cp = co_await rollback_anchor(saver, run->thread_id);
+                    run->started_cp = co_await rollback_anchor(saver, run->thread_key);
                 } catch (const std::exception&) {
                     run->anchor_failed = true; // no rollback without a known place to return to
                 }
@@ -994,7 +1066,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                                              "': its newest checkpoint could not be read as the run started, so "
                                              "there is no known place to roll back to; nothing was removed");
                 auto saver = a->spec.core->saver;
-                co_await roll_back(saver, th->thread_id, run->started_cp);
+                co_await roll_back(saver, th->key, run->started_cp);
             } catch (const std::exception& e) {
                 // Kept on the run (not deleted below) and on the thread, which shows status error.
                 run->error = json::object{{"error", "RollbackError"}, {"message", e.what()}};
@@ -1071,10 +1143,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     }
 
     awaitable<void> drop_thread(std::shared_ptr<thread_rec> th) {
-        threads.erase(th->thread_id);
+        threads.erase(th->key);
         if (auto a = graph_of(*th)) {
             auto saver = a->spec.core->saver;
-            co_await saver->delete_thread(th->thread_id);
+            co_await saver->delete_thread(th->key);
         }
     }
 
@@ -1082,7 +1154,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     json::value result_of(const run_rec& run) const {
         if (!run.error.is_null()) return json::object{{"__error__", run.error}};
         if (!run.last_values.is_null()) return run.last_values;
-        auto it = threads.find(run.thread_id);
+        auto it = threads.find(run.thread_key);
         return it != threads.end() ? it->second->values : json::value(nullptr);
     }
 
@@ -1165,22 +1237,22 @@ struct server::impl : std::enable_shared_from_this<impl> {
             th = make_thread(new_uuid(), c.owner, json::object{});
             th->temporary = !run->keep_thread; // on_completion "keep": a thread like any other
             recorded = th->temporary;
-            undo.id = th->thread_id;
+            undo.id = th->key;
         } else {
             const std::string& tid = c.path[1];
             if (!is_uuid(tid)) throw http_error(422, "thread_id '" + tid + "' is not a UUID");
-            auto it = threads.find(tid);
-            if (it == threads.end() || it->second->owner != c.owner || it->second->temporary) {
-                if (if_not_exists != "create" || it != threads.end())
+            auto found = find_thread(c.owner, tid);
+            if (!found || found->temporary) {
+                if (if_not_exists != "create" || found)
                     throw http_error(404, "thread '" + tid + "' not found (send if_not_exists: \"create\" to create it)");
                 json::object meta = run->metadata;
                 meta["graph_id"] = a->spec.graph_id;
                 meta["assistant_id"] = a->assistant_id;
                 th = make_thread(tid, c.owner, std::move(meta));
-                undo.id = th->thread_id;
+                undo.id = th->key;
                 recorded = false;
             } else {
-                th = it->second;
+                th = found;
             }
         }
         if (!th->graph_id.empty() && th->graph_id != a->spec.graph_id)
@@ -1188,11 +1260,12 @@ struct server::impl : std::enable_shared_from_this<impl> {
                                       "', not to '" + a->spec.graph_id + "'");
         if (th->busy() && run->multitask == "reject") throw_busy(*th);
         run->thread_id = th->thread_id;
+        run->thread_key = th->key;
 
         // The engine request.
         auto req = std::make_unique<detail::run_request>();
         req->graph = a->spec.core;
-        req->cfg.thread_id = th->thread_id;
+        req->cfg.thread_id = th->key;
         req->cfg.recursion_limit = static_cast<int>(opt_int(config, "recursion_limit", a->spec.options.recursion_limit, 1, 10000));
         std::optional<std::string> from = opt_string(body, "checkpoint_id");
         if (auto cp = opt_object(body, "checkpoint"))
@@ -1216,7 +1289,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (th->graph_id.empty()) throw http_error(400, "thread '" + th->thread_id + "' has no pending interrupt to resume (it has never run)");
             auto sreq = std::make_unique<detail::state_request>();
             sreq->graph = a->spec.core;
-            sreq->thread_id = th->thread_id;
+            sreq->thread_id = th->key;
             auto snap = co_await detail::get_state(std::move(sreq));
             for (const auto& t : snap.tasks)
                 for (const auto& i : t.interrupts) pending.push_back(i.id);
@@ -1242,7 +1315,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
             throw http_error(422, "command.goto and command.update are not supported by this server yet (command.resume is)");
         } else if (input) {
             json::object in = input->get_object();
-            if (a->spec.options.input_adapter) in = a->spec.options.input_adapter(std::move(in), th->thread_id);
+            if (a->spec.options.input_adapter) in = a->spec.options.input_adapter(std::move(in), th->key);
             req->input.what = detail::run_input::kind::values;
             req->input.values = update_of(a->table(), in, "input");
             run->kwargs["input"] = *input;
@@ -1273,7 +1346,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 cancel_run(*r);
             }
         undo.id.clear();
-        if (!recorded) save_record_later(th->thread_id);
+        if (!recorded) save_record_later(th->key);
         co_return run;
     }
 
@@ -1323,7 +1396,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                     {"message", "run '" + run->run_id + "' keeps its last " + std::to_string(opts.max_events_per_run) +
                                     " events; the events from id " + std::to_string(next) + " to " +
                                     std::to_string(run->events_base - 1) + " are gone"}};
-                out = "event: error\ndata: " + json::serialize(lost) + "\n\n";
+                out = "event: error\ndata: " + serialize_strict(lost) + "\n\n";
                 if (co_await write_chunk(c, out)) co_await end_chunked(c);
                 co_return true;
             }
@@ -1432,7 +1505,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 }
             }
         }
-        std::string body = json::serialize(result_of(*run));
+        std::string body = serialize_strict(result_of(*run));
         if (co_await write_chunk(c, body)) co_await end_chunked(c);
     }
 
@@ -1498,7 +1571,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
                     throw http_error(422, "thread '" + *tid + "' is not a thread of graph '" + a->spec.graph_id + "'");
                 auto req = std::make_unique<detail::state_request>();
                 req->graph = a->spec.core;
-                req->thread_id = *tid;
+                req->thread_id = th->key;
                 auto history = co_await detail::get_state_history(std::move(req));
                 overlay = overlay_of_history(history, *tid, c.query.get("checkpoint_id").value_or(""));
             }
@@ -1557,15 +1630,16 @@ awaitable<void> server::impl::route_threads(call& c) {
         if (field(body, "supersteps")) throw http_error(422, "field 'supersteps' is not supported by this server yet");
         if (id) {
             if (!is_uuid(*id)) throw http_error(422, "thread_id '" + *id + "' is not a UUID");
-            if (auto it = threads.find(*id); it != threads.end()) {
-                if (it->second->owner != c.owner || if_exists == "raise")
-                    throw http_error(409, "thread '" + *id + "' already exists");
-                reply(c, 200, it->second->to_json());
+            // Only the caller's own threads are found: another key's thread of this id is kept
+            // elsewhere (storage_id), so this creates the caller's own, as for a free id.
+            if (auto mine = find_thread(c.owner, *id)) {
+                if (if_exists == "raise") throw http_error(409, "thread '" + *id + "' already exists");
+                reply(c, 200, mine->to_json());
                 co_return;
             }
         }
         auto th = make_thread(id.value_or(new_uuid()), c.owner, std::move(meta));
-        auto saving = save_record(shared_from_this(), th->thread_id);
+        auto saving = save_record(shared_from_this(), th->key);
         co_await std::move(saving);
         reply(c, 200, th->to_json());
         co_return;
@@ -1637,7 +1711,7 @@ awaitable<void> server::impl::route_threads(call& c) {
             if (auto m = opt_object(body, "metadata"))
                 for (auto& [k, v] : *m) th->metadata[k] = v;
             th->updated_at = now_iso();
-            auto saving = save_record(shared_from_this(), th->thread_id);
+            auto saving = save_record(shared_from_this(), th->key);
             co_await std::move(saving);
             reply(c, 200, th->to_json());
         } else if (verb == http::verb::delete_) {
@@ -1646,8 +1720,8 @@ awaitable<void> server::impl::route_threads(call& c) {
                                           (th->queue.empty() ? std::string() : " (" + th->queue.front()->run_id + ")") + "; cancel it first");
             co_await drop_thread(th);
             for (auto it = runs.begin(); it != runs.end();)
-                it = it->second->thread_id == th->thread_id ? runs.erase(it) : std::next(it);
-            auto forgetting = save_record(shared_from_this(), th->thread_id);
+                it = it->second->thread_key == th->key ? runs.erase(it) : std::next(it);
+            auto forgetting = save_record(shared_from_this(), th->key);
             co_await std::move(forgetting);
             c.status = 204;
             reply(c, 204, nullptr);
@@ -1667,6 +1741,12 @@ awaitable<void> server::impl::route_threads(call& c) {
         co_return;
     }
     if (what == "copy" && p.size() == 3 && verb == http::verb::post) {
+        // The copy takes no fields (LangGraph's SDKs send none); a body is refused unless it is
+        // empty or an empty object, before anything is copied.
+        json::object body = body_object(c);
+        if (!body.empty())
+            throw http_error(422, "field '" + std::string(body.begin()->key()) +
+                                      "' is not taken by POST /threads/{thread_id}/copy (send no body or {})");
         auto copy = make_thread(new_uuid(), c.owner, th->metadata);
         copy->graph_id = th->graph_id;
         copy->values = th->values;
@@ -1674,9 +1754,9 @@ awaitable<void> server::impl::route_threads(call& c) {
         copy->status = th->status == "busy" ? "idle" : th->status;
         if (auto a = graph_of(*th)) {
             auto saver = a->spec.core->saver;
-            co_await saver->copy_thread(th->thread_id, copy->thread_id);
+            co_await saver->copy_thread(th->key, copy->key);
         }
-        auto saving = save_record(shared_from_this(), copy->thread_id);
+        auto saving = save_record(shared_from_this(), copy->key);
         co_await std::move(saving);
         reply(c, 200, copy->to_json());
         co_return;
@@ -1689,7 +1769,7 @@ awaitable<void> server::impl::route_threads(call& c) {
         }
         auto req = std::make_unique<detail::state_request>();
         req->graph = a->spec.core;
-        req->thread_id = th->thread_id;
+        req->thread_id = th->key;
         auto snap = co_await detail::get_state(std::move(req));
         reply(c, 200, snap.checkpoint_id.empty() ? empty_thread_state() : thread_state(a->table(), th->thread_id, snap));
         co_return;
@@ -1708,7 +1788,7 @@ awaitable<void> server::impl::route_threads(call& c) {
         if (!a) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th->thread_id + "'");
         auto req = std::make_unique<detail::state_request>();
         req->graph = a->spec.core;
-        req->thread_id = th->thread_id;
+        req->thread_id = th->key;
         req->checkpoint_id = cp_id;
         auto snap = co_await detail::get_state(std::move(req));
         if (snap.checkpoint_id.empty()) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th->thread_id + "'");
@@ -1721,7 +1801,7 @@ awaitable<void> server::impl::route_threads(call& c) {
         if (th->busy()) throw http_error(409, "thread '" + th->thread_id + "' has a run in flight; update its state when it ends");
         auto req = std::make_unique<detail::update_request>();
         req->graph = a->spec.core;
-        req->thread_id = th->thread_id;
+        req->thread_id = th->key;
         if (auto* v = field(body, "values")) {
             if (!v->is_object()) wrong_type("values", "an object (state fields)", *v);
             req->values = update_of(a->table(), v->get_object(), "values");
@@ -1757,7 +1837,7 @@ awaitable<void> server::impl::route_threads(call& c) {
         if (a) {
             auto req = std::make_unique<detail::state_request>();
             req->graph = a->spec.core;
-            req->thread_id = th->thread_id;
+            req->thread_id = th->key;
             req->list.before = before;
             if (!meta) req->list.limit = static_cast<std::size_t>(limit);
             auto list = co_await detail::get_state_history(std::move(req));
@@ -1800,7 +1880,7 @@ awaitable<void> server::impl::route_runs(call& c, std::shared_ptr<thread_rec> th
             auto status = c.query.get("status");
             std::vector<std::shared_ptr<run_rec>> list;
             for (const auto& [rid, r] : runs)
-                if (r->thread_id == th->thread_id && (!status || r->status == *status)) list.push_back(r);
+                if (r->thread_key == th->key && (!status || r->status == *status)) list.push_back(r);
             std::stable_sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return y->created_at < x->created_at; });
             json::array out;
             for (std::size_t i = static_cast<std::size_t>(offset); i < list.size() && out.size() < static_cast<std::size_t>(limit); ++i)
@@ -1915,8 +1995,10 @@ json::array namespace_json(const store::namespace_path& ns) {
     return a;
 }
 
-json::object item_json(const store::item& it) {
-    return json::object{{"namespace", namespace_json(it.ns)},
+/// An item as the client sees it: `scope` labels (its key's, see route_store) left out.
+json::object item_json(const store::item& it, std::size_t scope) {
+    const store::namespace_path ns(it.ns.begin() + static_cast<std::ptrdiff_t>(std::min(scope, it.ns.size())), it.ns.end());
+    return json::object{{"namespace", namespace_json(ns)},
                         {"key", it.key},
                         {"value", it.value},
                         {"created_at", iso_of(it.created_at)},
@@ -1942,6 +2024,15 @@ awaitable<void> server::impl::route_store(call& c) {
     const std::string route = std::string(c.req.method_string()) + " " + std::string(c.req.target());
     if (!opts.store) throw http_error(404, "no Store is configured on this server (" + route + ")");
     auto& st = *opts.store;
+    // With API keys, the items of a key live under a first label of its own (its digest, as a
+    // thread's owner): each namespace a client names is taken below it, and it is left out of
+    // every namespace answered, so a key neither reads nor finds another's items. Without keys
+    // (owner "") namespaces are used as given.
+    const std::size_t scope = c.owner.empty() ? 0 : 1;
+    auto scoped = [&](store::namespace_path ns) {
+        if (scope) ns.insert(ns.begin(), c.owner);
+        return ns;
+    };
     try {
         if (p.size() == 2 && p[1] == "items" && verb == http::verb::put) {
             json::object body = body_object(c);
@@ -1967,7 +2058,8 @@ awaitable<void> server::impl::route_store(call& c) {
             double ttl = opt_number(body, "ttl", 0);
             if (ttl < 0) throw http_error(422, "field 'ttl' must be a number of minutes, not negative (got " + std::to_string(ttl) + ")");
             if (ttl > 0) po.ttl = std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(ttl * 60'000)));
-            co_await st.put(ns, key, value, po);
+            const auto where = scoped(std::move(ns));
+            co_await st.put(where, key, value, po);
             reply(c, 204, nullptr);
             co_return;
         }
@@ -1985,16 +2077,18 @@ awaitable<void> server::impl::route_store(call& c) {
             }
             std::optional<bool> refresh;
             if (auto r = c.query.get("refresh_ttl")) refresh = c.query.flag("refresh_ttl");
-            auto it = co_await st.get(ns, *key, refresh);
+            const auto where = scoped(std::move(ns));
+            auto it = co_await st.get(where, *key, refresh);
             if (!it) reply(c, 200, nullptr); // LangGraph answers null for a missing item
-            else reply(c, 200, item_json(*it));
+            else reply(c, 200, item_json(*it, scope));
             co_return;
         }
         if (p.size() == 2 && p[1] == "items" && verb == http::verb::delete_) {
             json::object body = body_object(c);
             auto ns = namespace_of(field(body, "namespace"), "namespace", false);
             auto key = required_key(body);
-            co_await st.remove(ns, key);
+            const auto where = scoped(std::move(ns));
+            co_await st.remove(where, key);
             reply(c, 204, nullptr);
             co_return;
         }
@@ -2010,10 +2104,11 @@ awaitable<void> server::impl::route_store(call& c) {
             so.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
             if (auto r = opt_bool(body, "refresh_ttl"))
                 so.refresh_ttl = *r ? store::search_options::refresh::yes : store::search_options::refresh::no;
-            auto found = co_await st.search(prefix, so);
+            const auto under = scoped(std::move(prefix));
+            auto found = co_await st.search(under, so);
             json::array items;
             for (const auto& it : found) {
-                auto o = item_json(it);
+                auto o = item_json(it, scope);
                 if (it.score) o["score"] = *it.score;
                 items.emplace_back(std::move(o));
             }
@@ -2022,17 +2117,29 @@ awaitable<void> server::impl::route_store(call& c) {
         }
         if (p.size() == 2 && p[1] == "namespaces" && verb == http::verb::post) {
             json::object body = body_object(c);
-            auto prefix = namespace_of(field(body, "prefix"), "prefix", true);
+            const auto prefix = scoped(namespace_of(field(body, "prefix"), "prefix", true));
             auto suffix = namespace_of(field(body, "suffix"), "suffix", true);
             store::namespace_query q;
             if (!prefix.empty()) q.prefix = &prefix;
             if (!suffix.empty()) q.suffix = &suffix;
-            q.max_depth = static_cast<std::size_t>(opt_int(body, "max_depth", 0, 0, 1'000));
-            q.limit = static_cast<std::size_t>(opt_int(body, "limit", 100, 0, 10'000));
-            q.offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
+            const auto depth = static_cast<std::size_t>(opt_int(body, "max_depth", 0, 0, 1'000));
+            q.max_depth = depth ? depth + scope : 0;
+            const auto limit = static_cast<std::size_t>(opt_int(body, "limit", 100, 0, 10'000));
+            const auto offset = static_cast<std::size_t>(opt_int(body, "offset", 0, 0, 1'000'000'000));
+            // A suffix as long as a whole scoped namespace would reach into the key's label: those
+            // are dropped here, so the store does not page them (limit and offset applied below).
+            const bool filter_here = scope && !suffix.empty();
+            q.limit = filter_here ? SIZE_MAX : limit;
+            q.offset = filter_here ? 0 : offset;
             auto list = co_await st.list_namespaces(q);
             json::array out;
-            for (const auto& ns : list) out.emplace_back(namespace_json(ns));
+            std::size_t skipped = 0;
+            for (const auto& ns : list) {
+                const store::namespace_path mine(ns.begin() + static_cast<std::ptrdiff_t>(std::min(scope, ns.size())), ns.end());
+                if (filter_here && (mine.size() < suffix.size() || skipped++ < offset)) continue;
+                if (filter_here && out.size() >= limit) break;
+                out.emplace_back(namespace_json(mine));
+            }
             reply(c, 200, json::object{{"namespaces", std::move(out)}});
             co_return;
         }

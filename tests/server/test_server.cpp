@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -869,10 +870,18 @@ BOOST_AUTO_TEST_CASE(thread_records_survive_a_restart) {
     auto more = post(s.port, "/threads/" + ran + "/runs/wait", again, one);
     BOOST_TEST_REQUIRE(more.status == 200u);
     BOOST_TEST(more.json().at("log").as_array().size() == 4u);
-    // what is stored names owners by a digest of their key, never the key
-    const std::string ns = "__stategraph_server__/thread/" + idle;
-    auto rec = sg::checkpoint::testing::run(saver->cache_get(ns, "record"));
+    // what is stored names owners by a digest of their key, never the key; with keys a thread is
+    // kept under an id of its key's own (the record names both), found through the list of ids
+    auto index = sg::checkpoint::testing::run(saver->cache_get("__stategraph_server__/threads", "ids"));
+    BOOST_TEST_REQUIRE(index.has_value());
+    std::optional<json::value> rec;
+    for (const auto& id : index->as_array()) {
+        const std::string ns = "__stategraph_server__/thread/" + std::string(id.as_string());
+        auto r = sg::checkpoint::testing::run(saver->cache_get(ns, "record"));
+        if (r && r->at("thread_id").as_string() == idle) rec = r;
+    }
     BOOST_TEST_REQUIRE(rec.has_value());
+    BOOST_TEST(rec->at("key").as_string() != idle);
     BOOST_TEST(json::serialize(*rec).find("key-one") == std::string::npos);
     BOOST_TEST(rec->at("owner").as_string().starts_with("key:"));
 }
@@ -1317,6 +1326,237 @@ BOOST_AUTO_TEST_CASE(store_bad_input_and_no_store) {
     expect(post(s.port, "/store/namespaces", json::object{{"max_depth", "two"}}), 422u, "max_depth");
     expect(post(s.port, "/store/namespaces", json::object{{"suffix", json::array{""}}}), 422u, "namespace");
     expect(get(s.port, "/store/elsewhere"), 404u, "no route");
+}
+
+// Issue 24: with API keys the Store is scoped per key as threads are: another key neither reads,
+// finds, lists nor deletes a key's items, and both may use the same namespace and key.
+BOOST_AUTO_TEST_CASE(store_is_scoped_per_api_key) {
+    auto o = test_options();
+    o.api_keys = {"key-one", "key-two"};
+    o.store = std::make_shared<sg::store::memory_store>();
+    running_server s(std::move(o));
+    const std::map<std::string, std::string> one{{"x-api-key", "key-one"}}, two{{"x-api-key", "key-two"}};
+    auto put = [&](const std::map<std::string, std::string>& who, const std::string& text) {
+        json::object body{{"namespace", json::array{"users", "u1"}}, {"key", "k"}, {"value", json::object{{"text", text}}}};
+        return call(s.port, http::verb::put, "/store/items", json::serialize(body), who);
+    };
+    BOOST_TEST(put(one, "coffee").status == 204u);
+    const std::string item = "/store/items?namespace=users.u1&key=k";
+    auto mine = get(s.port, item, one);
+    BOOST_TEST_REQUIRE(mine.status == 200u);
+    BOOST_TEST(mine.json().at("namespace") == (json::array{"users", "u1"})); // the key's label is not shown
+    BOOST_TEST(mine.json().at("value").at("text") == "coffee");
+
+    // The other key: nothing to read, find or list; its delete removes nothing of the first's.
+    BOOST_TEST(get(s.port, item, two).json().is_null());
+    BOOST_TEST(post(s.port, "/store/items/search", json::object{}, two).json().at("items").as_array().empty());
+    BOOST_TEST(post(s.port, "/store/items/search", json::object{{"query", "coffee"}}, two).json().at("items").as_array().empty());
+    BOOST_TEST(post(s.port, "/store/namespaces", json::object{}, two).json().at("namespaces").as_array().empty());
+    json::object del{{"namespace", json::array{"users", "u1"}}, {"key", "k"}};
+    BOOST_TEST(call(s.port, http::verb::delete_, "/store/items", json::serialize(del), two).status == 204u);
+    BOOST_TEST(get(s.port, item, one).json().at("value").at("text") == "coffee");
+
+    // The same namespace and key under the other key: two items.
+    BOOST_TEST(put(two, "tea").status == 204u);
+    BOOST_TEST(get(s.port, item, one).json().at("value").at("text") == "coffee");
+    BOOST_TEST(get(s.port, item, two).json().at("value").at("text") == "tea");
+    auto found = post(s.port, "/store/items/search", json::object{{"namespace_prefix", json::array{"users"}}}, one).json();
+    BOOST_TEST_REQUIRE(found.at("items").as_array().size() == 1u);
+    BOOST_TEST(found.at("items").at(0).at("namespace") == (json::array{"users", "u1"}));
+    BOOST_TEST(found.at("items").at(0).at("value").at("text") == "coffee");
+
+    // Namespaces as the key sees them: cut at a depth, by suffix (never matching the key's label).
+    auto listed = [&](const json::object& body) { return post(s.port, "/store/namespaces", body, one).json().at("namespaces"); };
+    BOOST_TEST(listed(json::object{}) == (json::array{json::array{"users", "u1"}}));
+    BOOST_TEST(listed(json::object{{"max_depth", 1}}) == (json::array{json::array{"users"}}));
+    BOOST_TEST(listed(json::object{{"suffix", json::array{"u1"}}}) == (json::array{json::array{"users", "u1"}}));
+    BOOST_TEST(listed(json::object{{"suffix", json::array{"*", "users", "u1"}}}).as_array().empty());
+    BOOST_TEST(listed(json::object{{"prefix", json::array{"users"}}}) == (json::array{json::array{"users", "u1"}}));
+
+    // The key's own delete removes its item only.
+    BOOST_TEST(call(s.port, http::verb::delete_, "/store/items", json::serialize(del), one).status == 204u);
+    BOOST_TEST(get(s.port, item, one).json().is_null());
+    BOOST_TEST(get(s.port, item, two).json().at("value").at("text") == "tea");
+}
+
+// Issue 24: a thread id is the key's own: POST /threads with an id another key holds answers as
+// for a free id (the caller's own thread is made), so it learns nothing of the other's; the two
+// threads of one id stay apart (state, runs, delete) and across a restart.
+BOOST_AUTO_TEST_CASE(thread_ids_are_per_api_key) {
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto o = test_options();
+    o.api_keys = {"key-one", "key-two"};
+    const std::map<std::string, std::string> one{{"x-api-key", "key-one"}}, two{{"x-api-key", "key-two"}};
+    const std::string tid = "6f1d2c3b-4a59-4e6f-8a7b-9c0d1e2f3a4b", taken = "7a2b3c4d-5e6f-4a1b-9c2d-3e4f5a6b7c8d";
+    {
+        running_server s(o, {}, saver);
+        auto first = post(s.port, "/threads", json::object{{"thread_id", tid}, {"metadata", json::object{{"who", "one"}}}}, one);
+        BOOST_TEST_REQUIRE(first.status == 200u);
+        auto w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}}, one);
+        BOOST_TEST_REQUIRE(w.status == 200u);
+
+        // The other key: the same answer as for an id nobody holds (200, its own new thread).
+        auto free_id = post(s.port, "/threads", json::object{{"thread_id", taken}, {"metadata", json::object{{"who", "two"}}}}, two);
+        auto same_id = post(s.port, "/threads", json::object{{"thread_id", tid}, {"metadata", json::object{{"who", "two"}}}}, two);
+        BOOST_TEST(same_id.status == free_id.status);
+        BOOST_TEST_REQUIRE(same_id.status == 200u);
+        BOOST_TEST(same_id.json().at("thread_id").as_string() == tid);
+        BOOST_TEST(same_id.json().at("metadata") == free_id.json().at("metadata"));
+        BOOST_TEST(same_id.json().at("values").is_null()); // not the first key's state
+        BOOST_TEST(same_id.json().at("status") == "idle");
+        // Its own thread now: raise / do_nothing as for any of its ids.
+        BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", tid}}, two).status == 409u);
+        auto mine = post(s.port, "/threads", json::object{{"thread_id", tid}, {"if_exists", "do_nothing"}}, two);
+        BOOST_TEST(mine.json().at("metadata").at("who") == "two");
+
+        // Apart: state, runs, metadata; a run of the second does not touch the first's.
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", two).json().at("checkpoint").is_null());
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/runs", two).json().as_array().empty());
+        auto w2 = post(s.port, "/threads/" + tid + "/runs/wait",
+                       json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "other"}}}}, two);
+        BOOST_TEST(w2.status == 200u);
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", one).json().at("values").at("question") == "hi");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", two).json().at("values").at("question") == "other");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/runs", one).json().as_array().size() == 1u);
+        BOOST_TEST(get(s.port, "/threads/" + tid, one).json().at("metadata").at("who") == "one");
+        // A run that creates its thread (if_not_exists) on an id the other key holds: its own too.
+        const std::string third = "8b3c4d5e-6f7a-4b2c-8d3e-4f5a6b7c8d9e";
+        BOOST_TEST(post(s.port, "/threads", json::object{{"thread_id", third}}, one).status == 200u);
+        auto made = post(s.port, "/threads/" + third + "/runs/wait",
+                         json::object{{"assistant_id", "chat"}, {"if_not_exists", "create"}, {"input", json::object{{"question", "x"}}}}, two);
+        BOOST_TEST(made.status == 200u);
+        BOOST_TEST(get(s.port, "/threads/" + third + "/state", one).json().at("checkpoint").is_null());
+    }
+    {
+        // After a restart on the same storage, each key has its thread of that id, as it was.
+        running_server s(o, {}, saver);
+        BOOST_TEST(get(s.port, "/threads/" + tid, one).json().at("metadata").at("who") == "one");
+        BOOST_TEST(get(s.port, "/threads/" + tid, two).json().at("metadata").at("who") == "two");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", one).json().at("values").at("question") == "hi");
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", two).json().at("values").at("question") == "other");
+        // Deleting the second key's removes only its own.
+        BOOST_TEST(call(s.port, http::verb::delete_, "/threads/" + tid, "", two).status == 204u);
+        BOOST_TEST(get(s.port, "/threads/" + tid, two).status == 404u);
+        BOOST_TEST(get(s.port, "/threads/" + tid + "/state", one).json().at("values").at("question") == "hi");
+    }
+}
+
+// Issue 24: a number no double holds (1e999999) anywhere in a body is a 422 naming its path, and
+// nothing is stored (Boost.JSON reads it as infinity, which it would write back as `Infinity`).
+BOOST_AUTO_TEST_CASE(numbers_too_large_for_a_double_are_refused) {
+    auto o = test_options();
+    o.store = std::make_shared<sg::store::memory_store>();
+    running_server s(std::move(o));
+    auto tid = new_thread(s.port);
+    auto expect_422 = [](const reply& r, const std::string& path) {
+        BOOST_TEST(r.status == 422u);
+        if (r.status == 422u) {
+            auto d = r.detail();
+            BOOST_TEST(d.find("'" + path + "'") != std::string::npos, "detail '" << d << "' should name '" << path << "'");
+        }
+    };
+    expect_422(call(s.port, http::verb::post, "/threads", R"({"metadata":{"a":1e999999}})"), "metadata.a");
+    expect_422(call(s.port, http::verb::post, "/threads", R"({"metadata":{"a":{"b":[1,-1e999999]}}})"), "metadata.a.b[1]");
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 1); // only tid
+    expect_422(call(s.port, http::verb::patch, "/threads/" + tid, R"({"metadata":{"n":-1e999999}})"), "metadata.n");
+    BOOST_TEST(!get(s.port, "/threads/" + tid).json().at("metadata").as_object().contains("n"));
+    const std::string runs = "/threads/" + tid + "/runs/wait";
+    expect_422(call(s.port, http::verb::post, runs, R"({"assistant_id":"chat","input":{"question":"hi","log":[1e999999]}})"),
+               "input.log[0]");
+    expect_422(call(s.port, http::verb::post, runs, R"({"assistant_id":"chat","config":{"recursion_limit":1e999999}})"),
+               "config.recursion_limit");
+    expect_422(call(s.port, http::verb::post, runs, R"({"assistant_id":"chat","command":{"resume":-1e999999}})"), "command.resume");
+    expect_422(call(s.port, http::verb::post, "/runs/wait", R"({"assistant_id":"chat","metadata":{"x":1e999999}})"), "metadata.x");
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs").json().as_array().empty());
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 1);
+    expect_422(call(s.port, http::verb::put, "/store/items", R"({"namespace":["a"],"key":"k","value":{"x":1e999999}})"), "value.x");
+    BOOST_TEST(get(s.port, "/store/items?namespace=a&key=k").json().is_null());
+    // Large numbers that fit stay accepted.
+    BOOST_TEST(call(s.port, http::verb::post, "/threads", R"({"metadata":{"a":1e308,"b":-1.7e308}})").status == 200u);
+}
+
+/// A graph whose node writes a number no JSON text can hold (what a computation may give).
+struct numbers_state {
+    double x = 0;
+};
+BOOST_DESCRIBE_STRUCT(numbers_state, (), (x))
+sg::compiled_graph<numbers_state> build_numbers() {
+    sg::state_graph<numbers_state> g("numbers");
+    g.add_node("overflow", [](const numbers_state&) {
+        return sg::update<numbers_state>{}.set<&numbers_state::x>(std::numeric_limits<double>::infinity());
+    });
+    g.add_edge(sg::START, "overflow").add_edge("overflow", sg::END);
+    return g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+}
+
+// What the server writes is JSON a strict reader takes even when a graph computed a non-finite
+// number: it is written as null (as JavaScript's JSON.stringify does), never `Infinity`.
+BOOST_AUTO_TEST_CASE(non_finite_numbers_a_graph_computes_are_written_as_null) {
+    std::vector<srv::assistant_spec> more{srv::make_assistant("numbers", build_numbers())};
+    running_server s(test_options(), std::move(more));
+    auto tid = new_thread(s.port);
+    auto done = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "numbers"}, {"input", json::object{}}});
+    BOOST_TEST(done.status == 200u);
+    BOOST_TEST(done.body.find("Infinity") == std::string::npos, done.body);
+    boost::system::error_code ec;
+    auto v = json::parse(done.body, ec);
+    BOOST_TEST_REQUIRE(!ec);
+    BOOST_TEST(v.at("x").is_null());
+    // The events of a stream likewise. (The checkpoint itself cannot be read back: the codec
+    // writes `Infinity`, a checkpoint-layer matter.)
+    auto streamed = post(s.port, "/runs/stream", json::object{{"assistant_id", "numbers"}, {"input", json::object{}}});
+    BOOST_TEST(streamed.status == 200u);
+    BOOST_TEST(streamed.body.find("Infinity") == std::string::npos);
+    bool seen = false;
+    for (const auto& e : parse_sse(streamed.body))
+        if (e.event == "values") seen = e.data.at("x").is_null();
+    BOOST_TEST(seen);
+}
+
+// Issue 24: a detail that echoes a part of the request (here a thread id in the path holding an
+// invalid byte) is valid UTF-8, the bad bytes replaced by U+FFFD: a strict parser reads it.
+BOOST_AUTO_TEST_CASE(error_details_are_valid_utf8) {
+    running_server s(test_options());
+    auto bad = get(s.port, "/threads/ab%FFcd");
+    BOOST_TEST(bad.status == 422u);
+    boost::system::error_code ec;
+    auto v = json::parse(bad.body, ec); // strict: invalid UTF-8 is an error
+    BOOST_TEST_REQUIRE(!ec, "the answer is not valid JSON: " << ec.message());
+    std::string detail(v.at("detail").as_string());
+    BOOST_TEST(detail.find("ab\xEF\xBF\xBD" "cd") != std::string::npos, detail);
+    // A truncated sequence in a run id, and bytes in a store namespace, likewise.
+    auto tid = new_thread(s.port);
+    auto run = get(s.port, "/threads/" + tid + "/runs/x%E2%82");
+    BOOST_TEST(run.status == 422u);
+    BOOST_TEST(run.detail().find("x\xEF\xBF\xBD") != std::string::npos);
+    auto route = get(s.port, "/nowhere/%C0%AF");
+    BOOST_TEST(route.status == 404u);
+    BOOST_TEST(!json::parse(route.body, ec).is_null());
+    BOOST_TEST(!ec);
+}
+
+// Issue 24: POST /threads/{id}/copy refuses a body that is not JSON, not an object or that has
+// fields (it takes none), naming the problem, and copies nothing.
+BOOST_AUTO_TEST_CASE(copy_refuses_a_malformed_body) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    const std::string copy = "/threads/" + tid + "/copy";
+    auto not_json = call(s.port, http::verb::post, copy, "{not json");
+    BOOST_TEST(not_json.status == 400u);
+    BOOST_TEST(not_json.detail().find("malformed JSON") != std::string::npos);
+    auto list = call(s.port, http::verb::post, copy, "[1]");
+    BOOST_TEST(list.status == 422u);
+    BOOST_TEST(list.detail().find("must be a JSON object") != std::string::npos);
+    auto text = call(s.port, http::verb::post, copy, "\"x\"");
+    BOOST_TEST(text.status == 422u);
+    auto field = post(s.port, copy, json::object{{"metadata", 5}});
+    BOOST_TEST(field.status == 422u);
+    BOOST_TEST(field.detail().find("'metadata'") != std::string::npos);
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 1);
+    // No body, or {}: copied.
+    BOOST_TEST(call(s.port, http::verb::post, copy).status == 200u);
+    BOOST_TEST(post(s.port, copy, json::object{}).status == 200u);
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == 3);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -20,7 +20,9 @@ struct assistant_options {
     std::string description;
     int recursion_limit = 25; ///< per run, unless the run's `config.recursion_limit` says otherwise
     /// Turns a run's `input` into state fields before they are read (for example a chat's
-    /// `{"message": "hi"}` into the state's conversation field). Gets the thread id. May throw
+    /// `{"message": "hi"}` into the state's conversation field). Gets the thread's id in the
+    /// checkpointer (with API keys not the client's id but one of its key's own, so two keys'
+    /// threads of one id are apart; without keys the client's id). May throw
     /// `http_error` (422) naming what is wrong. Null: the input is the state's fields as they are.
     std::function<boost::json::object(boost::json::object input, const std::string& thread_id)> input_adapter;
 };

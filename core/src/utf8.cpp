@@ -1,10 +1,10 @@
-#include "utf8.hpp"
+#include <stategraph/utf8.hpp>
 
 #include <boost/json/serialize.hpp>
 
 #include <vector>
 
-namespace global_supervisor {
+namespace stategraph {
 
 namespace json = boost::json;
 
@@ -102,4 +102,4 @@ std::string serialize_valid_utf8(json::value v) {
     return json::serialize(v);
 }
 
-} // namespace global_supervisor
+} // namespace stategraph
