@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace stategraph::checkpoint::detail {
@@ -15,6 +17,12 @@ constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f', 'o', 'r', 'm
 
 enum class layout { unknown, checked, plain };
 
+/// A WAL's running checksum (its two 32-bit words), as SQLite's file format defines it.
+struct frame_sum {
+    std::uint32_t s0 = 0, s1 = 0;
+    friend bool operator==(const frame_sum&, const frame_sum&) = default;
+};
+
 /// Our part of a file object; the underlying VFS's part follows it (`real`).
 struct checked_file {
     sqlite3_file base;
@@ -22,7 +30,24 @@ struct checked_file {
     bool main_db, wal;
     layout pages;              ///< main database: whether its pages carry checksums
     checked_file* main;        ///< WAL: the database it belongs to (its `pages` say)
+    checked_file* wal_file;    ///< main database: its WAL, while open (to settle it before shared memory is used)
     std::int64_t damaged_page; ///< main database: the last page found damaged (here or in the WAL)
+
+    // WAL only. SQLite writes a frame as its 24-byte header, then its page (see write_wal).
+    bool held;                       ///< a frame header written by SQLite, not yet passed on
+    sqlite3_int64 held_at;           ///< ... its offset
+    unsigned char held_header[24];   ///< ... its bytes
+    int deferred_rc;                 ///< passing a held header on failed where no error could be returned
+    sqlite3_int64 last_read_at;      ///< the offset of the last read, when nothing was written since; else -1
+    bool header_known;               ///< the WAL header as last written or read here:
+    bool big_endian;                 ///<   checksums of big-endian words
+    unsigned char salts[8];          ///<   its salts (every frame of the same WAL generation repeats them)
+    frame_sum header_sum;            ///<   its checksum (which the first frame continues)
+    bool chain_known;                ///< the last frame written here (or the header, for frame 1):
+    sqlite3_int64 next_at;           ///<   the offset after it
+    int page_size;                   ///<   its page size
+    frame_sum sqlite_sum;            ///<   the running checksum SQLite computed for it (its page as SQLite had it)
+    frame_sum disk_sum;              ///<   the running checksum written (its page with our checksum)
 };
 constexpr int header_size = static_cast<int>((sizeof(checked_file) + 7) / 8 * 8);
 
@@ -62,8 +87,16 @@ std::uint64_t load_le(const unsigned char* from) {
 std::uint32_t load_be32(const unsigned char* from) {
     return std::uint32_t(from[0]) << 24 | std::uint32_t(from[1]) << 16 | std::uint32_t(from[2]) << 8 | from[3];
 }
+std::uint32_t load_le32(const unsigned char* from) {
+    return std::uint32_t(from[0]) | std::uint32_t(from[1]) << 8 | std::uint32_t(from[2]) << 16 | std::uint32_t(from[3]) << 24;
+}
 void store_be32(unsigned char* to, std::uint32_t v) {
     for (int i = 0; i < 4; ++i) to[i] = static_cast<unsigned char>(v >> (24 - 8 * i));
+}
+frame_sum load_sum(const unsigned char* from) { return {load_be32(from), load_be32(from + 4)}; }
+void store_sum(unsigned char* to, frame_sum s) {
+    store_be32(to, s.s0);
+    store_be32(to + 4, s.s1);
 }
 
 // -- the WAL ----------------------------------------------------------------------------------
@@ -72,6 +105,16 @@ void store_be32(unsigned char* to, std::uint32_t v) {
 // page, continuing the previous frame's, or the WAL header's for the first frame). SQLite
 // computes it before handing us the page, so once the page's own checksum is filled in here,
 // the frame's is computed again, continuing the one stored before it.
+//
+// SQLite writes a frame as its header, then its page at the next byte. The header is held back
+// (not written) and goes out with the page, in one write, carrying the corrected running
+// checksum. The checksum it continues is remembered from the frame written before, when that
+// frame is the one SQLite continued: the running checksum SQLite put in the held header must be
+// its own continuation of the one it computed for our last frame (a step of the sum is
+// invertible, so equal results mean equal starting points). Otherwise (another connection wrote
+// last, a transaction rolled back, frames rewritten in place, a new WAL) it is read from disk.
+// Anything else done with the file, or with its database's shared memory, first writes a held
+// header as it came, so nobody sees the file without it.
 constexpr int wal_header = 32, frame_header = 24;
 
 /// The page's frame, when `amount` bytes at `offset` of a WAL are a frame's page.
@@ -80,10 +123,69 @@ bool is_wal_page(int amount, sqlite3_int64 offset) {
            offset >= wal_header + frame_header && (offset - wal_header - frame_header) % (amount + frame_header) == 0;
 }
 
+/// Continues each of the `count` running checksums in `sums` over the same `n` bytes (a multiple of 8).
+template <bool big_endian, int count>
+void add_words(frame_sum* sums, const unsigned char* p, std::size_t n) {
+    auto word = [](const unsigned char* q) { return big_endian ? load_be32(q) : load_le32(q); };
+    for (std::size_t i = 0; i < n; i += 8) {
+        const std::uint32_t w0 = word(p + i), w1 = word(p + i + 4);
+        for (int k = 0; k < count; ++k) {
+            sums[k].s0 += w0 + sums[k].s1;
+            sums[k].s1 += w1 + sums[k].s0;
+        }
+    }
+}
+template <int count>
+void add_words(frame_sum* sums, bool big_endian, const unsigned char* p, std::size_t n) {
+    if (big_endian) add_words<true, count>(sums, p, n);
+    else add_words<false, count>(sums, p, n);
+}
+
+/// The running checksum of a frame: `header` (its first 8 bytes) and `page`, continuing `prev`.
+frame_sum frame_checksum(frame_sum prev, bool big_endian, const unsigned char* header, const unsigned char* page,
+                         std::size_t size) {
+    add_words<1>(&prev, big_endian, header, 8);
+    add_words<1>(&prev, big_endian, page, size);
+    return prev;
+}
+
 /// The main database a page of `f` (the database or its WAL) belongs to; null when unknown.
 checked_file* database_of(checked_file& f) { return f.main_db ? &f : f.wal ? f.main : nullptr; }
 
-/// Stores the frame checksum of the frame whose page (`page`, checksummed) is at `offset`.
+/// Forgets what was remembered of the WAL's frames (and of its header, when `header` says so).
+void forget_chain(checked_file& f, bool header = false) {
+    f.chain_known = false;
+    if (header) f.header_known = false;
+}
+
+/// Notes the WAL header just written or read (32 bytes).
+void learn_wal_header(checked_file& f, const unsigned char* head) {
+    f.header_known = true;
+    f.big_endian = (load_be32(head) & 1) != 0;
+    std::memcpy(f.salts, head + 16, 8);
+    f.header_sum = load_sum(head + 24);
+}
+
+/// Writes a held frame header as SQLite gave it (the page did not follow).
+int pass_on_held(checked_file& f) {
+    if (!f.held) return SQLITE_OK;
+    f.held = false;
+    forget_chain(f);
+    return f.real->pMethods->xWrite(f.real, f.held_header, frame_header, f.held_at);
+}
+
+/// Before anything else is done with `f` (or, for a database, with its WAL or shared memory):
+/// writes a held frame header, and returns an error that could not be returned where it happened.
+int settle(checked_file& f) {
+    checked_file* w = f.wal ? &f : f.main_db ? f.wal_file : nullptr;
+    if (!w) return SQLITE_OK;
+    const int rc = pass_on_held(*w);
+    if (rc != SQLITE_OK) return rc;
+    return std::exchange(w->deferred_rc, SQLITE_OK);
+}
+
+/// Stores the frame checksum of the frame whose page (`page`, checksummed) is at `offset`,
+/// reading what it continues from disk (the page came without its header).
 int rechain_frame(checked_file& f, const unsigned char* page, int amount, sqlite3_int64 offset) {
     auto* io = f.real->pMethods;
     unsigned char head[wal_header], frame[frame_header], prev[8];
@@ -95,32 +197,138 @@ int rechain_frame(checked_file& f, const unsigned char* page, int amount, sqlite
         else rc = io->xRead(f.real, prev, 8, at - amount - frame_header + 16);
     }
     if (rc != SQLITE_OK) return rc;
-    const bool big_endian = (load_be32(head) & 1) != 0;
-    std::uint32_t s0 = load_be32(prev), s1 = load_be32(prev + 4);
-    auto word = [&](const unsigned char* p) {
-        return big_endian ? load_be32(p)
-                          : std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
-    };
-    auto add = [&](const unsigned char* p, std::size_t n) {
-        for (std::size_t i = 0; i < n; i += 8) {
-            s0 += word(p + i) + s1;
-            s1 += word(p + i + 4) + s0;
-        }
-    };
-    add(frame, 8);
-    add(page, static_cast<std::size_t>(amount));
+    const auto sum = frame_checksum(load_sum(prev), (load_be32(head) & 1) != 0, frame, page, static_cast<std::size_t>(amount));
     unsigned char sums[8];
-    store_be32(sums, s0);
-    store_be32(sums + 4, s1);
+    store_sum(sums, sum);
     return io->xWrite(f.real, sums, 8, at + 16);
 }
 
+/// Writes the held frame header and its page (`page`, as SQLite has it) as one frame: the page
+/// with its checksum, the header with the running checksum continuing the frame before.
+int write_frame(checked_file& f, const unsigned char* page, int amount) {
+    const auto size = static_cast<std::size_t>(amount);
+    const sqlite3_int64 at = f.held_at;
+    f.held = false;
+    // A copy: the buffer is SQLite's page cache (its reserved bytes are ours, but not its memory).
+    thread_local std::vector<unsigned char> frame;
+    frame.resize(frame_header + size);
+    unsigned char* head = frame.data();
+    unsigned char* ours = head + frame_header;
+    std::memcpy(head, f.held_header, frame_header);
+    std::memcpy(ours, page, size);
+    store_le(ours + size - 8, page_checksum(ours, size));
+    const frame_sum sqlite_said = load_sum(head + 16);
+
+    static constexpr unsigned char zeros[16] = {};
+    if (std::memcmp(head + 8, zeros, 16) == 0) {
+        // No salts and no checksum: SQLite is rewriting frames of this transaction in place and
+        // computes the checksums of all its frames from there on again, from disk, at commit.
+        forget_chain(f);
+        return f.real->pMethods->xWrite(f.real, head, frame_header + amount, at);
+    }
+    frame_sum sum;
+    bool known = f.chain_known && at == f.next_at && amount == f.page_size && std::memcmp(head + 8, f.salts, 8) == 0;
+    if (known) {
+        // Both sums at once: SQLite's from the sum it computed for our last frame (to check it
+        // continued that one), ours from the sum written there. The pages differ in their last 8 bytes.
+        frame_sum sums[2] = {f.sqlite_sum, f.disk_sum};
+        add_words<2>(sums, f.big_endian, head, 8);
+        add_words<2>(sums, f.big_endian, ours, size - 8);
+        add_words<1>(&sums[0], f.big_endian, page + size - 8, 8);
+        add_words<1>(&sums[1], f.big_endian, ours + size - 8, 8);
+        known = sums[0] == sqlite_said;
+        sum = sums[1];
+    }
+    if (!known) {
+        auto* io = f.real->pMethods;
+        if (!f.header_known || std::memcmp(head + 8, f.salts, 8) != 0) {
+            unsigned char wal_head[wal_header];
+            if (const int rc = io->xRead(f.real, wal_head, wal_header, 0); rc != SQLITE_OK) {
+                forget_chain(f, true);
+                return rc;
+            }
+            learn_wal_header(f, wal_head);
+        }
+        frame_sum prev = f.header_sum;
+        if (at != wal_header) {
+            unsigned char before[8];
+            if (const int rc = io->xRead(f.real, before, 8, at - amount - frame_header + 16); rc != SQLITE_OK) {
+                forget_chain(f);
+                return rc;
+            }
+            prev = load_sum(before);
+        }
+        sum = frame_checksum(prev, f.big_endian, head, ours, size);
+    }
+    store_sum(head + 16, sum);
+    const int rc = f.real->pMethods->xWrite(f.real, head, frame_header + amount, at);
+    if (rc != SQLITE_OK) {
+        forget_chain(f);
+        return rc;
+    }
+    f.chain_known = true;
+    f.next_at = at + frame_header + amount;
+    f.page_size = amount;
+    f.sqlite_sum = sqlite_said;
+    f.disk_sum = sum;
+    return SQLITE_OK;
+}
+
+/// A write into a WAL whose database has page checksums.
+int write_wal(checked_file& f, const unsigned char* buffer, int amount, sqlite3_int64 offset) {
+    if (f.held && offset == f.held_at + frame_header && is_wal_page(amount, offset)) return write_frame(f, buffer, amount);
+    if (const int rc = settle(f); rc != SQLITE_OK) return rc;
+    const bool after_read_here = f.last_read_at == offset;
+    f.last_read_at = -1;
+    auto* io = f.real->pMethods;
+    if (amount == frame_header && offset >= wal_header && !after_read_here) {
+        // A frame's header (a header SQLite just read the frame of is one rewritten in place,
+        // whose page does not follow: that goes out at once).
+        f.held = true;
+        f.held_at = offset;
+        std::memcpy(f.held_header, buffer, frame_header);
+        return SQLITE_OK;
+    }
+    if (offset == 0 && amount == wal_header) { // a new WAL generation: its first frame continues this header
+        const int rc = io->xWrite(f.real, buffer, amount, offset);
+        forget_chain(f, true);
+        if (rc != SQLITE_OK) return rc;
+        learn_wal_header(f, buffer);
+        const std::uint32_t page = load_be32(buffer + 8);
+        f.chain_known = true;
+        f.next_at = wal_header;
+        f.page_size = page == 1 ? 65536 : static_cast<int>(page);
+        f.sqlite_sum = f.disk_sum = f.header_sum;
+        return SQLITE_OK;
+    }
+    forget_chain(f, offset < wal_header);
+    if (!is_wal_page(amount, offset)) return io->xWrite(f.real, buffer, amount, offset);
+    // A page without its header before it (one rewritten in place): its frame's checksum is read
+    // from disk and stored again.
+    thread_local std::vector<unsigned char> copy;
+    const auto size = static_cast<std::size_t>(amount);
+    copy.assign(buffer, buffer + size);
+    store_le(copy.data() + size - 8, page_checksum(copy.data(), size));
+    int rc = io->xWrite(f.real, copy.data(), amount, offset);
+    if (rc == SQLITE_OK) rc = rechain_frame(f, copy.data(), amount, offset);
+    return rc;
+}
+
 // -- io methods ---------------------------------------------------------------------------------
-int x_close(sqlite3_file* f) { return real_of(f)->pMethods->xClose(real_of(f)); }
+int x_close(sqlite3_file* file) {
+    auto& f = *as_checked(file);
+    const int settled = settle(f);
+    if (f.wal && f.main && f.main->wal_file == &f) f.main->wal_file = nullptr;
+    if (f.main_db && f.wal_file) f.wal_file->main = nullptr;
+    const int rc = f.real->pMethods->xClose(f.real);
+    return settled != SQLITE_OK ? settled : rc;
+}
 
 int x_read(sqlite3_file* file, void* buffer, int amount, sqlite3_int64 offset) {
     auto& f = *as_checked(file);
+    if (int rc = settle(f); rc != SQLITE_OK) return rc;
     const int rc = f.real->pMethods->xRead(f.real, buffer, amount, offset);
+    if (f.wal) f.last_read_at = offset;
     auto* db = database_of(f);
     if (rc != SQLITE_OK || !db) return rc;
     learn_layout(f, buffer, amount, offset);
@@ -142,11 +350,17 @@ int x_read(sqlite3_file* file, void* buffer, int amount, sqlite3_int64 offset) {
 int x_write(sqlite3_file* file, const void* buffer, int amount, sqlite3_int64 offset) {
     auto& f = *as_checked(file);
     auto* db = database_of(f);
+    const auto* page = static_cast<const unsigned char*>(buffer);
+    if (db && f.wal) {
+        if (is_wal_page(amount, offset) && std::memcmp(page, magic, sizeof magic) == 0) learn_layout(*db, page, amount, 0);
+        probe_layout(*db);
+        if (db->pages == layout::checked) return write_wal(f, page, amount, offset);
+    }
+    if (int rc = settle(f); rc != SQLITE_OK) return rc;
     if (!db || (f.wal ? !is_wal_page(amount, offset) : !is_page(amount, offset))) {
         if (db) learn_layout(f, buffer, amount, offset);
         return f.real->pMethods->xWrite(f.real, buffer, amount, offset);
     }
-    const auto* page = static_cast<const unsigned char*>(buffer);
     if (std::memcmp(page, magic, sizeof magic) == 0 && (f.wal || offset == 0)) learn_layout(*db, page, amount, 0);
     probe_layout(*db);
     if (db->pages != layout::checked) return f.real->pMethods->xWrite(f.real, buffer, amount, offset);
@@ -155,16 +369,32 @@ int x_write(sqlite3_file* file, const void* buffer, int amount, sqlite3_int64 of
     const auto size = static_cast<std::size_t>(amount);
     copy.assign(page, page + size);
     store_le(copy.data() + size - 8, page_checksum(copy.data(), size));
-    int rc = f.real->pMethods->xWrite(f.real, copy.data(), amount, offset);
-    if (rc == SQLITE_OK && f.wal) rc = rechain_frame(f, copy.data(), amount, offset);
-    return rc;
+    return f.real->pMethods->xWrite(f.real, copy.data(), amount, offset);
 }
 
-int x_truncate(sqlite3_file* f, sqlite3_int64 size) { return real_of(f)->pMethods->xTruncate(real_of(f), size); }
-int x_sync(sqlite3_file* f, int flags) { return real_of(f)->pMethods->xSync(real_of(f), flags); }
-int x_file_size(sqlite3_file* f, sqlite3_int64* size) { return real_of(f)->pMethods->xFileSize(real_of(f), size); }
-int x_lock(sqlite3_file* f, int level) { return real_of(f)->pMethods->xLock(real_of(f), level); }
-int x_unlock(sqlite3_file* f, int level) { return real_of(f)->pMethods->xUnlock(real_of(f), level); }
+int x_truncate(sqlite3_file* file, sqlite3_int64 size) {
+    auto& f = *as_checked(file);
+    if (int rc = settle(f); rc != SQLITE_OK) return rc;
+    if (f.wal) forget_chain(f, size < wal_header);
+    return f.real->pMethods->xTruncate(f.real, size);
+}
+int x_sync(sqlite3_file* file, int flags) {
+    if (int rc = settle(*as_checked(file)); rc != SQLITE_OK) return rc;
+    return real_of(file)->pMethods->xSync(real_of(file), flags);
+}
+int x_file_size(sqlite3_file* file, sqlite3_int64* size) {
+    if (int rc = settle(*as_checked(file)); rc != SQLITE_OK) return rc;
+    return real_of(file)->pMethods->xFileSize(real_of(file), size);
+}
+int x_lock(sqlite3_file* file, int level) {
+    if (int rc = settle(*as_checked(file)); rc != SQLITE_OK) return rc;
+    return real_of(file)->pMethods->xLock(real_of(file), level);
+}
+int x_unlock(sqlite3_file* file, int level) {
+    const int settled = settle(*as_checked(file));
+    const int rc = real_of(file)->pMethods->xUnlock(real_of(file), level);
+    return settled != SQLITE_OK ? settled : rc;
+}
 int x_check_reserved_lock(sqlite3_file* f, int* out) {
     return real_of(f)->pMethods->xCheckReservedLock(real_of(f), out);
 }
@@ -174,18 +404,36 @@ int x_file_control(sqlite3_file* file, int op, void* arg) {
         *static_cast<std::int64_t*>(arg) = f.damaged_page;
         return SQLITE_OK;
     }
+    if (int rc = settle(f); rc != SQLITE_OK) return rc;
     return f.real->pMethods->xFileControl(f.real, op, arg);
 }
 int x_sector_size(sqlite3_file* f) { return real_of(f)->pMethods->xSectorSize(real_of(f)); }
 int x_device_characteristics(sqlite3_file* f) { return real_of(f)->pMethods->xDeviceCharacteristics(real_of(f)); }
-int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile** out) {
-    return real_of(f)->pMethods->xShmMap(real_of(f), region, size, extend, out);
+// The WAL index in shared memory tells other connections which frames there are: a held frame
+// header is written before it is touched.
+int x_shm_map(sqlite3_file* file, int region, int size, int extend, void volatile** out) {
+    if (int rc = settle(*as_checked(file)); rc != SQLITE_OK) return rc;
+    return real_of(file)->pMethods->xShmMap(real_of(file), region, size, extend, out);
 }
-int x_shm_lock(sqlite3_file* f, int offset, int n, int flags) {
-    return real_of(f)->pMethods->xShmLock(real_of(f), offset, n, flags);
+int x_shm_lock(sqlite3_file* file, int offset, int n, int flags) {
+    const int settled = settle(*as_checked(file));
+    if (settled != SQLITE_OK && (flags & SQLITE_SHM_LOCK)) return settled;
+    const int rc = real_of(file)->pMethods->xShmLock(real_of(file), offset, n, flags);
+    return settled != SQLITE_OK ? settled : rc;
 }
-void x_shm_barrier(sqlite3_file* f) { real_of(f)->pMethods->xShmBarrier(real_of(f)); }
-int x_shm_unmap(sqlite3_file* f, int del) { return real_of(f)->pMethods->xShmUnmap(real_of(f), del); }
+void x_shm_barrier(sqlite3_file* file) {
+    auto& f = *as_checked(file);
+    if (f.main_db && f.wal_file && f.wal_file->held) {
+        // No error can be returned here: the WAL's next operation returns it.
+        if (const int rc = pass_on_held(*f.wal_file); rc != SQLITE_OK) f.wal_file->deferred_rc = rc;
+    }
+    f.real->pMethods->xShmBarrier(f.real);
+}
+int x_shm_unmap(sqlite3_file* file, int del) {
+    const int settled = settle(*as_checked(file));
+    const int rc = real_of(file)->pMethods->xShmUnmap(real_of(file), del);
+    return settled != SQLITE_OK ? settled : rc;
+}
 // No memory-mapped reads: every page goes through x_read and its check.
 int x_fetch(sqlite3_file*, sqlite3_int64, int, void** out) {
     *out = nullptr;
@@ -202,7 +450,7 @@ const sqlite3_io_methods io_methods = {
 
 // -- vfs methods ----------------------------------------------------------------------------------
 int v_open(sqlite3_vfs*, const char* name, sqlite3_file* file, int flags, int* out_flags) {
-    auto* f = as_checked(file);
+    auto* f = ::new (static_cast<void*>(file)) checked_file{};
     f->base.pMethods = nullptr;
     f->real = reinterpret_cast<sqlite3_file*>(reinterpret_cast<char*>(file) + header_size);
     f->main_db = (flags & SQLITE_OPEN_MAIN_DB) != 0;
@@ -213,7 +461,12 @@ int v_open(sqlite3_vfs*, const char* name, sqlite3_file* file, int flags, int* o
         if (db && db->pMethods == &io_methods) f->main = as_checked(db);
     }
     f->pages = layout::unknown;
+    f->wal_file = nullptr;
     f->damaged_page = 0;
+    f->held = false;
+    f->deferred_rc = SQLITE_OK;
+    f->last_read_at = -1;
+    f->header_known = f->chain_known = false;
     auto* base = underlying();
     const int rc = base->xOpen(base, name, f->real, flags, out_flags);
     // SQLite closes a file whose open failed only when its methods are set.
@@ -223,6 +476,7 @@ int v_open(sqlite3_vfs*, const char* name, sqlite3_file* file, int flags, int* o
             return SQLITE_CANTOPEN;
         }
         f->base.pMethods = &io_methods;
+        if (f->main) f->main->wal_file = f;
     }
     return rc;
 }

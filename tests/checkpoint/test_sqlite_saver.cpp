@@ -9,6 +9,7 @@
 
 #include "codec.hpp" // checkpoint/src: to write records as schema version 3 sealed them
 #include "sqlite_checksum_vfs.hpp" // checkpoint/src: raw edits keep the pages' checksums right
+#include "temp_dir.hpp"
 
 #include <sqlite3.h>
 
@@ -38,23 +39,7 @@ using namespace stategraph::checkpoint::testing;
 using stategraph::errc;
 namespace fs = std::filesystem;
 
-/// A fresh directory under /tmp, removed with everything in it.
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        char pattern[] = "/tmp/stategraph-sqlite-XXXXXX";
-        const char* made = mkdtemp(pattern);
-        if (!made) throw std::runtime_error("mkdtemp failed");
-        path = made;
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using stategraph::test::temp_dir;
 
 sqlite_options options_for(const std::string& path) {
     sqlite_options o;
