@@ -8,8 +8,8 @@
 //                                  +--(no tool call)--> END   for approval first)
 //
 // The model here is a rule_chat_model (offline, deterministic); with a server, use
-// `std::make_shared<sg::nodes::openai_chat_model>(io.get_executor(), options)` instead: the
-// graph is the same, and tokens stream through stream_mode::messages.
+// `std::make_shared<sg::nodes::openai_chat_model>(options)` instead (it also works under
+// `sg::run_sync`): the graph is the same, and tokens stream through stream_mode::messages.
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/dsl/dsl.hpp>
 #include <stategraph/nodes/react_agent.hpp>

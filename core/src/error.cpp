@@ -14,6 +14,7 @@ const char* to_string(errc e) noexcept {
     case errc::join_never_fires: return "join_never_fires";
     case errc::missing_path_map: return "missing_path_map";
     case errc::duplicate_route: return "duplicate_route";
+    case errc::undescribed_field: return "undescribed_field";
     case errc::invalid_concurrent_update: return "invalid_concurrent_update";
     case errc::recursion_limit: return "recursion_limit";
     case errc::node_failed: return "node_failed";

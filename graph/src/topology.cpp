@@ -115,11 +115,60 @@ std::string quoted_list(const std::vector<std::string>& v) {
     return out;
 }
 
-std::string suggest(const std::string& name, const topology& t) {
+/// The declared name (or END) nearest to an unknown `name`, or "".
+std::string nearest_declared(const std::string& name, const topology& t) {
     auto names = t.node_names();
     names.push_back(END);
-    auto near = nearest_name(name, names);
+    return nearest_name(name, names);
+}
+
+std::string suggest(const std::string& name, const topology& t) {
+    auto near = nearest_declared(name, t);
     return near.empty() ? "" : " (did you mean '" + near + "'?)";
+}
+
+/// An unknown name (a typo) stands for a node the author meant, so that it is reported once and
+/// not again through its consequences (nodes that seem unreachable or stuck): each edge naming
+/// one is wired, for the reachability checks, through a vertex that counts as reached from START
+/// and as reaching END, and through the declared name nearest to it. Returns that vertex.
+vertex wire_unknown_names(built& b, const topology& t) {
+    vertex unknown = boost::add_vertex(vertex_props{"?"}, b.g);
+    auto stand_ins = [&](const std::string& n) {
+        std::vector<vertex> out;
+        if (auto it = b.index.find(n); it != b.index.end()) {
+            out.push_back(it->second);
+            return out;
+        }
+        out.push_back(unknown);
+        if (auto near = nearest_declared(n, t); !near.empty()) out.push_back(b.index.at(near));
+        return out;
+    };
+    auto link = [&](const std::string& from, const std::string& to, edge_kind k) {
+        if (b.index.count(from) && b.index.count(to)) return; // a real edge, already there
+        for (vertex f : stand_ins(from))
+            for (vertex v : stand_ins(to)) boost::add_edge(f, v, edge_props{k, "", -1}, b.g);
+    };
+    for (const auto& e : t.edges) link(e.from, e.to, edge_kind::plain);
+    for (const auto& j : t.joins)
+        for (const auto& s : j.sources) link(s, j.target, edge_kind::join);
+    for (const auto& br : t.branches)
+        for (const auto& r : br.routes) link(br.from, r.second, edge_kind::route);
+    for (const auto& n : t.nodes)
+        for (const auto& to : n.ends) link(n.name, to, edge_kind::command);
+    return unknown;
+}
+
+/// Why node `v` cannot reach END: it has no outgoing edge, its paths stop at nodes without one,
+/// or it is caught in a cycle.
+std::string why_stuck(const bgraph& g, vertex v, std::size_t nv) {
+    if (boost::out_degree(v, g) == 0) return ": it has no outgoing edge (add one, e.g. to END)";
+    auto ahead = reachable_from(g, v, nv);
+    std::vector<std::string> stops;
+    for (std::size_t i = 0; i < nv; ++i)
+        if (ahead[i] && i != v && boost::out_degree(i, g) == 0) stops.push_back(g[i].name);
+    if (stops.empty()) return " (a cycle with no exit)";
+    return ": every path from it stops at " + quoted_list(stops) + ", which " + (stops.size() > 1 ? "have" : "has") +
+           " no outgoing edge";
 }
 
 } // namespace
@@ -161,13 +210,18 @@ std::vector<graph_problem> validate(const topology& t) {
     for (const auto& n : t.interrupt_after) check(n, "interrupt_after");
 
     auto b = build(t);
+    const vertex unknown = wire_unknown_names(b, t);
     const std::size_t nv = boost::num_vertices(b.g);
     bool has_entry = boost::out_degree(b.index[START], b.g) > 0;
     if (!has_entry) out.push_back({errc::no_entry_point, "nothing leaves START: add an edge from START to the first node", {}});
 
-    auto fwd = reachable_from(b.g, b.index[START], nv);
+    auto either = [](std::vector<bool> a, const std::vector<bool>& b2) {
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] = a[i] || b2[i];
+        return a;
+    };
+    auto fwd = either(reachable_from(b.g, b.index[START], nv), reachable_from(b.g, unknown, nv));
     auto rev_g = boost::make_reverse_graph(b.g);
-    auto back = reachable_from(rev_g, b.index[END], nv);
+    auto back = either(reachable_from(rev_g, b.index[END], nv), reachable_from(rev_g, unknown, nv));
     for (const auto& n : t.nodes) {
         vertex v = b.index[n.name];
         if (has_entry && !fwd[v] && !n.send_only)
@@ -181,25 +235,34 @@ std::vector<graph_problem> validate(const topology& t) {
             if (!sent) out.push_back({errc::unreachable_node, "node '" + n.name + "' takes a Send payload but no reachable conditional edge sends to it", {n.name}});
         }
         if (!back[v])
-            out.push_back({errc::no_path_to_end,
-                           "node '" + n.name + "' has no way to reach END" +
-                               (boost::out_degree(v, b.g) == 0 ? ": it has no outgoing edge (add one, e.g. to END)" : " (a cycle with no exit)"),
-                           {n.name}});
+            out.push_back({errc::no_path_to_end, "node '" + n.name + "' has no way to reach END" + why_stuck(b.g, v, nv), {n.name}});
     }
 
     // Joins: the sources must share an entry point (START or one route target) from which each
     // of them is reached through unconditional edges only; otherwise a conditional edge can skip one.
     unconditional_only pred{&b.g};
     boost::filtered_graph<bgraph, unconditional_only> plain_g(b.g, pred);
-    std::vector<std::pair<std::string, vertex>> entries{{"START", b.index[START]}};
-    for (const auto& br : t.branches)
+    // An entry is START, one route value (all its targets: a value may lead to several nodes at
+    // once), one Send target, or one Command target.
+    std::vector<std::vector<vertex>> entries{{b.index[START]}};
+    for (const auto& br : t.branches) {
+        std::map<std::string, std::vector<vertex>> by_value;
         for (const auto& [label, to] : br.routes)
-            if (b.index.count(to)) entries.push_back({"route '" + label + "' from '" + br.from + "'", b.index[to]});
+            if (b.index.count(to)) {
+                if (br.sends) entries.push_back({b.index[to]});
+                else by_value[label].push_back(b.index[to]);
+            }
+        for (auto& [label, targets] : by_value) entries.push_back(std::move(targets));
+    }
     for (const auto& n : t.nodes)
         for (const auto& to : n.ends)
-            if (b.index.count(to)) entries.push_back({"Command from '" + n.name + "'", b.index[to]});
+            if (b.index.count(to)) entries.push_back({b.index[to]});
     std::vector<std::vector<bool>> entry_reach;
-    for (const auto& e : entries) entry_reach.push_back(reachable_from(plain_g, e.second, nv));
+    for (const auto& e : entries) {
+        std::vector<bool> reach(nv, false);
+        for (vertex v : e) reach = either(std::move(reach), reachable_from(plain_g, v, nv));
+        entry_reach.push_back(std::move(reach));
+    }
     for (const auto& j : t.joins) {
         bool all_known = std::all_of(j.sources.begin(), j.sources.end(), [&](const auto& s) { return b.index.count(s) > 0; });
         if (!all_known || j.sources.empty()) continue;

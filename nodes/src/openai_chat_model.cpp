@@ -10,6 +10,7 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -500,7 +501,6 @@ boost::system::error_code make_error_code(chat_error e) noexcept {
 }
 
 struct openai_chat_model::impl {
-    asio::any_io_executor executor;
     openai_options options;
     url_parts url;
     std::unique_ptr<asio::ssl::context> tls;  ///< Set for https:// only.
@@ -595,9 +595,10 @@ asio::awaitable<tcp::resolver::results_type> resolve(asio::any_io_executor execu
 
 }  // namespace
 
-openai_chat_model::openai_chat_model(asio::any_io_executor executor, openai_options options)
-    : impl_(std::make_shared<impl>()) {
-    impl_->executor = std::move(executor);
+openai_chat_model::openai_chat_model(asio::any_io_executor, openai_options options)
+    : openai_chat_model(std::move(options)) {}
+
+openai_chat_model::openai_chat_model(openai_options options) : impl_(std::make_shared<impl>()) {
     impl_->url = parse_base_url(options.base_url);
     impl_->options = std::move(options);
     if (impl_->url.tls) {
@@ -656,12 +657,16 @@ asio::awaitable<chat_response> openai_chat_model::exchange(std::shared_ptr<impl>
     sse_assembler* const sse_ptr = sse ? &*sse : nullptr;
     http_request.prepare_payload();
 
+    // The exchange runs on the executor of the coroutine awaiting it, whatever executor the model
+    // was built with: under run_sync (a private io_context), on a thread pool, or on the context
+    // the model was given, its sockets and timers make progress as long as the caller does.
+    asio::any_io_executor const executor = co_await asio::this_coro::executor;
     auto const deadline = clock_type::now() + options.timeout;
-    auto const endpoints = co_await resolve(self->executor, url, deadline);
+    auto const endpoints = co_await resolve(executor, url, deadline);
 
     response_type response;
     if (self->tls) {
-        beast::ssl_stream<beast::tcp_stream> stream(self->executor, *self->tls);
+        beast::ssl_stream<beast::tcp_stream> stream(executor, *self->tls);
         if (!is_ip_literal(url.host) && !::SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str()))
             fail(chat_error::tls_failed, "POST " + url.endpoint + ": cannot set TLS server name");
         stream.set_verify_callback(asio::ssl::host_name_verification(url.host));
@@ -679,7 +684,7 @@ asio::awaitable<chat_response> openai_chat_model::exchange(std::shared_ptr<impl>
         // No TLS close_notify exchange: the response is complete and the connection is discarded.
         beast::get_lowest_layer(stream).close();
     } else {
-        beast::tcp_stream stream(self->executor);
+        beast::tcp_stream stream(executor);
         co_await connect(stream, endpoints, url, deadline);
         response = co_await round_trip(stream, http_request, url.endpoint, deadline, sse_ptr);
         boost::system::error_code ignored;

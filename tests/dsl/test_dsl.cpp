@@ -513,3 +513,159 @@ BOOST_AUTO_TEST_CASE(a_route_value_mapped_twice_is_reported_with_the_other_probl
     BOOST_TEST(typed); // its own error code, not unmapped_route
     BOOST_TEST(std::string(sg::to_string(sg::errc::duplicate_route)) == "duplicate_route");
 }
+
+// -- issue 26: a support desk as a LangGraph user writes it ------------------------------------
+
+namespace newcomer {
+
+enum class category { billing, lookup, chat };
+BOOST_DESCRIBE_ENUM(category, billing, lookup, chat)
+
+struct desk {
+    std::string question;
+    category kind = category::chat;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(desk, (), (question, kind, log))
+inline auto reducers(sg::for_state<desk>) { return sg::reducers{sg::reduce<&desk::log>(sg::append)}; }
+
+/// A node that logs its name and the step it ran in.
+inline auto stamp(std::string name) {
+    return [name](const desk&, sg::context& ctx) {
+        return sg::update<desk>{}.set<&desk::log>({name + "@" + std::to_string(ctx.step())});
+    };
+}
+inline sg::update<desk> classify(const desk& d) {
+    return sg::update<desk>{}.set<&desk::kind>(d.question.find("order") != std::string::npos ? category::lookup
+                                                                                              : category::chat);
+}
+
+/// The problems of a graph that graph() or compile() reports, as "code: message" lines.
+template <class G>
+std::vector<std::string> problems_of(const G& g) {
+    std::vector<sg::graph_problem> problems;
+    (void)g.compile({}, problems);
+    std::vector<std::string> out;
+    for (const auto& p : problems) out.push_back(std::string(sg::to_string(p.code)) + ": " + p.message);
+    return out;
+}
+
+// A field the route reads, left out of BOOST_DESCRIBE_STRUCT.
+struct partly_described {
+    std::string question;
+    category kind = category::chat;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(partly_described, (), (question, log))
+
+} // namespace newcomer
+
+BOOST_AUTO_TEST_CASE(a_route_value_may_lead_to_parallel_nodes_that_run_in_one_step) {
+    using namespace sg::dsl;
+    using namespace newcomer;
+    // clang-format off
+    auto app = graph<desk>("support",
+        "classify"_n = classify,
+        "orders"_n   = stamp("orders"),
+        "account"_n  = stamp("account"),
+        "agent"_n    = stamp("agent"),
+        "respond"_n  = stamp("respond"),
+        start >> "classify"_n,
+        "classify"_n >> on(&desk::kind, {{category::lookup,  parallel("orders"_n, "account"_n)},
+                                         {category::billing, "agent"_n},
+                                         {category::chat,    "agent"_n}}),
+        join("orders"_n, "account"_n) >> "respond"_n,
+        "agent"_n >> "respond"_n,
+        "respond"_n >> end).compile();
+    // clang-format on
+    // Both lookups run in step 2 (their writes are applied in name order), respond after both.
+    auto lookup = run(app.invoke(sg::update<desk>{}.set<&desk::question>("where is my order?")));
+    BOOST_TEST(lookup.values.log == (std::vector<std::string>{"account@2", "orders@2", "respond@3"}),
+               boost::test_tools::per_element());
+    auto chat = run(app.invoke(sg::update<desk>{}.set<&desk::question>("hello")));
+    BOOST_TEST(chat.values.log == (std::vector<std::string>{"agent@2", "respond@3"}), boost::test_tools::per_element());
+
+    // The drawing and the description show the value leading to both nodes.
+    std::vector<std::string> routes;
+    for (const auto& line : sg::shape_lines(app.shape()))
+        if (line.rfind("route classify [lookup]", 0) == 0) routes.push_back(line);
+    BOOST_TEST(routes == (std::vector<std::string>{"route classify [lookup] -> account", "route classify [lookup] -> orders"}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_builder_takes_a_path_map_to_several_nodes) {
+    using namespace newcomer;
+    sg::state_graph<desk> g("support");
+    g.add_node("classify", classify).add_node("orders", stamp("orders")).add_node("account", stamp("account"));
+    g.add_node("agent", stamp("agent"));
+    std::map<category, std::vector<std::string>> paths{{category::lookup, {"orders", "account"}},
+                                                       {category::billing, {"agent"}},
+                                                       {category::chat, {"agent"}}};
+    g.add_conditional_edges("classify", [](const desk& d) { return d.kind; }, paths);
+    g.add_edge(sg::START, "classify").add_edge("orders", sg::END).add_edge("account", sg::END).add_edge("agent", sg::END);
+    auto r = run(g.compile().invoke(sg::update<desk>{}.set<&desk::question>("order A-17")));
+    BOOST_TEST(r.values.log == (std::vector<std::string>{"account@2", "orders@2"}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_typo_is_reported_once_without_false_dead_ends) {
+    using namespace sg::dsl;
+    using namespace newcomer;
+    auto declare = [](auto typo_edge, auto route) {
+        return graph<desk>("support",
+            "classify"_n = classify, "orders"_n = stamp("orders"), "account"_n = stamp("account"),
+            "merge"_n = stamp("merge"), "agent"_n = stamp("agent"), "respond"_n = stamp("respond"),
+            start >> "classify"_n,
+            "classify"_n >> route,
+            join("orders"_n, "account"_n) >> "merge"_n,
+            typo_edge,
+            "agent"_n >> "respond"_n,
+            "respond"_n >> end);
+    };
+    auto lookup_or_agent = [](node_ref agent) {
+        return on(&desk::kind, {{category::lookup, parallel("orders"_n, "account"_n)},
+                                {category::billing, agent},
+                                {category::chat, agent}});
+    };
+    // A misspelled edge target: 'merge' and the lookups before it are not dead ends.
+    auto edge_typo = problems_of(declare("merge"_n >> "respnd"_n, lookup_or_agent("agent"_n)));
+    BOOST_TEST(edge_typo == (std::vector<std::string>{
+                                "unknown_node: edge 'merge' -> 'respnd' names unknown node 'respnd' (did you mean 'respond'?)"}),
+               boost::test_tools::per_element());
+    // A misspelled route target: 'agent' is not unreachable.
+    auto route_typo = problems_of(declare("merge"_n >> "respond"_n, lookup_or_agent("agnet"_n)));
+    BOOST_TEST(route_typo == (std::vector<std::string>{
+                                 "unknown_node: route 'billing' of the conditional edge from 'classify' names unknown node "
+                                 "'agnet' (did you mean 'agent'?)",
+                                 "unknown_node: route 'chat' of the conditional edge from 'classify' names unknown node "
+                                 "'agnet' (did you mean 'agent'?)"}),
+               boost::test_tools::per_element());
+    // Without a typo, a node whose paths stop at a node without an outgoing edge is told so (not "a cycle").
+    auto stuck = problems_of(declare("orders"_n >> "merge"_n, lookup_or_agent("agent"_n)));
+    BOOST_TEST(stuck == (std::vector<std::string>{
+                            "no_path_to_end: node 'orders' has no way to reach END: every path from it stops at 'merge', "
+                            "which has no outgoing edge",
+                            "no_path_to_end: node 'account' has no way to reach END: every path from it stops at 'merge', "
+                            "which has no outgoing edge",
+                            "no_path_to_end: node 'merge' has no way to reach END: it has no outgoing edge (add one, e.g. "
+                            "to END)"}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_route_on_a_field_left_out_of_the_description_is_a_declaration_problem) {
+    using namespace sg::dsl;
+    using namespace newcomer;
+    using S = partly_described;
+    auto log = [](const S&) { return sg::update<S>{}.set<&S::log>({"a"}); };
+    std::vector<sg::graph_problem> problems;
+    auto g = graph<S>(problems, "support", "a"_n = log, "b"_n = log,
+                      start >> on(&S::kind, {{category::lookup, "a"_n}, {category::billing, "b"_n}, {category::chat, "b"_n}}),
+                      "a"_n >> end, "b"_n >> end);
+    BOOST_TEST(!g.has_value());
+    BOOST_REQUIRE(problems.size() == 1u);
+    BOOST_TEST(problems[0].code == sg::errc::undescribed_field);
+    BOOST_TEST(problems[0].message ==
+               "conditional edge from '__start__' routes on a member of newcomer::partly_described (of type "
+               "newcomer::category) that BOOST_DESCRIBE_STRUCT(newcomer::partly_described, (), (...)) does not list; add "
+               "it to the list (the engine keeps and saves only the listed fields, so nothing could ever set it)");
+    BOOST_TEST(std::string(sg::to_string(sg::errc::undescribed_field)) == "undescribed_field");
+}

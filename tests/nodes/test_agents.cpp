@@ -12,14 +12,21 @@
 
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/dsl/dsl.hpp>
+#include <stategraph/run_sync.hpp>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <thread>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -475,6 +482,55 @@ BOOST_AUTO_TEST_CASE(model_and_tools_alternate_until_an_answer_with_streamed_tok
     }
     BOOST_TEST(text == "Sunny in both cities");
     BOOST_TEST(tool_pieces == 6);
+}
+
+// Issue 26: the newcomer's spelling, as the README showed it. The model is built on an io_context
+// that nobody runs and the turn goes through run_sync (a private io_context): it used to hang
+// with no request sent. The server answers from a thread of its own; a watchdog ends the test
+// program if the turn does not finish (a hang), instead of letting it wait forever.
+BOOST_AUTO_TEST_CASE(run_sync_drives_a_model_built_on_an_io_context_nobody_runs) {
+    asio::io_context server_io;
+    fake_openai_server server(server_io, api_key);
+    server.script.push_back(scripted_reply{"", {fake_tool_call{"call_1", "get_weather", R"({"city":"Oslo"})"}}});
+    server.script.push_back(scripted_reply{"Sunny in Oslo", {}});
+    auto server_work = asio::make_work_guard(server_io);
+    std::thread server_thread([&server_io] { server_io.run(); });
+
+    asio::io_context io;  // never run
+    auto model = std::make_shared<nodes::openai_chat_model>(io.get_executor(), options_for(server));
+    using namespace sg::dsl;
+    auto app = graph<chat>("desk", "agent"_n = nodes::react_agent<&chat::messages>(model, {weather_tool()}),
+                           start >> "agent"_n >> end)
+                   .compile();
+
+    auto turn = std::async(std::launch::async,
+                           [&app] { return sg::run_sync(app.invoke(start_with({user("Weather in Oslo?")}))); });
+    if (turn.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+        std::fprintf(stderr, "run_sync over a model on an idle io_context hung (issue 26)\n");
+        std::_Exit(1);
+    }
+    std::exception_ptr failure;
+    std::optional<decltype(turn.get())> r;
+    try {
+        r.emplace(turn.get());
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    asio::post(server_io, [&server] { server.stop(); });
+    server_work.reset();
+    server_thread.join();
+    if (failure) std::rethrow_exception(failure);
+
+    auto const& m = r->values.messages;
+    BOOST_REQUIRE_EQUAL(m.size(), 4u);  // user, assistant (tool call), tool, assistant
+    BOOST_TEST(m[2].content == "sunny, 21C in Oslo");
+    BOOST_TEST(m[3].content == "Sunny in Oslo");
+    BOOST_REQUIRE_EQUAL(server.requests.size(), 2u);
+    auto const& sent = server.requests[1].body.at("messages").as_array();
+    BOOST_REQUIRE_EQUAL(sent.size(), 3u);  // the user message and the tool calls come back too
+    BOOST_TEST(sent[0].at("role") == json::value("user"));
+    BOOST_TEST(sent[1].at("tool_calls").as_array().size() == 1u);
+    BOOST_TEST(sent[2].at("tool_call_id") == json::value("call_1"));
 }
 
 BOOST_AUTO_TEST_CASE(step_limit_is_a_typed_error_or_a_final_message) {

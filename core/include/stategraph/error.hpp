@@ -26,6 +26,7 @@ enum class errc {
     join_never_fires,      ///< a join edge can never fire: one of its sources can be skipped
     missing_path_map,      ///< a conditional edge declares neither a path map nor its targets
     duplicate_route,       ///< a route value is mapped to two targets in one conditional edge
+    undescribed_field,     ///< a route reads a state member that BOOST_DESCRIBE_STRUCT does not list
     // -- running a graph ------------------------------------------------------------------
     invalid_concurrent_update = 20, ///< two nodes wrote one last-value field in one step
     recursion_limit,       ///< the run needed more supersteps than its recursion limit

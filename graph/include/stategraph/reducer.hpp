@@ -128,4 +128,11 @@ constexpr int reducer_slot() {
 }
 } // namespace detail
 
+/// @brief Whether field `M` (`&S::field`) has a reducer in `reducers(for_state<S>)`; without one
+/// a write replaces the field (the last value wins).
+template <auto M>
+inline constexpr bool has_reducer_v = detail::reducer_slot<typename member_traits<M>::state_type, field_index<M>(),
+                                                           std::remove_cvref_t<decltype(detail::state_reducers<
+                                                               typename member_traits<M>::state_type>().list)>>() >= 0;
+
 } // namespace stategraph

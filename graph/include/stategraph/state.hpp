@@ -34,9 +34,10 @@ struct member_traits<M> {
     using value_type = T;
 };
 
-/// @brief The position of member `M` among the described fields of its struct.
+namespace detail {
+/// The position of member `M` among the described fields of its struct, or -1.
 template <auto M>
-constexpr std::size_t field_index() {
+constexpr std::size_t find_field() {
     using S = typename member_traits<M>::state_type;
     std::size_t found = static_cast<std::size_t>(-1), i = 0;
     boost::mp11::mp_for_each<state_fields<S>>([&](auto d) {
@@ -46,6 +47,32 @@ constexpr std::size_t field_index() {
         ++i;
     });
     return found;
+}
+} // namespace detail
+
+/// @brief Whether member `M` (`&S::field`) is listed in its struct's `BOOST_DESCRIBE_STRUCT`.
+template <auto M>
+inline constexpr bool described_field_v = detail::find_field<M>() != static_cast<std::size_t>(-1);
+
+/// @brief Whether `m`, a member pointer known at run time (`on(&S::x, ...)`), is a described field.
+template <class S, class T>
+bool is_described_member(T S::*m) {
+    bool found = false;
+    boost::mp11::mp_for_each<state_fields<S>>([&](auto d) {
+        if constexpr (std::is_same_v<std::remove_cv_t<decltype(d.pointer)>, T S::*>) found = found || d.pointer == m;
+    });
+    return found;
+}
+
+/// @brief The position of member `M` among the described fields of its struct. A member left
+/// out of `BOOST_DESCRIBE_STRUCT` is a compile error (the instantiation names it as `M = &S::x`).
+template <auto M>
+constexpr std::size_t field_index() {
+    static_assert(described_field_v<M>,
+                  "stategraph: this field of the state (M = &S::field, named in the lines above) is not listed in "
+                  "BOOST_DESCRIBE_STRUCT(S, (), (...)); the engine keeps, merges and saves only the listed fields, "
+                  "so add it to the list: BOOST_DESCRIBE_STRUCT(S, (), (..., field))");
+    return detail::find_field<M>();
 }
 
 /// @brief The names of a state's fields, in declaration order.

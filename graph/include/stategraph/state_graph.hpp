@@ -66,6 +66,10 @@ std::string route_label(const T& v) {
     else static_assert(sizeof(T) == 0, "a router must return a string, bool, integer, described enum, send or a vector of those");
 }
 
+/// The target(s) of a path map entry.
+inline std::vector<std::string> as_targets(const std::string& to) { return {to}; }
+inline const std::vector<std::string>& as_targets(const std::vector<std::string>& to) { return to; }
+
 template <class T> struct is_vector : std::false_type {};
 template <class T, class A> struct is_vector<std::vector<T, A>> : std::true_type { using value_type = T; };
 
@@ -130,16 +134,22 @@ public:
     state_graph& set_finish_point(std::string node) { return add_edge(std::move(node), END); }
 
     /// @brief A conditional edge: `router(state)` picks the route; `path_map` maps each
-    /// route value to a node. With a described enum, `compile()` checks every value is mapped.
-    template <class F, class K>
-    state_graph& add_conditional_edges(std::string from, F router, std::map<K, std::string> path_map) {
+    /// route value to a node, or to several (`std::vector<std::string>`: that value leads to all
+    /// of them, run in the next step, as a LangGraph router returning a list). A router may also
+    /// return a vector of values. With a described enum, `compile()` checks every value is mapped.
+    template <class F, class K, class V>
+    state_graph& add_conditional_edges(std::string from, F router, std::map<K, V> path_map) {
         using R = router_result_t<F>;
         static_assert(std::is_same_v<K, R> || (std::is_same_v<K, std::string> && std::is_convertible_v<R, std::string>) ||
                           (std::is_same_v<K, std::string> && detail::is_vector<R>::value),
                       "add_conditional_edges: the path map's keys must have the router's result type "
                       "(a router returning an enum needs std::map<that_enum, std::string>)");
+        static_assert(std::is_same_v<V, std::string> || std::is_same_v<V, std::vector<std::string>>,
+                      "add_conditional_edges: a path map maps each route value to a node name (std::string), or to "
+                      "several (std::vector<std::string>, all run in the next step)");
         branch_spec spec{from, {}, {}, false};
-        for (const auto& [k, v] : path_map) spec.routes.push_back({detail::route_label(k), v});
+        for (const auto& [k, v] : path_map)
+            for (const auto& to : detail::as_targets(v)) spec.routes.push_back({detail::route_label(k), to});
         if constexpr (std::is_enum_v<R> && boost::describe::has_describe_enumerators<R>::value) {
             boost::mp11::mp_for_each<boost::describe::describe_enumerators<R>>([&](auto e) {
                 if (!path_map.count(e.value)) spec.unmapped.push_back(e.name);
@@ -149,10 +159,15 @@ public:
                                                                               std::vector<send>& sends) {
             (void)sends;
             auto r = router(*static_cast<const S*>(s));
+            auto add = [&](const K& k) {
+                const V& to = lookup(map, k);
+                if constexpr (std::is_same_v<V, std::string>) targets.push_back(to);
+                else targets.insert(targets.end(), to.begin(), to.end());
+            };
             if constexpr (detail::is_vector<decltype(r)>::value) {
-                for (const auto& x : r) targets.push_back(lookup(map, K(x)));
+                for (const auto& x : r) add(K(x));
             } else {
-                targets.push_back(lookup(map, K(r)));
+                add(K(r));
             }
         };
         return add_branch(std::move(spec), std::move(route));
@@ -238,8 +253,8 @@ private:
     template <class F>
     using router_result_t = std::remove_cvref_t<std::invoke_result_t<F&, const S&>>;
 
-    template <class K>
-    static std::string lookup(const std::map<K, std::string>& map, const K& k) {
+    template <class K, class V>
+    static const V& lookup(const std::map<K, V>& map, const K& k) {
         auto it = map.find(k);
         if (it == map.end())
             throw graph_error(errc::unmapped_route, "router returned '" + detail::route_label(k) + "', which the path map does not map",

@@ -4,6 +4,8 @@
 /// @code
 /// "classify"_n >> on(&turn::retrieval, {{retrieval_path::skip,     "assemble"_n},   // on a state field
 ///                                       {retrieval_path::semantic, "resolve"_n}}),
+/// "triage"_n   >> on(&turn::kind, {{kind::lookup, parallel("orders"_n, "account"_n)},  // a value leads to
+///                                  {kind::chat,   "agent"_n}}),                         // both (one step)
 /// "check"_n    >> route(is_done, {{true, end}, {false, "retry"_n}}),                // on a router's result
 /// "pick"_n     >> route(next_node_name, {"a"_n, "b"_n}),                           // router returns names
 /// "plan"_n     >> fan_out(one_send_per_task, {"worker"_n}),                         // router returns Sends
@@ -19,8 +21,11 @@
 #include <stategraph/error.hpp>
 #include <stategraph/state_graph.hpp>
 
+#include <boost/core/demangle.hpp>
+
 #include <concepts>
 #include <initializer_list>
+#include <typeinfo>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -29,13 +34,25 @@
 
 namespace stategraph::dsl {
 
-/// @brief One entry of a route map, `{key, "node"_n}`, for routes keyed by `K`. The key's type
-/// is checked against `K` (the router's result type, or the field's type).
+/// @brief One entry of a route map, `{key, "node"_n}`, for routes keyed by `K`; or
+/// `{key, parallel("a"_n, "b"_n)}`: that value leads to every node listed, all run in the next
+/// step (a conditional fan-out, as a LangGraph router returning a list). The key's type is
+/// checked against `K` (the router's result type, or the field's type).
 template <class K>
 class route_to {
 public:
     template <class Key>
-    route_to(Key key, node_ref target) : target_(target.name()) {
+    route_to(Key key, node_ref target) : route_to(std::move(key), std::vector<std::string>{target.name()}) {}
+    template <class Key>
+    route_to(Key key, const parallel_nodes& targets) : route_to(std::move(key), targets.names) {}
+
+    const K& key() const noexcept { return key_; }
+    /// @brief The node(s) the value leads to.
+    const std::vector<std::string>& targets() const noexcept { return targets_; }
+
+private:
+    template <class Key>
+    route_to(Key key, std::vector<std::string> targets) : targets_(std::move(targets)) {
         static_assert(!std::is_same_v<K, detail::unknown_result>,
                       "route(router, {{key, \"node\"_n}, ...}): the router's result type cannot be seen (a generic "
                       "lambda, or an overloaded call operator); take the state as const S& instead of auto, or name "
@@ -52,28 +69,32 @@ public:
         if constexpr (fits) key_ = K(std::move(key));
     }
 
-    const K& key() const noexcept { return key_; }
-    const std::string& target() const noexcept { return target_; }
-
-private:
     K key_{};
-    std::string target_;
+    std::vector<std::string> targets_;
 };
 
 namespace detail {
 
+/// `'a'` or `'a', 'b'`, for messages.
+inline std::string quoted(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out;
+}
+
 /// Builds the path map of a conditional edge; a key given twice is a problem for compile().
 template <class K, class S>
-std::map<K, std::string> path_map(const std::vector<std::pair<K, std::string>>& routes, const std::string& from,
-                                  lowering<S>& out) {
-    std::map<K, std::string> map;
+std::map<K, std::vector<std::string>> path_map(const std::vector<std::pair<K, std::vector<std::string>>>& routes,
+                                               const std::string& from, lowering<S>& out) {
+    std::map<K, std::vector<std::string>> map;
     for (const auto& [k, to] : routes) {
         auto [it, added] = map.emplace(k, to);
         if (!added) {
             std::string label = stategraph::detail::route_label(k);
             out.problems.push_back({errc::duplicate_route,
-                                    "conditional edge from '" + from + "': route '" + label + "' is mapped twice (to '" +
-                                        it->second + "' and to '" + to + "'); give each route value one target",
+                                    "conditional edge from '" + from + "': route '" + label + "' is mapped twice (to " +
+                                        quoted(it->second) + " and to " + quoted(to) +
+                                        "); give each route value one target, or several with parallel(\"a\"_n, \"b\"_n)",
                                     {from}});
         }
     }
@@ -81,9 +102,9 @@ std::map<K, std::string> path_map(const std::vector<std::pair<K, std::string>>& 
 }
 
 template <class K>
-std::vector<std::pair<K, std::string>> entries(std::initializer_list<route_to<K>> routes) {
-    std::vector<std::pair<K, std::string>> out;
-    for (const auto& r : routes) out.emplace_back(r.key(), r.target());
+std::vector<std::pair<K, std::vector<std::string>>> entries(std::initializer_list<route_to<K>> routes) {
+    std::vector<std::pair<K, std::vector<std::string>>> out;
+    for (const auto& r : routes) out.emplace_back(r.key(), r.targets());
     return out;
 }
 
@@ -98,11 +119,20 @@ template <class S, class T>
 struct on_field {
     using is_route = void;
     T S::*field;
-    std::vector<std::pair<T, std::string>> routes;
+    std::vector<std::pair<T, std::vector<std::string>>> routes;
 
     template <class G>
     void lower_route(detail::lowering<G>& out, const std::string& from) const {
         if constexpr (check::route_field<G, S, T>() && check::described_route_enum<T>()) {
+            if (!is_described_member(field)) {
+                const auto state = boost::core::demangle(typeid(S).name());
+                out.problems.push_back({errc::undescribed_field,
+                                        "conditional edge from '" + from + "' routes on a member of " + state + " (of type " +
+                                            boost::core::demangle(typeid(T).name()) + ") that BOOST_DESCRIBE_STRUCT(" +
+                                            state + ", (), (...)) does not list; add it to the list (the engine keeps "
+                                            "and saves only the listed fields, so nothing could ever set it)",
+                                        {from}});
+            } // lowered all the same: only this problem is reported, not its consequences
             auto map = detail::path_map(routes, from, out);
             out.edges.push_back([from, f = field, map = std::move(map)](state_graph<G>& g) {
                 g.add_conditional_edges(from, [f](const G& s) -> T { return s.*f; }, map);
@@ -111,7 +141,7 @@ struct on_field {
     }
 };
 
-/// @brief Routes on `field` of the state: each value in the map leads to its node.
+/// @brief Routes on `field` of the state: each value in the map leads to its node (or nodes).
 template <class S, class T>
 on_field<S, T> on(T S::*field, std::initializer_list<route_to<T>> routes) {
     return {field, detail::entries(routes)};
@@ -122,7 +152,7 @@ template <class F, class K>
 struct routed_by {
     using is_route = void;
     F router;
-    std::vector<std::pair<K, std::string>> routes;
+    std::vector<std::pair<K, std::vector<std::string>>> routes;
 
     template <class G>
     void lower_route(detail::lowering<G>& out, const std::string& from) const {

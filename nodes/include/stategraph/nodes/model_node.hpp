@@ -96,6 +96,7 @@ model_node_fn<Messages> model_node(std::shared_ptr<chat_model> model, model_opti
     static_assert(messages_field<Messages>,
                   "model_node<&S::field>(model): the field must be a std::vector<stategraph::nodes::chat_message> "
                   "member of the state");
+    detail::check_messages_reducer<Messages>();
     return model_node_fn<Messages>(std::move(model), std::move(options));
 }
 

@@ -72,6 +72,10 @@ struct openai_options {
 /// @brief chat_model client for the OpenAI chat-completions protocol (OpenAI, vLLM, llama.cpp,
 /// Ollama, LiteLLM, ...).
 ///
+/// Each exchange runs on the executor of the coroutine that awaits complete() or stream(): the
+/// model works the same under `stategraph::run_sync` (which runs the graph on a private
+/// io_context), on an io_context of your own, or on a thread pool, and its timeout always applies.
+///
 /// Each complete() call opens one connection (plain TCP for http://, TLS with SNI and peer
 /// verification against the system trust store for https://), POSTs the request, reads one
 /// response and closes the connection. Concurrent complete() calls are allowed.
@@ -80,9 +84,13 @@ struct openai_options {
 /// the message names the URL and, for HTTP errors, the status and the start of the body.
 class openai_chat_model final : public chat_model {
 public:
-    /// @brief Create a client whose sockets run on @p executor.
+    /// @brief Create a client; its exchanges run on the executor of whichever coroutine awaits them.
     /// @throws boost::system::system_error with chat_error::bad_url if options.base_url is
     /// invalid, or chat_error::tls_failed if the TLS context cannot be set up.
+    explicit openai_chat_model(openai_options options);
+    /// @brief The same: the executor is accepted for existing code and not used (an exchange
+    /// runs on the awaiting coroutine's executor, so a model built with an io_context that
+    /// nobody runs still works, e.g. under run_sync).
     openai_chat_model(boost::asio::any_io_executor executor, openai_options options);
     ~openai_chat_model() override;
 

@@ -89,6 +89,7 @@ compiled_graph<typename member_traits<Messages>::state_type> react_agent(std::sh
     static_assert(messages_field<Messages>,
                   "react_agent<&S::field>(model, tools): the field must be a "
                   "std::vector<stategraph::nodes::chat_message> member of the state");
+    detail::check_messages_reducer<Messages>();
     using S = typename member_traits<Messages>::state_type;
     if (options.max_steps < 1)
         throw std::invalid_argument("react_agent '" + options.name + "': max_steps must be at least 1");

@@ -10,6 +10,7 @@
 #include <stategraph/nodes/error.hpp>
 #include <stategraph/nodes/permissions.hpp>
 #include <stategraph/nodes/tool.hpp>
+#include <stategraph/reducer.hpp>
 #include <stategraph/state.hpp>
 #include <stategraph/update.hpp>
 
@@ -37,7 +38,24 @@ concept messages_field = requires {
     requires std::is_same_v<typename member_traits<M>::value_type, std::vector<chat_message>>;
 };
 
+/// @brief `M` is a messages field (messages_field) declared with a reducer: the message nodes
+/// return only their new messages, which the reducer adds to the conversation.
+template <auto M>
+concept reduced_messages_field = messages_field<M> && has_reducer_v<M>;
+
 namespace detail {
+
+/// @brief The check of model_node, tool_node and react_agent (and what they are built into)
+/// that their messages field has a reducer; returns whether it has.
+template <auto M>
+constexpr bool check_messages_reducer() {
+    static_assert(!messages_field<M> || reduced_messages_field<M>,
+                  "stategraph::nodes: the messages field (M = &S::field, named in the lines above) has no reducer, so "
+                  "each node's answer would replace the conversation (the model's next request would hold only the tool "
+                  "answers); declare one beside the state: auto reducers(stategraph::for_state<S>) { return "
+                  "stategraph::reducers{stategraph::reduce<&S::messages>(stategraph::messages)}; }");
+    return reduced_messages_field<M>;
+}
 
 /// @brief A tool message answering @p call.
 inline chat_message tool_message(tool_call const& call, std::string content, std::string error) {
@@ -199,6 +217,7 @@ tool_node_fn<Messages> tool_node(std::vector<tool> tools, permission_rules rules
     static_assert(messages_field<Messages>,
                   "tool_node<&S::field>(tools): the field must be a std::vector<stategraph::nodes::chat_message> "
                   "member of the state, e.g. tool_node<&chat::messages>(tools)");
+    detail::check_messages_reducer<Messages>();
     return tool_node_fn<Messages>(std::move(tools), std::move(rules));
 }
 
