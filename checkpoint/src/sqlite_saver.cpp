@@ -38,7 +38,6 @@
 #include <optional>
 #include <random>
 #include <set>
-#include <span>
 #include <string_view>
 #include <thread>
 #include <type_traits>
@@ -368,15 +367,15 @@ struct sqlite_saver::impl {
     /// One call waiting in `queue`: its SQLite work and the way back to its caller.
     struct job {
         virtual ~job() = default;
-        /// The SQLite work, with `mutex` held; a `batched` one inside the batch's transaction.
-        /// Throws its error.
+        /// The SQLite work, with `mutex` held, maybe inside a batch's transaction (its own then
+        /// nested). Throws its error.
         virtual void run() = 0;
         /// Hands `error` (or the result) back: posts the caller's completion to its executor.
         virtual void complete() noexcept = 0;
         /// Where the caller runs (a flush for this job may be posted there).
         virtual boost::asio::any_io_executor executor() const = 0;
-        /// A `put` or `put_writes`: shares one transaction (one commit, one fsync) with the
-        /// batched jobs queued beside it; `thread` names the thread it writes, `what` the write.
+        /// A `put` or `put_writes`: queued even when the saver is idle, so that the writes of the
+        /// same event-loop turn join it; `thread` names the thread it writes (null: another call).
         bool batched = false;
         const std::string* thread = nullptr;
         const char* what = nullptr;
@@ -385,8 +384,9 @@ struct sqlite_saver::impl {
     /// Calls waiting for the next flush, in arrival order (guarded by `queue_mutex`). A call
     /// that finds the saver idle (`leading` false, nothing queued) becomes the leader and runs
     /// at once, inside the awaiting coroutine, except a write, which queues and posts a flush to
-    /// its own executor: the writes of the other coroutines that are ready in the same event-loop
-    /// turn, and those arriving while a flush commits, join it (group commit) without any timer.
+    /// its own executor: the calls of the other coroutines that are ready in the same event-loop
+    /// turn, and those arriving while a flush commits, join it (group commit: one transaction,
+    /// one fsync) without any timer.
     std::mutex queue_mutex;
     std::vector<std::unique_ptr<job>> queue;
     bool leading = false;     ///< a flush, or an inline call, is running (guarded by `queue_mutex`)
@@ -590,22 +590,26 @@ struct sqlite_saver::impl {
     };
 
     /// A transaction: BEGIN IMMEDIATE (writes) or BEGIN (a consistent read snapshot); rolled
-    /// back at scope exit unless committed.
+    /// back at scope exit unless committed. Inside a batch's transaction (impl::write_batch) it
+    /// is `nested`: it begins and commits nothing, the batch does (and undoes a failed call's
+    /// work with its savepoint).
     class transaction {
     public:
         transaction(impl& owner, bool write, const std::string& thread, const char* what)
-            : im_(owner), thread_(thread), what_(what) {
+            : im_(owner), thread_(thread), what_(what), nested_(!sqlite3_get_autocommit(owner.db.get())) {
             if (write && im_.damage) im_.refuse_write(thread_, what_);
-            stmt(im_, write ? sql_begin_immediate : sql_begin_deferred, thread_, what_).run();
+            if (!nested_) stmt(im_, write ? sql_begin_immediate : sql_begin_deferred, thread_, what_).run();
         }
         transaction(const transaction&) = delete;
         transaction& operator=(const transaction&) = delete;
         void commit() {
-            stmt(im_, sql_commit, thread_, what_).run();
+            if (!nested_) stmt(im_, sql_commit, thread_, what_).run();
             done_ = true;
         }
+        /// Whether the batch's transaction, not this one, commits the work.
+        bool nested() const noexcept { return nested_; }
         ~transaction() {
-            if (!done_ && !sqlite3_get_autocommit(im_.db.get()))
+            if (!nested_ && !done_ && !sqlite3_get_autocommit(im_.db.get()))
                 sqlite3_exec(im_.db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
         }
 
@@ -613,8 +617,15 @@ struct sqlite_saver::impl {
         impl& im_;
         const std::string& thread_;
         const char* what_;
+        bool nested_;
         bool done_ = false;
     };
+
+    /// A graph version is in `graphs` once `t` committed: at once, or when the batch does.
+    void graph_stored(const transaction& t, const std::string& version) {
+        if (t.nested()) batch_graphs.push_back(version);
+        else stored_graphs.insert(version);
+    }
 
     /// Reports an error of an uncached statement (keeping its message), then finalizes it.
     [[noreturn]] void fail_finalizing(sqlite3_stmt* s, int rc, const char* what) {
@@ -1207,8 +1218,6 @@ struct sqlite_saver::impl {
     }
 
     // -- the operations (called with `mutex` held) ------------------------------------------
-    /// Stores a checkpoint inside the batch's write transaction (see `write_batch`); the graph
-    /// shapes it stores join `stored_graphs` once that transaction commits.
     void put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
         // Everything is encoded before the write lock is taken: the transaction only binds and steps.
         const std::string record = seal_record(codec::encode_record(cp), thread, ns, cp);
@@ -1248,6 +1257,7 @@ struct sqlite_saver::impl {
         const std::string vals = inline_values.empty() ? std::string() : codec::encode_inline(inline_values);
         inline_rows.clear();
 
+        transaction t(*this, true, thread, "saving a checkpoint");
         check_lease(thread, now_ms());
         {
             // Every buffer bound here outlives `s` (declared above it or owned by the caller).
@@ -1293,13 +1303,14 @@ struct sqlite_saver::impl {
             s.bind_blob_static(5, v.bytes);
             s.run();
         }
+        t.commit();
         for (const auto& v : values)
-            if (v.shared) batch_graphs.push_back(*v.version);
+            if (v.shared) graph_stored(t, *v.version);
     }
 
-    /// Stores a task's pending writes inside the batch's write transaction (see `write_batch`).
     void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                     const std::vector<pending_write>& writes) {
+        transaction t(*this, true, thread, "saving pending writes");
         check_lease(thread, now_ms());
         for (const auto& w : writes) {
             const std::string text = protect(boost::json::serialize(w.value),
@@ -1309,6 +1320,7 @@ struct sqlite_saver::impl {
             s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
             s.run();
         }
+        t.commit();
     }
 
     std::optional<checkpoint_tuple> get(const std::string& thread, const std::string& ns,
@@ -1841,7 +1853,7 @@ struct sqlite_saver::impl {
             s.run();
         }
         t.commit();
-        stored_graphs.insert(signature);
+        graph_stored(t, signature);
     }
 
     std::optional<std::vector<std::string>> get_graph(const std::string& signature) {
@@ -1983,8 +1995,8 @@ struct sqlite_saver::impl {
         }
     }
 
-    /// Runs every call queued so far, batched writes in shared transactions, and completes each
-    /// caller once its work is done (a write: once its transaction committed).
+    /// Runs every call queued so far in one transaction (one commit, one fsync), and completes
+    /// each caller once that transaction committed.
     void flush() {
         std::vector<std::unique_ptr<job>> jobs;
         {
@@ -1996,46 +2008,39 @@ struct sqlite_saver::impl {
         }
         {
             std::lock_guard lock(mutex);
-            for (std::size_t k = 0; k < jobs.size();) {
-                if (!jobs[k]->batched) {
-                    try {
-                        jobs[k]->run();
-                    } catch (...) {
-                        jobs[k]->error = std::current_exception();
-                    }
-                    ++k;
-                    continue;
-                }
-                std::size_t end = k;
-                while (end < jobs.size() && jobs[end]->batched) ++end;
-                write_batch(std::span(jobs).subspan(k, end - k));
-                k = end;
-            }
+            write_batch(jobs);
         }
         for (auto& j : jobs) j->complete();
         jobs.clear();
         end_lead();
     }
 
-    /// The writes of several callers in one transaction (one commit, one fsync). Each runs inside
-    /// a savepoint of its own: one that fails (a lease held by another owner, a value SQLite
-    /// refuses) is undone alone and fails its caller only. A failure of the transaction itself
-    /// (BEGIN busy, COMMIT failing, SQLite rolling everything back on an I/O error or a full disk)
-    /// fails every write of the batch not failed already, each told with its own thread named.
-    void write_batch(std::span<std::unique_ptr<job>> jobs) {
+    /// The calls of several callers (writes, reads, leases, maintenance) in one transaction: one
+    /// commit, one fsync. Each runs inside a savepoint of its own (its own transaction nested):
+    /// one that fails (a lease held by another owner, a value SQLite refuses) is undone alone and
+    /// fails its caller only. A failure of the transaction itself (BEGIN busy, COMMIT failing,
+    /// SQLite rolling everything back on an I/O error or a full disk) fails every call of the
+    /// batch not failed already, each told with its own thread named. A lone call runs as it is,
+    /// in its own transaction.
+    void write_batch(std::vector<std::unique_ptr<job>>& jobs) {
         static const std::string none;
-        const bool alone = jobs.size() == 1;
-        const std::string& who = alone ? *jobs.front()->thread : none;
-        const char* what = alone ? jobs.front()->what : "saving the checkpoints of several threads";
         batch_graphs.clear();
+        if (jobs.size() == 1) {
+            try {
+                jobs.front()->run();
+            } catch (...) {
+                jobs.front()->error = std::current_exception();
+            }
+            return;
+        }
         try {
-            transaction t(*this, true, who, what);
+            // A damaged file takes no more writes: the batch then only reads, and each write in
+            // it is refused by its own (nested) transaction.
+            transaction t(*this, !opt.read_only && !damage, none, "saving the work of several calls at once");
             for (auto& j : jobs) {
-                if (alone) {
-                    j->run();
-                    break;
-                }
-                stmt(*this, sql_savepoint, *j->thread, j->what).run();
+                const std::string& who = j->thread ? *j->thread : none;
+                const char* what = j->what ? j->what : "running a call";
+                stmt(*this, sql_savepoint, who, what).run();
                 const auto graphs_before = batch_graphs.size();
                 try {
                     j->run();
@@ -2044,24 +2049,24 @@ struct sqlite_saver::impl {
                     batch_graphs.resize(graphs_before);
                     inline_rows.clear();
                     // SQLite rolled the whole transaction back (an I/O error, a full disk): the
-                    // batch fails; otherwise only this write is undone.
+                    // batch fails; otherwise only this call's work is undone.
                     if (sqlite3_get_autocommit(db.get())) throw;
-                    stmt(*this, sql_rollback_savepoint, *j->thread, j->what).run();
+                    stmt(*this, sql_rollback_savepoint, who, what).run();
                 }
-                stmt(*this, sql_release_savepoint, *j->thread, j->what).run();
+                stmt(*this, sql_release_savepoint, who, what).run();
             }
             t.commit();
             stored_graphs.insert(batch_graphs.begin(), batch_graphs.end());
         } catch (...) {
             const auto e = std::current_exception();
             for (auto& j : jobs)
-                if (!j->error) j->error = alone ? e : batch_error(e, *j->thread, jobs.size());
+                if (!j->error) j->error = batch_error(e, j->thread ? *j->thread : none, jobs.size());
         }
         batch_graphs.clear();
         inline_rows.clear();
     }
 
-    /// The batched calls (`job::batched`): `thread` is what `job::thread` points to.
+    /// The calls queued even when the saver is idle (`job::batched`): `thread` is what `job::thread` points to.
     struct put_call {
         static constexpr const char* what = "saving a checkpoint";
         impl* i;
@@ -2084,9 +2089,10 @@ struct sqlite_saver::impl {
         try {
             std::rethrow_exception(e);
         } catch (const checkpoint_error& c) {
+            if (thread.empty()) return e;
             return std::make_exception_ptr(checkpoint_error(
                 c.kind(), "thread " + quote(thread) + ": its write, committed together with " + std::to_string(n - 1) +
-                              " other(s), failed: " + c.what(),
+                              " other call(s), failed: " + c.what(),
                 {thread}));
         } catch (...) {
             return e;
