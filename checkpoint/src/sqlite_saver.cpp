@@ -2090,9 +2090,14 @@ struct sqlite_saver::impl {
             std::rethrow_exception(e);
         } catch (const checkpoint_error& c) {
             if (thread.empty()) return e;
+            // what() ends in ": <kind>" (std::system_error): said once, by the new error.
+            std::string_view text = c.what();
+            const std::string kind = ": " + c.code().message();
+            if (text.size() >= kind.size() && text.substr(text.size() - kind.size()) == kind)
+                text.remove_suffix(kind.size());
             return std::make_exception_ptr(checkpoint_error(
                 c.kind(), "thread " + quote(thread) + ": its write, committed together with " + std::to_string(n - 1) +
-                              " other call(s), failed: " + c.what(),
+                              " other call(s), failed: " + std::string(text),
                 {thread}));
         } catch (...) {
             return e;

@@ -1123,6 +1123,40 @@ BOOST_AUTO_TEST_CASE(read_only_reads_and_refuses_writes) {
     BOOST_TEST(!fs::exists(dir.file("missing")));
 }
 
+namespace {
+/// Limits this (child) process's files to 16 KiB more than the larger of `path` and its WAL
+/// (RLIMIT_FSIZE); returns the limit it replaced.
+rlimit limit_file_size_near(const std::string& path) {
+    std::error_code ec;
+    const auto largest = std::max(fs::file_size(path, ec), fs::file_size(path + "-wal", ec));
+    rlimit old{};
+    getrlimit(RLIMIT_FSIZE, &old);
+    rlimit tight = old;
+    tight.rlim_cur = static_cast<rlim_t>(largest + 16384);
+    setrlimit(RLIMIT_FSIZE, &tight);
+    return old;
+}
+
+/// Runs `body` in a forked child and returns the child's exit code: what `body` returns, 99
+/// when it throws (the message on stderr).
+template <class F>
+int code_of_child(F body) {
+    const pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int code = 99;
+        try {
+            code = body();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "[child] %s\n", e.what());
+        }
+        std::fflush(stderr);
+        _exit(code);
+    }
+    return wait_child(pid);
+}
+} // namespace
+
 BOOST_AUTO_TEST_CASE(failed_write_rolls_back_and_keeps_last_good) {
     temp_dir dir;
     const auto path = dir.file("db");
@@ -1138,13 +1172,7 @@ BOOST_AUTO_TEST_CASE(failed_write_rolls_back_and_keeps_last_good) {
             std::signal(SIGXFSZ, SIG_IGN);
             sqlite_saver s(options_for(path));
             put(s, "t", "", cp1);
-            std::error_code ec;
-            auto largest = std::max(fs::file_size(path, ec), fs::file_size(path + "-wal", ec));
-            rlimit old{};
-            getrlimit(RLIMIT_FSIZE, &old);
-            rlimit tight = old;
-            tight.rlim_cur = static_cast<rlim_t>(largest + 16384);
-            setrlimit(RLIMIT_FSIZE, &tight);
+            const rlimit old = limit_file_size_near(path);
             try {
                 put(s, "t", "", cp2);
                 code = 2; // the write should have failed
@@ -1715,6 +1743,34 @@ BOOST_AUTO_TEST_CASE(a_stale_writer_inside_a_batch_is_refused_alone) {
     BOOST_TEST(!get(a, "lost", "").has_value());
     // Still fenced afterwards, alone as in a batch.
     expect_error(errc::lease_lost, [&] { put(a, "lost", "", next_cp(nullptr, 1, "loop", json::object{})); });
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_batch_fails_every_writer_each_named) {
+    // The child runs out of file size (RLIMIT_FSIZE) while four runs' checkpoints, one batch,
+    // are written: every writer is told (storage_failure naming its own thread), none is stored,
+    // and the saver goes on.
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const int code = code_of_child([&] {
+        std::signal(SIGXFSZ, SIG_IGN);
+        sqlite_saver s(options_for(path));
+        put(s, "warm", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+        const rlimit old = limit_file_size_near(path);
+        auto writers = writers_for({"w1", "w2", "w3", "w4"});
+        for (auto& w : writers) w.cp = next_cp(nullptr, 0, "loop", json::object{{"big", std::string(200000, 'b')}});
+        write_together(s, writers);
+        setrlimit(RLIMIT_FSIZE, &old);
+        for (const auto& w : writers) {
+            if (w.stored) return 2;
+            if (!w.error || w.error->kind() != errc::storage_failure) return 3;
+            if (!has_name(*w.error, w.thread)) return 4;
+            std::fprintf(stderr, "[child] expected failure: %s\n", w.error->what());
+            if (get(s, w.thread, "").has_value()) return 5;
+        }
+        put(s, "after", "", next_cp(nullptr, 0, "loop", json::object{{"a", 2}}));
+        return get(s, "after", "").has_value() ? 0 : 6;
+    });
+    BOOST_TEST(code == 0);
 }
 
 BOOST_AUTO_TEST_CASE(writers_on_two_threads_share_commits_and_lose_nothing) {
