@@ -138,10 +138,10 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
     checkpoint::sqlite_options o;
     o.path = cp->file.string();
     o.synchronous = sync;
-    // STATEGRAPH_BENCH_SQLITE_INLINE=1: the SQLite work in place, in the awaiting coroutine
-    // (own_thread = false), to compare with the default saver thread.
-    const char* inline_env = std::getenv("STATEGRAPH_BENCH_SQLITE_INLINE");
-    o.own_thread = !(inline_env && *inline_env && std::string_view(inline_env) != "0");
+    // STATEGRAPH_BENCH_SQLITE_OWN_THREAD=1: the SQLite work on the saver's own thread
+    // (own_thread = true), to compare with the default (on the callers' threads, group commit).
+    const char* own_env = std::getenv("STATEGRAPH_BENCH_SQLITE_OWN_THREAD");
+    o.own_thread = own_env && *own_env && std::string_view(own_env) != "0";
     cp->saver = std::make_shared<checkpoint::sqlite_saver>(o);
     auto journal = sqlite_pragma_text(cp->file, "PRAGMA journal_mode");
     if (journal != "wal") throw bench_error("SQLite file is not in WAL mode (journal_mode=" + journal + ")");

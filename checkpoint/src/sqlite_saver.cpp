@@ -9,6 +9,7 @@
 #include "saver_common.hpp"
 #include "sqlite_checksum_vfs.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -195,6 +196,10 @@ constexpr std::string_view graph_channel = reserved::graph;
 constexpr std::string_view sql_begin_immediate = "BEGIN IMMEDIATE";
 constexpr std::string_view sql_begin_deferred = "BEGIN";
 constexpr std::string_view sql_commit = "COMMIT";
+// One write of a batch (impl::write_batch): undone alone when it fails.
+constexpr std::string_view sql_savepoint = "SAVEPOINT batch_item";
+constexpr std::string_view sql_release_savepoint = "RELEASE batch_item";
+constexpr std::string_view sql_rollback_savepoint = "ROLLBACK TO batch_item";
 constexpr std::string_view sql_put_checkpoint =
     "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(thread_id, ns, id) DO NOTHING";
@@ -355,9 +360,39 @@ struct sqlite_saver::impl {
     std::unique_ptr<sqlite3, db_closer> db; // declared before the cache: statements finalize first
     statement_cache cache;
     std::mutex mutex;
-    /// The thread SQLite work runs on (none with `own_thread = false`). Declared after the
-    /// connection: joined before it closes.
+    /// The thread SQLite work runs on (none with `own_thread = false`, the default: it runs on
+    /// the callers' executors). Declared after the connection: joined before it closes.
     std::optional<boost::asio::thread_pool> pool;
+
+    /// One call waiting in `queue`: its SQLite work and the way back to its caller.
+    struct job {
+        virtual ~job() = default;
+        /// The SQLite work, with `mutex` held, maybe inside a batch's transaction (its own then
+        /// nested). Throws its error.
+        virtual void run() = 0;
+        /// Hands `error` (or the result) back: posts the caller's completion to its executor.
+        virtual void complete() noexcept = 0;
+        /// Where the caller runs (a flush for this job may be posted there).
+        virtual boost::asio::any_io_executor executor() const = 0;
+        /// A `put` or `put_writes`: queued even when the saver is idle, so that the writes of the
+        /// same event-loop turn join it; `thread` names the thread it writes (null: another call).
+        bool batched = false;
+        const std::string* thread = nullptr;
+        const char* what = nullptr;
+        std::exception_ptr error;
+    };
+    /// Calls waiting for the next flush, in arrival order (guarded by `queue_mutex`). A call
+    /// that finds the saver idle (`leading` false, nothing queued) becomes the leader and runs
+    /// at once, inside the awaiting coroutine, except a write, which queues and posts a flush to
+    /// its own executor: the calls of the other coroutines that are ready in the same event-loop
+    /// turn, and those arriving while a flush commits, join it (group commit: one transaction,
+    /// one fsync) without any timer.
+    std::mutex queue_mutex;
+    std::vector<std::unique_ptr<job>> queue;
+    bool leading = false;     ///< a flush, or an inline call, is running (guarded by `queue_mutex`)
+    bool flush_posted = false; ///< a flush is posted and has not started (guarded by `queue_mutex`)
+    /// Graph versions stored by the batch's transaction so far; they join `stored_graphs` when it commits.
+    std::vector<std::string> batch_graphs;
 
     /// Threads whose lease this saver took and has not released (guarded by `mutex`); `lost`:
     /// those of them another owner took over. Writes on a thread in `held` must find our lease.
@@ -555,22 +590,26 @@ struct sqlite_saver::impl {
     };
 
     /// A transaction: BEGIN IMMEDIATE (writes) or BEGIN (a consistent read snapshot); rolled
-    /// back at scope exit unless committed.
+    /// back at scope exit unless committed. Inside a batch's transaction (impl::write_batch) it
+    /// is `nested`: it begins and commits nothing, the batch does (and undoes a failed call's
+    /// work with its savepoint).
     class transaction {
     public:
         transaction(impl& owner, bool write, const std::string& thread, const char* what)
-            : im_(owner), thread_(thread), what_(what) {
+            : im_(owner), thread_(thread), what_(what), nested_(!sqlite3_get_autocommit(owner.db.get())) {
             if (write && im_.damage) im_.refuse_write(thread_, what_);
-            stmt(im_, write ? sql_begin_immediate : sql_begin_deferred, thread_, what_).run();
+            if (!nested_) stmt(im_, write ? sql_begin_immediate : sql_begin_deferred, thread_, what_).run();
         }
         transaction(const transaction&) = delete;
         transaction& operator=(const transaction&) = delete;
         void commit() {
-            stmt(im_, sql_commit, thread_, what_).run();
+            if (!nested_) stmt(im_, sql_commit, thread_, what_).run();
             done_ = true;
         }
+        /// Whether the batch's transaction, not this one, commits the work.
+        bool nested() const noexcept { return nested_; }
         ~transaction() {
-            if (!done_ && !sqlite3_get_autocommit(im_.db.get()))
+            if (!nested_ && !done_ && !sqlite3_get_autocommit(im_.db.get()))
                 sqlite3_exec(im_.db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
         }
 
@@ -578,8 +617,15 @@ struct sqlite_saver::impl {
         impl& im_;
         const std::string& thread_;
         const char* what_;
+        bool nested_;
         bool done_ = false;
     };
+
+    /// A graph version is in `graphs` once `t` committed: at once, or when the batch does.
+    void graph_stored(const transaction& t, const std::string& version) {
+        if (t.nested()) batch_graphs.push_back(version);
+        else stored_graphs.insert(version);
+    }
 
     /// Reports an error of an uncached statement (keeping its message), then finalizes it.
     [[noreturn]] void fail_finalizing(sqlite3_stmt* s, int rc, const char* what) {
@@ -1259,7 +1305,7 @@ struct sqlite_saver::impl {
         }
         t.commit();
         for (const auto& v : values)
-            if (v.shared) stored_graphs.insert(*v.version);
+            if (v.shared) graph_stored(t, *v.version);
     }
 
     void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
@@ -1807,7 +1853,7 @@ struct sqlite_saver::impl {
             s.run();
         }
         t.commit();
-        stored_graphs.insert(signature);
+        graph_stored(t, signature);
     }
 
     std::optional<std::vector<std::string>> get_graph(const std::string& signature) {
@@ -1898,6 +1944,166 @@ struct sqlite_saver::impl {
         t.commit();
     }
 
+    // -- dispatch and group commit -------------------------------------------------------------
+    /// Becomes the leader when the saver is idle (nothing queued, no flush running or posted):
+    /// the caller then runs its call in place and ends with `end_lead`. Never with `own_thread`.
+    bool try_lead() {
+        if (pool) return false;
+        std::lock_guard q(queue_mutex);
+        if (leading || flush_posted || !queue.empty()) return false;
+        leading = true;
+        return true;
+    }
+
+    /// Ends a leader's turn: work queued meanwhile gets a flush, posted to the executor of the
+    /// first call waiting (whose work guard keeps that executor running).
+    void end_lead() noexcept {
+        std::lock_guard q(queue_mutex);
+        leading = false;
+        if (!queue.empty() && !flush_posted) post_flush(queue.front()->executor());
+    }
+
+    /// Queues a call; the first call queued while nothing leads posts a flush to its executor.
+    void enqueue(std::unique_ptr<job> j) {
+        std::lock_guard q(queue_mutex);
+        queue.push_back(std::move(j));
+        if (!leading && !flush_posted) post_flush(queue.back()->executor());
+    }
+
+    /// A posted flush; one destroyed unrun (its io_context went first) lets the next call post another.
+    struct flush_handler {
+        impl* owner;
+        explicit flush_handler(impl* i) : owner(i) {}
+        flush_handler(flush_handler&& o) noexcept : owner(std::exchange(o.owner, nullptr)) {}
+        flush_handler& operator=(flush_handler&&) = delete;
+        ~flush_handler() {
+            if (!owner) return;
+            std::lock_guard q(owner->queue_mutex);
+            owner->flush_posted = false;
+        }
+        void operator()() { std::exchange(owner, nullptr)->flush(); }
+    };
+
+    /// Posts a flush (called with `queue_mutex` held): to the saver's thread, or to `ex`.
+    void post_flush(const boost::asio::any_io_executor& ex) noexcept {
+        flush_posted = true;
+        try {
+            if (pool) boost::asio::post(*pool, flush_handler(this));
+            else boost::asio::post(ex, flush_handler(this));
+        } catch (...) {
+            flush_posted = false; // the next call posts again
+        }
+    }
+
+    /// Runs every call queued so far in one transaction (one commit, one fsync), and completes
+    /// each caller once that transaction committed.
+    void flush() {
+        std::vector<std::unique_ptr<job>> jobs;
+        {
+            std::lock_guard q(queue_mutex);
+            flush_posted = false;
+            if (leading) return; // the leader posts a flush for what waits when it ends
+            leading = true;
+            jobs.swap(queue);
+        }
+        {
+            std::lock_guard lock(mutex);
+            write_batch(jobs);
+        }
+        for (auto& j : jobs) j->complete();
+        jobs.clear();
+        end_lead();
+    }
+
+    /// The calls of several callers (writes, reads, leases, maintenance) in one transaction: one
+    /// commit, one fsync. Each runs inside a savepoint of its own (its own transaction nested):
+    /// one that fails (a lease held by another owner, a value SQLite refuses) is undone alone and
+    /// fails its caller only. A failure of the transaction itself (BEGIN busy, COMMIT failing,
+    /// SQLite rolling everything back on an I/O error or a full disk) fails every call of the
+    /// batch not failed already, each told with its own thread named. A lone call runs as it is,
+    /// in its own transaction.
+    void write_batch(std::vector<std::unique_ptr<job>>& jobs) {
+        static const std::string none;
+        batch_graphs.clear();
+        if (jobs.size() == 1) {
+            try {
+                jobs.front()->run();
+            } catch (...) {
+                jobs.front()->error = std::current_exception();
+            }
+            return;
+        }
+        try {
+            // A damaged file takes no more writes: the batch then only reads, and each write in
+            // it is refused by its own (nested) transaction.
+            transaction t(*this, !opt.read_only && !damage, none, "saving the work of several calls at once");
+            for (auto& j : jobs) {
+                const std::string& who = j->thread ? *j->thread : none;
+                const char* what = j->what ? j->what : "running a call";
+                stmt(*this, sql_savepoint, who, what).run();
+                const auto graphs_before = batch_graphs.size();
+                try {
+                    j->run();
+                } catch (...) {
+                    j->error = std::current_exception();
+                    batch_graphs.resize(graphs_before);
+                    inline_rows.clear();
+                    // SQLite rolled the whole transaction back (an I/O error, a full disk): the
+                    // batch fails; otherwise only this call's work is undone.
+                    if (sqlite3_get_autocommit(db.get())) throw;
+                    stmt(*this, sql_rollback_savepoint, who, what).run();
+                }
+                stmt(*this, sql_release_savepoint, who, what).run();
+            }
+            t.commit();
+            stored_graphs.insert(batch_graphs.begin(), batch_graphs.end());
+        } catch (...) {
+            const auto e = std::current_exception();
+            for (auto& j : jobs)
+                if (!j->error) j->error = batch_error(e, j->thread ? *j->thread : none, jobs.size());
+        }
+        batch_graphs.clear();
+        inline_rows.clear();
+    }
+
+    /// The calls queued even when the saver is idle (`job::batched`): `thread` is what `job::thread` points to.
+    struct put_call {
+        static constexpr const char* what = "saving a checkpoint";
+        impl* i;
+        const std::string& thread; // put's arguments outlive its co_await
+        const std::string& ns;
+        const checkpoint& cp;
+        void operator()() const { i->put(thread, ns, cp); }
+    };
+    struct put_writes_call {
+        static constexpr const char* what = "saving pending writes";
+        impl* i;
+        std::string thread, ns, checkpoint_id;
+        std::vector<pending_write> writes;
+        void operator()() const { i->put_writes(thread, ns, checkpoint_id, writes); }
+    };
+
+    /// The error of a shared transaction, as the caller writing `thread` is told it: its kind
+    /// kept, its thread named.
+    static std::exception_ptr batch_error(std::exception_ptr e, const std::string& thread, std::size_t n) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const checkpoint_error& c) {
+            if (thread.empty()) return e;
+            // what() ends in ": <kind>" (std::system_error): said once, by the new error.
+            std::string_view text = c.what();
+            const std::string kind = ": " + c.code().message();
+            if (text.size() >= kind.size() && text.substr(text.size() - kind.size()) == kind)
+                text.remove_suffix(kind.size());
+            return std::make_exception_ptr(checkpoint_error(
+                c.kind(), "thread " + quote(thread) + ": its write, committed together with " + std::to_string(n - 1) +
+                              " other call(s), failed: " + std::string(text),
+                {thread}));
+        } catch (...) {
+            return e;
+        }
+    }
+
     ~impl() {
         {
             std::lock_guard k(keeper.mutex);
@@ -1932,49 +2138,81 @@ const std::string& sqlite_saver::owner() const noexcept { return impl_->owner; }
 const std::string& sqlite_saver::path() const noexcept { return impl_->opt.path; }
 
 namespace {
-/// Runs `f` (SQLite work) on the saver's own thread and completes on the caller's executor, so a
-/// slow commit never blocks the caller's other coroutines; or in place, without `own_thread`.
-///
-/// The hand-back: the saver's thread posts the completion to the caller's executor and, once
-/// that post has returned, touches nothing of the caller's again (the work guard and the
-/// executor travel inside the completion and die on the caller's side); the completion waits
-/// for that moment before it resumes the caller, at most the few instructions left in `post`.
-/// Asio wakes a waiting thread only after unlocking its queue, so without the wait a caller that
-/// resumes and at once destroys its io_context (run_sync, a context per request, with a saver
-/// that outlives them) could do so while the saver's thread is still signalling it: the data race
-/// ThreadSanitizer reported (pthread_cond_signal against ~io_context; scripts/test --tsan).
-template <class R, class Impl, class F>
+/// The value a call hands back, and the moment its completion was posted (see `call::complete`).
+template <class R>
+struct handback {
+    std::conditional_t<std::is_void_v<R>, bool, std::optional<R>> value{};
+    std::exception_ptr error;
+    std::atomic<bool> posted{false};
+};
+
+/// A queued call (impl::job) of result `R`: `f` is its SQLite work, `handler` its caller's
+/// completion, `work` keeps the caller's executor running while it waits.
+template <class Job, class R, class F, class Handler>
+struct call final : Job {
+    F f;
+    Handler handler;
+    boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work;
+    std::shared_ptr<handback<R>> h;
+
+    call(F fn, Handler hd, std::shared_ptr<handback<R>> back)
+        : f(std::move(fn)), handler(std::move(hd)), work(boost::asio::get_associated_executor(handler)), h(std::move(back)) {}
+
+    void run() override {
+        if constexpr (std::is_void_v<R>) f();
+        else h->value.emplace(f());
+    }
+    boost::asio::any_io_executor executor() const override { return work.get_executor(); }
+
+    /// The hand-back: the completion is posted to the caller's executor and, once that post has
+    /// returned, the thread that ran the call (a flush serving several callers, maybe of other
+    /// threads, or the saver's own thread) touches nothing of the caller's again: the work guard
+    /// and the executor travel inside the completion and die on the caller's side; the
+    /// completion waits for that moment before it resumes the caller, at most the few
+    /// instructions left in `post`. Asio wakes a waiting thread only after unlocking its queue,
+    /// so without the wait a caller that resumes and at once destroys its io_context (run_sync,
+    /// a context per request, with a saver that outlives them) could do so while this thread is
+    /// still signalling it: the data race ThreadSanitizer reported (pthread_cond_signal against
+    /// ~io_context; scripts/test --tsan).
+    void complete() noexcept override {
+        h->error = this->error;
+        auto back = h;
+        {
+            auto ex = work.get_executor();
+            boost::asio::post(ex, [back, handler = std::move(handler), work = std::move(work)]() mutable {
+                back->posted.wait(false);
+                std::move(handler)();
+            });
+        }
+        back->posted.store(true);
+        back->posted.notify_one();
+    }
+};
+
+/// Runs `f` (SQLite work) for the caller. When the saver is idle, in place, inside the awaiting
+/// coroutine: no thread hand-off, no post. Otherwise, and always for a write (`Batched`: a put
+/// or put_writes, `f.thread` the thread it writes) or with `own_thread`, it queues and is run by
+/// the next flush (impl::flush), which batches the writes queued beside it into one transaction;
+/// the caller resumes on its own executor once its work is done and, for a write, committed.
+template <class R, bool Batched = false, class Impl, class F>
 boost::asio::awaitable<R> on_saver_thread(Impl& i, F f) {
-    if (!i.pool) {
+    if (!Batched && i.try_lead()) {
+        struct unlead {
+            Impl& i;
+            ~unlead() { i.end_lead(); }
+        } u{i};
         std::lock_guard lock(i.mutex);
         co_return f();
     }
-    struct handback {
-        std::conditional_t<std::is_void_v<R>, bool, std::optional<R>> value{};
-        std::exception_ptr error;
-        std::atomic<bool> posted{false};
-    };
-    auto h = std::make_shared<handback>();
+    auto h = std::make_shared<handback<R>>();
     auto initiate = [&i, &f, h](auto handler) {
-        auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
-        boost::asio::post(*i.pool, [&i, f = std::move(f), h, handler = std::move(handler), work = std::move(work)]() mutable {
-            try {
-                std::lock_guard lock(i.mutex);
-                if constexpr (std::is_void_v<R>) f();
-                else h->value.emplace(f());
-            } catch (...) {
-                h->error = std::current_exception();
-            }
-            {
-                auto ex = work.get_executor();
-                boost::asio::post(ex, [h, handler = std::move(handler), work = std::move(work)]() mutable {
-                    h->posted.wait(false);
-                    std::move(handler)();
-                });
-            }
-            h->posted.store(true);
-            h->posted.notify_one();
-        });
+        auto j = std::make_unique<call<typename Impl::job, R, F, decltype(handler)>>(std::move(f), std::move(handler), h);
+        if constexpr (Batched) {
+            j->batched = true;
+            j->thread = &j->f.thread;
+            j->what = F::what;
+        }
+        i.enqueue(std::move(j));
     };
     co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void()>(initiate, boost::asio::use_awaitable);
     if (h->error) std::rethrow_exception(h->error);
@@ -1983,15 +2221,13 @@ boost::asio::awaitable<R> on_saver_thread(Impl& i, F f) {
 } // namespace
 
 boost::asio::awaitable<void> sqlite_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
-    return on_saver_thread<void>(*impl_, [i = impl_.get(), &thread_id, &ns, &cp] { i->put(thread_id, ns, cp); });
+    return on_saver_thread<void, true>(*impl_, impl::put_call{impl_.get(), thread_id, ns, cp});
 }
 
 boost::asio::awaitable<void> sqlite_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                       std::vector<pending_write> writes) {
-    return on_saver_thread<void>(*impl_, [i = impl_.get(), thread_id = std::move(thread_id), ns = std::move(ns),
-                                          checkpoint_id = std::move(checkpoint_id), writes = std::move(writes)] {
-        i->put_writes(thread_id, ns, checkpoint_id, writes);
-    });
+    return on_saver_thread<void, true>(*impl_, impl::put_writes_call{impl_.get(), std::move(thread_id), std::move(ns),
+                                                                      std::move(checkpoint_id), std::move(writes)});
 }
 
 boost::asio::awaitable<std::optional<checkpoint_tuple>> sqlite_saver::get(std::string thread_id, std::string ns,

@@ -2,6 +2,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <stategraph/checkpoint/conformance.hpp>
@@ -1106,6 +1108,40 @@ BOOST_AUTO_TEST_CASE(read_only_reads_and_refuses_writes) {
     BOOST_TEST(!fs::exists(dir.file("missing")));
 }
 
+namespace {
+/// Limits this (child) process's files to 16 KiB more than the larger of `path` and its WAL
+/// (RLIMIT_FSIZE); returns the limit it replaced.
+rlimit limit_file_size_near(const std::string& path) {
+    std::error_code ec;
+    const auto largest = std::max(fs::file_size(path, ec), fs::file_size(path + "-wal", ec));
+    rlimit old{};
+    getrlimit(RLIMIT_FSIZE, &old);
+    rlimit tight = old;
+    tight.rlim_cur = static_cast<rlim_t>(largest + 16384);
+    setrlimit(RLIMIT_FSIZE, &tight);
+    return old;
+}
+
+/// Runs `body` in a forked child and returns the child's exit code: what `body` returns, 99
+/// when it throws (the message on stderr).
+template <class F>
+int code_of_child(F body) {
+    const pid_t pid = fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int code = 99;
+        try {
+            code = body();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "[child] %s\n", e.what());
+        }
+        std::fflush(stderr);
+        _exit(code);
+    }
+    return wait_child(pid);
+}
+} // namespace
+
 BOOST_AUTO_TEST_CASE(failed_write_rolls_back_and_keeps_last_good) {
     temp_dir dir;
     const auto path = dir.file("db");
@@ -1121,13 +1157,7 @@ BOOST_AUTO_TEST_CASE(failed_write_rolls_back_and_keeps_last_good) {
             std::signal(SIGXFSZ, SIG_IGN);
             sqlite_saver s(options_for(path));
             put(s, "t", "", cp1);
-            std::error_code ec;
-            auto largest = std::max(fs::file_size(path, ec), fs::file_size(path + "-wal", ec));
-            rlimit old{};
-            getrlimit(RLIMIT_FSIZE, &old);
-            rlimit tight = old;
-            tight.rlim_cur = static_cast<rlim_t>(largest + 16384);
-            setrlimit(RLIMIT_FSIZE, &tight);
+            const rlimit old = limit_file_size_near(path);
             try {
                 put(s, "t", "", cp2);
                 code = 2; // the write should have failed
@@ -1542,9 +1572,14 @@ boost::asio::awaitable<void> put_then_get(sqlite_saver& s, std::string thread, i
 }
 } // namespace
 
-BOOST_AUTO_TEST_CASE(a_caller_may_destroy_its_context_once_an_operation_completes) {
+BOOST_DATA_TEST_CASE(a_caller_may_destroy_its_context_once_an_operation_completes, boost::unit_test::data::make({false, true}),
+                     own_thread) {
+    // In place (the default: the flush runs on the caller's executor or on the pool's thread) and
+    // on the saver's own thread (which hands every completion back across threads).
     temp_dir dir;
-    sqlite_saver s(options_for(dir.file("handoff.db")));
+    auto o = options_for(dir.file("handoff.db"));
+    o.own_thread = own_thread;
+    sqlite_saver s(o);
     constexpr int rounds = 150;
     std::atomic<int> done{0};
     for (int k = 0; k < rounds; ++k) {
@@ -1560,6 +1595,200 @@ BOOST_AUTO_TEST_CASE(a_caller_may_destroy_its_context_once_an_operation_complete
         pool.join();
     }
     BOOST_TEST(done.load() == 2 * rounds);
+}
+
+namespace {
+/// Commits in a WAL file: frames of its current generation (salts of its header) that end a
+/// transaction (a non-zero database size after the commit).
+std::size_t commit_frames(const std::string& wal) {
+    const auto bytes = read_bytes(wal);
+    auto be32 = [&](std::size_t at) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at])) << 24 |
+               static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 16 |
+               static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 2])) << 8 |
+               static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[at + 3]));
+    };
+    if (bytes.size() < 32) return 0;
+    const std::size_t page = be32(8);
+    std::size_t commits = 0;
+    for (std::size_t at = 32; at + 24 + page <= bytes.size(); at += 24 + page) {
+        if (be32(at + 8) != be32(16) || be32(at + 12) != be32(20)) break; // an older generation
+        if (be32(at + 4) != 0) ++commits;
+    }
+    return commits;
+}
+
+/// One caller's write in a batch test: what it wrote and how it ended.
+struct batch_writer {
+    std::string thread;
+    checkpoint cp;
+    std::vector<pending_write> writes; ///< also saved, after the checkpoint, when not empty
+    bool stored = false;
+    std::optional<stategraph::checkpoint_error> error;
+};
+
+boost::asio::awaitable<void> write_one(saver& s, batch_writer& w) {
+    const std::string ns;
+    try {
+        co_await s.put(w.thread, ns, w.cp);
+        if (!w.writes.empty()) {
+            auto call = s.put_writes(w.thread, ns, w.cp.id, w.writes);
+            co_await std::move(call);
+        }
+        w.stored = true;
+    } catch (const stategraph::checkpoint_error& e) {
+        w.error = e;
+    }
+}
+
+/// Starts every writer on one io_context (all in the same event-loop turn) and runs it.
+void write_together(saver& s, std::vector<batch_writer>& writers) {
+    boost::asio::io_context io;
+    for (auto& w : writers) boost::asio::co_spawn(io, write_one(s, w), boost::asio::detached);
+    io.run();
+}
+
+std::vector<batch_writer> writers_for(const std::vector<std::string>& threads) {
+    std::vector<batch_writer> out;
+    for (const auto& t : threads) {
+        batch_writer w;
+        w.thread = t;
+        w.cp = next_cp(nullptr, 0, "loop", json::object{{"who", t}});
+        out.push_back(std::move(w));
+    }
+    return out;
+}
+
+/// `steps` checkpoints on `thread`, each followed by a pending write; failures counted.
+boost::asio::awaitable<void> run_steps(saver& s, const std::string& thread, int steps, std::atomic<int>* failed) {
+    const std::string ns;
+    checkpoint prev;
+    for (int k = 0; k < steps; ++k) {
+        const auto cp = next_cp(k ? &prev : nullptr, k, "loop", json::object{{"k", k}});
+        const std::vector<pending_write> ws{write_of("task" + std::to_string(k), "n", "x", k)};
+        try {
+            co_await s.put(thread, ns, cp);
+            auto call = s.put_writes(thread, ns, cp.id, ws);
+            co_await std::move(call);
+        } catch (...) {
+            ++*failed;
+        }
+        prev = cp;
+    }
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(writes_of_concurrent_runs_share_one_commit) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    put(s, "warm", "", next_cp(nullptr, 0, "loop", json::object{{"who", "warm"}}));
+    const auto before = commit_frames(path + "-wal");
+    BOOST_TEST(before >= 1u);
+    auto writers = writers_for({"a", "b", "c", "d", "e", "f", "g", "h"});
+    writers[2].writes = {write_of("task1", "n1", "x", 1)};
+    write_together(s, writers);
+    for (const auto& w : writers) {
+        BOOST_TEST(w.stored, w.thread << ": " << (w.error ? w.error->what() : "not stored"));
+        auto got = get(s, w.thread, "");
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("who") == json::value(json::string(w.thread)));
+    }
+    BOOST_TEST(get(s, "c", "")->writes.size() == 1u);
+    // Eight checkpoints in one commit, then the pending write (its caller's next call) in a second.
+    BOOST_TEST(commit_frames(path + "-wal") - before == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_stale_writer_inside_a_batch_is_refused_alone) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    auto o = options_for(path);
+    sqlite_saver a(o), b(o);
+    run(b.acquire("held"));   // another owner's live lease: a's write is thread_busy
+    run(a.acquire("lost"));   // a's lease, taken over by b: a's write is lease_lost
+    BOOST_TEST((run(b.break_lease("lost")) == std::optional<std::string>(a.owner())));
+    run(b.acquire("lost"));
+    run(a.acquire("mine"));   // a's own lease, still a's: stored
+    const auto before = commit_frames(path + "-wal");
+    auto writers = writers_for({"free1", "held", "mine", "lost", "free2"});
+    write_together(a, writers);
+    BOOST_TEST(commit_frames(path + "-wal") - before == 1u); // one transaction for the batch
+    for (const auto* t : {"free1", "mine", "free2"}) {
+        const auto& w = *std::find_if(writers.begin(), writers.end(), [&](const batch_writer& x) { return x.thread == t; });
+        BOOST_TEST(w.stored, t << ": " << (w.error ? w.error->what() : "not stored"));
+        BOOST_TEST(get(a, t, "").has_value());
+    }
+    BOOST_TEST_REQUIRE(writers[1].error.has_value());
+    BOOST_TEST((writers[1].error->kind() == errc::thread_busy), writers[1].error->what());
+    BOOST_TEST(has_name(*writers[1].error, "held"));
+    BOOST_TEST_REQUIRE(writers[3].error.has_value());
+    BOOST_TEST((writers[3].error->kind() == errc::lease_lost), writers[3].error->what());
+    BOOST_TEST(has_name(*writers[3].error, "lost"));
+    BOOST_TEST(!get(a, "held", "").has_value()); // the refused writes left nothing
+    BOOST_TEST(!get(a, "lost", "").has_value());
+    // Still fenced afterwards, alone as in a batch.
+    expect_error(errc::lease_lost, [&] { put(a, "lost", "", next_cp(nullptr, 1, "loop", json::object{})); });
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_batch_fails_every_writer_each_named) {
+    // The child runs out of file size (RLIMIT_FSIZE) while four runs' checkpoints, one batch,
+    // are written: every writer is told (storage_failure naming its own thread), none is stored,
+    // and the saver goes on.
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const int code = code_of_child([&] {
+        std::signal(SIGXFSZ, SIG_IGN);
+        sqlite_saver s(options_for(path));
+        put(s, "warm", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+        const rlimit old = limit_file_size_near(path);
+        auto writers = writers_for({"w1", "w2", "w3", "w4"});
+        for (auto& w : writers) w.cp = next_cp(nullptr, 0, "loop", json::object{{"big", std::string(200000, 'b')}});
+        write_together(s, writers);
+        setrlimit(RLIMIT_FSIZE, &old);
+        for (const auto& w : writers) {
+            if (w.stored) return 2;
+            if (!w.error || w.error->kind() != errc::storage_failure) return 3;
+            if (!has_name(*w.error, w.thread)) return 4;
+            std::fprintf(stderr, "[child] expected failure: %s\n", w.error->what());
+            if (get(s, w.thread, "").has_value()) return 5;
+        }
+        put(s, "after", "", next_cp(nullptr, 0, "loop", json::object{{"a", 2}}));
+        return get(s, "after", "").has_value() ? 0 : 6;
+    });
+    BOOST_TEST(code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(writers_on_two_threads_share_commits_and_lose_nothing) {
+    // Two io_contexts on two threads, eight runs each, every run ten checkpoints and a pending
+    // write after each: a flush on one thread commits the other's writes too (and hands their
+    // completions back across threads).
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    constexpr int runs = 16, steps = 10;
+    std::atomic<int> failures{0};
+    std::vector<std::string> names;
+    for (int r = 0; r < runs; ++r) names.push_back("r" + std::to_string(r));
+    {
+        boost::asio::io_context ios[2];
+        for (int r = 0; r < runs; ++r) {
+            auto work = run_steps(s, names[static_cast<std::size_t>(r)], steps, &failures);
+            boost::asio::co_spawn(ios[r % 2], std::move(work), boost::asio::detached);
+        }
+        std::thread second([&ios] { ios[1].run(); });
+        ios[0].run();
+        second.join();
+    }
+    BOOST_TEST(failures.load() == 0);
+    for (int r = 0; r < runs; ++r) {
+        const auto t = "r" + std::to_string(r);
+        BOOST_TEST(list(s, t, "", list_options{}).size() == static_cast<std::size_t>(steps));
+        auto head = get(s, t, "");
+        BOOST_TEST_REQUIRE(head.has_value());
+        BOOST_TEST(head->cp.values.at("k") == steps - 1);
+        BOOST_TEST(head->writes.size() == 1u);
+    }
+    BOOST_TEST_MESSAGE("two threads, " << runs * steps * 2 << " writes in " << commit_frames(path + "-wal") << " commits");
 }
 
 BOOST_AUTO_TEST_CASE(a_key_is_refused_in_a_build_without_libsodium, *boost::unit_test::precondition(encryption_not_built)) {

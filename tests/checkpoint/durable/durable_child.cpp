@@ -13,6 +13,9 @@
 //   durable_child email-resume <db> <thread> <counters> <n> answers the question
 //   durable_child probe-start <db> <thread> <notes>         the probe graph on new input (kill loop)
 //   durable_child probe-continue <db> <thread> <notes>      continues a probe thread
+//   durable_child probe-many <db> {<thread> <notes> <start|continue>}...
+//       several probe threads at once on one saver, half on each of two threads (io_contexts),
+//       so that their checkpoints and pending writes share commits (group commit kill loop)
 //   durable_child race-chat|race-continue|race-resume <db> <thread> <dir> <scenario> <together>
 //       the race graph (notes in <dir>/notes, fails while <dir>/fail exists) on new input, by
 //       continuing, or resuming with 7; no waiting out another's lease: thread_busy is the
@@ -31,10 +34,16 @@
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/checkpoint/testing/run.hpp>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -171,6 +180,60 @@ int main_impl(int argc, char** argv) {
         });
         std::cout << "done: " << r.values.log.size() << " entries\n";
         return r.interrupted() ? 2 : 0;
+    }
+    if (mode == "probe-many") {
+        if (argc < 6 || (argc - 3) % 3 != 0) return 2;
+        auto saver = open_saver(db);
+        struct probe {
+            std::string thread, notes;
+            bool start;
+            sg::compiled_graph<probe_state> app;
+            bool done = false;
+        };
+        std::vector<std::unique_ptr<probe>> probes;
+        for (int a = 3; a + 2 < argc; a += 3)
+            probes.push_back(std::make_unique<probe>(
+                probe{argv[a], argv[a + 1], std::string(argv[a + 2]) == "start",
+                      probe_graph(argv[a + 1]).compile({.checkpointer = saver}), false}));
+        boost::asio::io_context ios[2];
+        std::atomic<int> failures{0};
+        for (std::size_t k = 0; k < probes.size(); ++k) {
+            auto one = [](probe& p) -> boost::asio::awaitable<void> {
+                sg::run_config c;
+                c.thread_id = p.thread;
+                // A killed child's lease is taken over at once (same host); busy is retried anyway.
+                const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                for (;;) {
+                    try {
+                        auto call = p.start ? p.app.invoke(sg::update<probe_state>{}, c) : p.app.invoke(sg::continue_run, c);
+                        auto r = co_await std::move(call);
+                        p.done = !r.interrupted();
+                        co_return;
+                    } catch (const sg::checkpoint_error& e) {
+                        if (e.kind() != sg::errc::thread_busy || std::chrono::steady_clock::now() > until) throw;
+                    }
+                    boost::asio::steady_timer wait(co_await boost::asio::this_coro::executor, std::chrono::milliseconds(100));
+                    co_await wait.async_wait(boost::asio::use_awaitable);
+                }
+            };
+            auto work = one(*probes[k]);
+            boost::asio::co_spawn(ios[k % 2], std::move(work), [&failures](std::exception_ptr e) {
+                if (!e) return;
+                ++failures;
+                try {
+                    std::rethrow_exception(e);
+                } catch (const std::exception& x) {
+                    std::cerr << "probe-many: " << x.what() << "\n";
+                }
+            });
+        }
+        std::thread second([&ios] { ios[1].run(); });
+        ios[0].run();
+        second.join();
+        for (const auto& p : probes)
+            if (!p->done) ++failures;
+        std::cout << "done: " << probes.size() << " threads, " << failures.load() << " failed\n";
+        return failures.load() == 0 ? 0 : 2;
     }
     if (mode == "race-chat" || mode == "race-continue" || mode == "race-resume") {
         if (argc < 7) return 2;

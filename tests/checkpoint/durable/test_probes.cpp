@@ -430,6 +430,14 @@ void race_past_the_lease(std::size_t n) {
     std::cout << ", " << ms_since(t0) << " ms\n";
 }
 
+/// The children's leases last a minute while it lives (STATEGRAPH_TEST_LEASE_MS).
+struct minute_leases {
+    minute_leases() { ::setenv("STATEGRAPH_TEST_LEASE_MS", "60000", 1); }
+    minute_leases(const minute_leases&) = delete;
+    minute_leases& operator=(const minute_leases&) = delete;
+    ~minute_leases() { ::unsetenv("STATEGRAPH_TEST_LEASE_MS"); }
+};
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(probes)
@@ -440,10 +448,7 @@ BOOST_AUTO_TEST_SUITE(probes)
 // busy thread for 20 s only, so the loop finishes only if each takes a dead holder's lease over at
 // once (issue 11 break 4).
 BOOST_AUTO_TEST_CASE(kill_loop) {
-    ::setenv("STATEGRAPH_TEST_LEASE_MS", "60000", 1);
-    struct unset_on_exit {
-        ~unset_on_exit() { ::unsetenv("STATEGRAPH_TEST_LEASE_MS"); }
-    } unset;
+    const minute_leases leases;
     const std::size_t kills_wanted = env_number("STATEGRAPH_KILL_LOOP", 150);
     const std::uint64_t seed = env_number("STATEGRAPH_KILL_SEED", std::random_device{}());
     std::cout << "probes/kill_loop: seed " << seed << " (STATEGRAPH_KILL_SEED=" << seed << " repeats it), "
@@ -525,6 +530,88 @@ BOOST_AUTO_TEST_CASE(kill_loop) {
                   << " ms\n";
         for (const auto& [phase, count] : phases) std::cout << "  " << count << " killed " << phase << "\n";
         std::cout << "  (" << torn_commits << " of them while a commit was writing the WAL: frames without a commit frame)\n";
+    }
+}
+
+// The kill loop with several threads at once in each child, on one saver and two threads
+// (io_contexts): their checkpoints and pending writes share commits (group commit). A kill at
+// any moment, between the writes of a batch or inside its commit, loses no checkpoint a child
+// was told was stored (verify: none seen before is gone, no stored task runs again), and every
+// thread still reaches its one final state. STATEGRAPH_KILL_LOOP_MANY=<n> sets the number of kills.
+BOOST_AUTO_TEST_CASE(kill_loop_concurrent_threads) {
+    const minute_leases leases;
+    constexpr std::size_t per_child = 4;
+    const std::size_t kills_wanted = env_number("STATEGRAPH_KILL_LOOP_MANY", 40);
+    const std::uint64_t seed = env_number("STATEGRAPH_KILL_SEED", std::random_device{}());
+    std::cout << "probes/kill_loop_concurrent_threads: seed " << seed << ", " << kills_wanted << " kills, "
+              << per_child << " threads per child\n";
+    std::mt19937_64 rng(seed);
+    temp_dir dir;
+    const std::string output = dir.file("children.log");
+    std::deque<probe_thread> threads;
+    std::vector<probe_thread*> group; // the threads of the current file
+    std::vector<bool> needs_input;
+    auto new_group = [&] {
+        group.clear();
+        needs_input.assign(per_child, true);
+        const auto file = dir.file("many-" + std::to_string(threads.size() / per_child) + ".db");
+        for (std::size_t k = 0; k < per_child; ++k) {
+            const auto n = threads.size();
+            threads.push_back({file, "m" + std::to_string(n), dir.file("many-notes-" + std::to_string(n)), {}, {}, {}, 0, false});
+            group.push_back(&threads.back());
+        }
+    };
+    auto child_args = [&] {
+        std::vector<std::string> args{"probe-many", group.front()->db};
+        for (std::size_t k = 0; k < group.size(); ++k) {
+            if (group[k]->done) continue;
+            args.insert(args.end(), {group[k]->id, group[k]->notes, needs_input[k] ? "start" : "continue"});
+        }
+        return args;
+    };
+    auto verify_group = [&] {
+        bool all_done = true;
+        for (std::size_t k = 0; k < group.size(); ++k) {
+            if (group[k]->done) continue;
+            BOOST_TEST_CONTEXT("thread " << group[k]->id << " in " << group[k]->db) {
+                const auto view = verify(*group[k]);
+                needs_input[k] = view.needs_input;
+                all_done = all_done && view.done;
+            }
+        }
+        return all_done;
+    };
+
+    BOOST_TEST_CONTEXT("seed " << seed) {
+        new_group();
+        const auto t0 = steady::now();
+        const int code0 = wait_child(spawn(child_args(), output));
+        const auto span = steady::now() - t0;
+        BOOST_REQUIRE_MESSAGE(code0 == 0, "an unkilled child exited " << code0 << ":\n" << tail_of(output));
+        BOOST_REQUIRE(verify_group());
+        const auto max_delay = std::chrono::duration_cast<std::chrono::microseconds>(span) * 5 / 4;
+        std::uniform_int_distribution<std::int64_t> draw(0, max_delay.count());
+        std::size_t kills = 0, torn = 0;
+        bool done = true;
+        while (kills < kills_wanted || !done) {
+            if (done) new_group();
+            const pid_t pid = spawn(child_args(), output);
+            const bool spare = kills >= kills_wanted;
+            bool killed = false;
+            const int code = spare ? wait_child(pid, 60s) : wait_or_kill(pid, std::chrono::microseconds(draw(rng)), &killed);
+            killed = killed && code == -SIGKILL;
+            BOOST_REQUIRE_MESSAGE(killed || code == 0, "the child exited " << code << ":\n" << tail_of(output));
+            if (killed && uncommitted_wal_pages(group.front()->db) > 0) ++torn;
+            done = verify_group();
+            if (killed) ++kills;
+            else BOOST_REQUIRE_MESSAGE(done, "the child exited 0 but a thread is not finished");
+        }
+        for (auto& th : threads) {
+            BOOST_TEST_CONTEXT("thread " << th.id << " at the end") { BOOST_TEST(verify(th).done); }
+        }
+        std::cout << "probes/kill_loop_concurrent_threads: " << kills << " kills (" << torn
+                  << " while a commit was writing the WAL), " << threads.size() << " threads; an unkilled child ran "
+                  << std::chrono::duration<double, std::milli>(span).count() << " ms\n";
     }
 }
 
