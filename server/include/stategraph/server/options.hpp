@@ -18,6 +18,8 @@ class base_store;
 
 namespace stategraph::server {
 
+class run_store;
+
 /// @brief How much of a run a stream shows (the supervisor platform's three levels), on top of
 /// the stream modes the client asked for: the one filter of <stategraph/verbosity.hpp>.
 using verbosity = stategraph::verbosity;
@@ -35,13 +37,30 @@ struct server_options {
     std::set<std::string> api_keys;
     /// one line per request (method, path, status); null: silent
     std::function<void(std::string_view)> log;
-    /// runs executing at once, across threads; more wait (status pending), oldest first
+    /// runs this instance executes at once (its workers); more wait (status pending), oldest
+    /// first, for this instance or any other on the same run store. 0: an API-only instance,
+    /// which queues runs for the others and runs none itself.
     std::size_t max_runs_in_flight = 64;
-    /// finished runs kept in memory (their record, events and result); the oldest are dropped
+    /// where thread records, runs, their queue and their events live (<stategraph/server/run_store.hpp>):
+    /// SQLite for one host (any number of instances on one file), PostgreSQL for many. Null: an
+    /// SQLite store in this process's memory, lost at exit (set max_finished_runs and
+    /// max_events_per_run there through its run_store_options).
+    std::shared_ptr<run_store> runs;
+    /// this instance's name in the run store (its claims, the logs); "" makes one of the host
+    /// name, the process id and a random part
+    std::string instance_id;
+    /// false: a worker-only instance (listen() binds nothing; it runs queued runs)
+    bool serve_api = true;
+    /// how often an instance looks for new runs, cancellations and events of other instances
+    /// when nothing woke it (PostgreSQL notifications wake it at once)
+    std::chrono::milliseconds poll_interval{100};
+    /// finished runs kept (their record, events and result) when the server makes its own
+    /// store (`runs` null); the oldest are dropped
     std::size_t max_finished_runs = 10'000;
-    /// events kept per run for replay (joining a stream with `Last-Event-ID`); beyond it the oldest
-    /// go first. A join asking for events older than those kept gets 410 with a detail naming the
-    /// oldest id kept; a stream that falls that far behind ends with an `error` event saying so.
+    /// events kept per run for replay when the server makes its own store (joining a stream
+    /// with `Last-Event-ID`); beyond it the oldest go first. A join asking for events older than
+    /// those kept gets 410 with a detail naming the oldest id kept; a stream that falls that far
+    /// behind ends with an `error` event saying so.
     std::size_t max_events_per_run = 10'000;
     /// runs pending or running on one thread (multitask_strategy enqueue); one more gets 429 with
     /// a detail naming the thread and the bound
