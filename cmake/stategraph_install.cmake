@@ -4,7 +4,7 @@
 #   find_package(stategraph 0.1 CONFIG REQUIRED COMPONENTS sqlite)
 #   target_link_libraries(app PRIVATE stategraph::dsl stategraph::sqlite)
 #
-# core, checkpoint, graph, dsl and server need only Boost and Threads: they are always loaded, in
+# core, checkpoint, graph, dsl and server need only Boost, Threads and (the server's run store) SQLite 3: they are always loaded, in
 # stategraphTargets.cmake. sqlite (SQLite 3), postgres (libpq), redis (hiredis), tiered (both of these) and nodes (OpenSSL)
 # have export files of their own,
 # loaded, with their dependency, only when a component names them.

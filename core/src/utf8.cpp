@@ -2,6 +2,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <cmath>
 #include <vector>
 
 namespace stategraph {
@@ -100,6 +101,27 @@ void make_valid_utf8(json::value& v) {
 std::string serialize_valid_utf8(json::value v) {
     make_valid_utf8(v);
     return json::serialize(v);
+}
+
+std::string serialize_strict_json(const json::value& v) {
+    std::string text = json::serialize(v);
+    const bool finite = text.find("Infinity") == std::string::npos && text.find("NaN") == std::string::npos;
+    if (finite && is_valid_utf8(text)) return text;
+    json::value fixed = v;
+    if (!finite) {
+        std::vector<json::value*> pending{&fixed}; // a stack: a value may nest deeper than the call stack should
+        while (!pending.empty()) {
+            json::value* x = pending.back();
+            pending.pop_back();
+            if (x->is_double() && !std::isfinite(x->get_double())) *x = nullptr;
+            else if (auto* a = x->if_array())
+                for (auto& e : *a) pending.push_back(&e);
+            else if (auto* o = x->if_object())
+                for (auto& m : *o) pending.push_back(&m.value());
+        }
+    }
+    make_valid_utf8(fixed);
+    return json::serialize(fixed);
 }
 
 } // namespace stategraph

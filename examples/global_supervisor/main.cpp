@@ -53,6 +53,7 @@
 #include <csignal>
 #include <stategraph/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
+#include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
 #include <stategraph/store/sqlite_store.hpp>
 
@@ -97,6 +98,12 @@ constexpr const char* usage_text =
     "  global_supervisor demo    [--db FILE] [--model-url URL --model NAME]\n"
     "  global_supervisor break-lease --db FILE --thread ID\n"
     "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--model-url URL --model NAME]\n"
+    "                            [--checkpointer URL [--fallback URL]] [--runs FILE|postgresql://...] [--workers N]\n"
+    "                            [--role api|worker|both] [--instance NAME] [--lease-ms MS]\n"
+    "  (serve: runs, their queue, events and thread records live in --runs: an SQLite file (default FILE.runs beside\n"
+    "   --db; any number of instances on one host share it) or PostgreSQL (instances on many hosts); --workers runs\n"
+    "   at once per instance (default 64); --role api takes requests and runs nothing, worker runs and listens on\n"
+    "   no port; a run whose instance died is taken over after --lease-ms (default 10000))\n"
     "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
     "   of rules agent(task glob) over the planned agent steps, e.g. {\"deny\": [\"wealth(*transfer*)\"]})\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
@@ -137,7 +144,8 @@ args parse(int argc, char** argv) {
         {"dot", {"db", "thread", "checkpoint", "format", "diff"}},
         {"demo", {"db", "model-url", "model", "permissions"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
-        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions"}},
+        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "runs",
+                   "workers", "role", "instance", "lease-ms"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -569,6 +577,39 @@ int cmd_serve(const args& a) {
             if (!o.empty()) so.cors_origins.insert(o);
     }
     so.log = [](std::string_view line) { std::cerr << line << "\n"; };
+    auto number = [&](const char* name, long lo, long hi) -> std::optional<long> {
+        auto v = a.get(name);
+        if (!v) return std::nullopt;
+        try {
+            std::size_t used = 0;
+            long n = std::stol(*v, &used);
+            if (used != v->size() || n < lo || n > hi) throw std::out_of_range(*v);
+            return n;
+        } catch (const std::exception&) {
+            throw usage_error("serve: --" + std::string(name) + " takes a number from " + std::to_string(lo) + " to " +
+                              std::to_string(hi) + " (got '" + *v + "')");
+        }
+    };
+    { // where runs, their queue, their events and the thread records live
+        srv::run_store_options ro;
+        if (auto ms = number("lease-ms", 100, 3'600'000)) ro.lease = std::chrono::milliseconds(*ms);
+        const std::string runs = a.get("runs").value_or(db + ".runs");
+        if (runs.rfind("postgres://", 0) == 0 || runs.rfind("postgresql://", 0) == 0) {
+            srv::postgres_run_store_options po;
+            po.conninfo = runs;
+            po.store = ro;
+            so.runs = srv::open_postgres_run_store(std::move(po));
+        } else {
+            so.runs = srv::open_sqlite_run_store(runs, ro);
+        }
+    }
+    if (auto w = number("workers", 0, 100'000)) so.max_runs_in_flight = static_cast<std::size_t>(*w);
+    if (auto role = a.get("role")) {
+        if (*role == "api") so.max_runs_in_flight = 0;
+        else if (*role == "worker") so.serve_api = false;
+        else if (*role != "both") throw usage_error("serve: --role takes api, worker or both (got '" + *role + "')");
+    }
+    if (auto name = a.get("instance")) so.instance_id = *name;
     { // the Store endpoints (/store/...): a SQLite store beside the database
         sg::store::sqlite_store_options sto;
         sto.path = db + ".store";
@@ -600,9 +641,14 @@ int cmd_serve(const args& a) {
     srv::server server(io.get_executor(), so);
     server.add(srv::make_assistant("global_supervisor", ap.graph, std::move(ao)));
     auto port = server.listen();
-    std::cout << "global_supervisor: serving the LangGraph API on http://" << so.host << ":" << port
+    if (!so.serve_api) {
+        std::cout << "global_supervisor: a worker: running the queued runs of " << so.runs->backend().describe()
+                  << " (SIGINT or SIGTERM stops)" << std::endl;
+    } else {
+        std::cout << "global_supervisor: serving the LangGraph API on http://" << so.host << ":" << port
               << " (assistant global_supervisor; SIGINT or SIGTERM stops)\n"
               << "global_supervisor: the studio page: http://" << so.host << ":" << port << "/studio" << std::endl;
+    }
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     // SIGTERM or SIGINT: stop accepting, let every run reach a step boundary with its
     // checkpoint written, then exit.

@@ -33,4 +33,10 @@ void make_valid_utf8(boost::json::value& v);
 /// @brief @p v serialized as JSON text that is valid UTF-8 (`make_valid_utf8`, then serialize).
 std::string serialize_valid_utf8(boost::json::value v);
 
+/// @brief @p v as JSON text any strict reader takes (RFC 8259), and PostgreSQL's TEXT: a
+/// non-finite number (which Boost.JSON writes as `Infinity` or `NaN`) becomes null, as
+/// JavaScript's JSON.stringify writes it, and an ill-formed UTF-8 sequence U+FFFD. Text that
+/// needs neither is written once.
+std::string serialize_strict_json(const boost::json::value& v);
+
 } // namespace stategraph

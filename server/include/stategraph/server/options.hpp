@@ -49,6 +49,10 @@ struct server_options {
     /// this instance's name in the run store (its claims, the logs); "" makes one of the host
     /// name, the process id and a random part
     std::string instance_id;
+    /// how long `server::drain` waits for the runs of this instance to stop at a step boundary
+    /// and go back to the queue; a run still in a node after it keeps its claim until the claim
+    /// expires, and another instance takes it over from its last checkpoint
+    std::chrono::milliseconds drain_timeout{30'000};
     /// false: a worker-only instance (listen() binds nothing; it runs queued runs)
     bool serve_api = true;
     /// how often an instance looks for new runs, cancellations and events of other instances

@@ -235,7 +235,8 @@ public:
     /// @brief Inserts `t` unless a thread of its key exists; true when it was inserted.
     boost::asio::awaitable<bool> create_thread(const thread_record& t);
     boost::asio::awaitable<std::optional<thread_record>> get_thread(std::string key);
-    /// @brief Writes every field of `t` (its key must exist); false when it does not.
+    /// @brief Writes every field of `t` (its key must exist); false when it does not. Its status
+    /// is what the thread rests at: while a run of it is pending or running it reads busy.
     boost::asio::awaitable<bool> put_thread(const thread_record& t);
     /// @brief Merges `metadata` into the thread's (key by key) and stamps updated_at; the
     /// record after it, or nullopt when there is no such thread.
@@ -288,6 +289,13 @@ public:
     /// whole, its status computed from the thread's remaining runs), and events still buffered.
     /// False when `worker` no longer holds it (taken over: nothing written).
     boost::asio::awaitable<bool> finish(const run_record& run, std::string worker, const thread_record* thread);
+    /// @brief The runs `worker` holds that were asked to stop, with the action.
+    boost::asio::awaitable<std::vector<std::pair<std::string, std::string>>> cancel_requests(std::string worker);
+    /// @brief The workers holding running runs (to find those of a process that is gone).
+    boost::asio::awaitable<std::vector<std::string>> running_workers();
+    /// @brief Ends `worker`'s claims now (its process is known to be gone): its runs are taken
+    /// over at the next claim, not after the lease. Returns how many.
+    boost::asio::awaitable<std::size_t> expire_worker(std::string worker);
     /// @brief Hands a run `worker` holds back to the queue (a drain): pending, no worker, as
     /// first of its thread; the attempt is not counted.
     boost::asio::awaitable<bool> release(std::string run_id, std::string worker);

@@ -1,0 +1,139 @@
+// Internal to stategraph::server: the server's state and the parts that share it. Each part is
+// a file of its own:
+//   server.cpp      the public API, sessions (HTTP/1.1 reading and answering), dispatch
+//   threads.cpp     thread records (/threads...): create, read, search, copy, state, history
+//   runs.cpp        runs: creation, the queue (claims on the run store), workers, streams
+//   assistants.cpp  /assistants...: the graphs served, their drawings and schemas
+//   store_routes.cpp  /store/...: the long-term memory Store
+// Records live in the run store (run_store.hpp); this process keeps only what it executes (its
+// live runs) and who waits for what. One io_context thread: nothing here locks.
+#pragma once
+
+#include "common.hpp"
+
+namespace stategraph::server {
+
+struct assistant_rec {
+    assistant_spec spec;
+    std::string assistant_id;
+    std::string created_at;
+    const detail::state_table& table() const { return *spec.core->st; }
+};
+
+/// A run this instance executes (claimed from the run store).
+struct live_run {
+    run_record rec;
+    std::set<std::string> modes; ///< stream modes asked for (event names)
+    bool subgraphs = false;
+    std::shared_ptr<net::cancellation_signal> cancel = std::make_shared<net::cancellation_signal>();
+    std::string cancel_action; ///< "", "interrupt", "rollback": asked to stop
+    bool lost = false;         ///< another instance took the run over: write nothing more
+    std::int64_t next_event = 0;
+    std::vector<run_event> buffered; ///< events not yet in the store
+    bool flushing = false;
+    bool flush_failed = false;
+    waiter_list flushed; ///< woken when a flush ends
+    json::value last_values; ///< the last root values (null: none)
+};
+
+struct server::impl : std::enable_shared_from_this<impl> {
+    net::any_io_executor ex;
+    server_options opts;
+    tcp::acceptor acceptor;
+    unsigned short bound = 0;
+    bool stopping = false; ///< no new connections, streams end
+    bool draining = false; ///< no new runs start here; running ones stop at a step boundary and go back to the queue
+    bool stopping_workers = false; ///< no new claims (stop, or a drain's end)
+    std::shared_ptr<run_store> store;
+    std::string instance;
+    std::vector<std::shared_ptr<assistant_rec>> assistants;
+    std::map<std::string, std::shared_ptr<live_run>> local; ///< run id -> the runs executing here
+    std::map<std::string, waiter_list> run_watch;           ///< run id -> who waits for news of it
+    waiter_list runs_changed;  ///< thread streams: a run was queued or ended (here or, notified, elsewhere)
+    waiter_list dispatch_wake; ///< the dispatcher: a run was queued, a worker is free
+    waiter_list drained_wake;  ///< drain: a live run ended
+    std::list<beast::tcp_stream*> sessions;
+    std::size_t open_connections = 0;
+    bool dispatching = false, beating = false;
+
+    impl(net::any_io_executor e, server_options o);
+
+    // -- lookups (threads.cpp) ------------------------------------------------------------------
+    std::shared_ptr<assistant_rec> find_assistant(const std::string& id) const;
+    std::shared_ptr<assistant_rec> assistant_or_404(const std::string& id) const;
+    std::shared_ptr<assistant_rec> graph_of(const thread_record& th) const {
+        return th.graph_id.empty() ? nullptr : find_assistant(th.graph_id);
+    }
+    /// The thread `owner` calls `id` (temporary ones included), or nullopt. Another owner's
+    /// thread of that id is never found: it is kept elsewhere (storage_id).
+    awaitable<std::optional<thread_record>> find_thread(std::string owner, std::string id);
+    awaitable<thread_record> thread_or_404(const call& c, std::string id);
+    /// A new thread record (not stored); metadata.graph_id, when given, must name a graph served.
+    thread_record new_thread(std::string id, std::string owner, json::object metadata) const;
+    static json::object thread_json(const thread_record& t);
+    /// `th` with its values, interrupts and resting status read from its latest checkpoint.
+    awaitable<thread_record> refreshed(thread_record th);
+    awaitable<void> drop_thread(thread_record th);
+    void log_line(const std::string& line) const {
+        if (opts.log) opts.log(line);
+    }
+    /// Threads kept by an earlier server whose records the run store lacks: those recorded in
+    /// the first checkpointer's node cache (servers before the run store), then, without API
+    /// keys, threads found in the checkpointers.
+    static awaitable<void> adopt_threads(std::shared_ptr<impl> self);
+    json::object assistant_json(const assistant_rec& a) const;
+
+    // -- runs (runs.cpp) ------------------------------------------------------------------------
+    awaitable<void> create_run(call& c, bool stateless, const std::string& how);
+    awaitable<void> route_runs(call& c, const thread_record& th);
+    awaitable<run_record> run_or_404(const call& c, const thread_record& th, const std::string& rid);
+    std::set<std::string> parse_modes(const json::value* v) const;
+    std::optional<std::set<std::string>> query_modes(const call& c) const;
+    std::vector<std::pair<std::string, std::string>> location_headers(const run_record& run, bool sse) const;
+    awaitable<void> relay(call& c, run_record run, std::set<std::string> modes, std::int64_t after, bool cancel_on_disconnect);
+    awaitable<bool> relay_events(call& c, std::string run_id, std::set<std::string> modes, std::int64_t after);
+    awaitable<void> relay_thread(call& c, thread_record th, std::optional<std::set<std::string>> modes);
+    awaitable<void> wait_and_answer(call& c, run_record run, bool created, bool cancel_on_disconnect);
+    awaitable<void> cancel_and_maybe_wait(call& c, run_record run, std::string action, bool wait);
+    static json::object run_json(const run_record& r);
+    static json::value result_of(const run_record& r);
+
+    void wake(waiter_list& w) {
+        for (auto* t : w) t->cancel();
+    }
+    void wake_run(const std::string& run_id) {
+        if (auto it = run_watch.find(run_id); it != run_watch.end()) wake(it->second);
+    }
+    /// Waits for news of `run_id` (local events, a notification) or `timeout`.
+    awaitable<void> wait_run(const std::string& run_id, std::chrono::milliseconds timeout);
+    void on_notification(const std::string& channel, const std::string& payload);
+
+    // workers
+    void start_workers();
+    static awaitable<void> dispatch_loop(std::shared_ptr<impl> self);
+    static awaitable<void> heartbeat_loop(std::shared_ptr<impl> self);
+    static awaitable<void> execute(std::shared_ptr<impl> self, std::shared_ptr<live_run> run);
+    void record(live_run& run, std::string name, const json::value& data);
+    void on_engine_event(live_run& run, const stream_event& e);
+    static awaitable<void> flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run);
+    awaitable<void> flush_all(std::shared_ptr<live_run> run);
+    static awaitable<std::string> rollback_anchor(std::shared_ptr<checkpoint::saver> saver, std::string thread_id);
+    static awaitable<void> roll_back(std::shared_ptr<checkpoint::saver> saver, std::string thread_id, std::string anchor);
+    /// Runs whose worker was this host's process that is gone (a restart after SIGKILL): their
+    /// claims expire now, not after the lease.
+    static awaitable<void> reclaim_dead_local(std::shared_ptr<impl> self);
+    static awaitable<void> wait_idle(std::shared_ptr<impl> self, std::function<void()> done);
+
+    // -- routes -------------------------------------------------------------------------------
+    awaitable<void> dispatch(call& c);
+    awaitable<void> route_assistants(call& c);
+    awaitable<void> route_threads(call& c);
+    awaitable<void> route_store(call& c);
+
+    awaitable<void> session(tcp::socket sock);
+    awaitable<void> accept_loop();
+    static awaitable<void> adopt_then_accept(std::shared_ptr<impl> self);
+    static awaitable<void> refuse(std::shared_ptr<impl> self, tcp::socket sock);
+};
+
+} // namespace stategraph::server
