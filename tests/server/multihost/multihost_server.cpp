@@ -6,10 +6,12 @@
 // Each node appends its name to `log`. `llm` waits `--node-ms` (default 50 ms; a run's
 // `wait_ms` input overrides it) on an Asio timer: an LLM call's stand-in that holds no thread.
 //
-//   multihost_server --checkpointer postgresql://... [--runs postgresql://...] [--host H]
+//   multihost_server --checkpointer postgresql://...|sqlite:FILE|memory [--runs postgresql://...|sqlite:FILE]
+//                    [--host H]
 //                    [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N]
 //                    [--pool N] [--trace FILE]
 //
+// memory and sqlite:FILE are for the benchmark's one-host rows (bench.sh).
 // --workers N: runs executed at once (server_options::max_runs_in_flight); 0: API only.
 // --lease-ms N: how long a killed instance's claims (run store) and thread leases (checkpointer)
 //   live before another instance takes them over.
@@ -17,7 +19,9 @@
 //   "<unix µs> <instance> <thread id> <node> <nodes logged before it>"; the test reads it to know
 //   which instance runs a thread and when a killed run made progress again elsewhere.
 // Prints "listening on HOST:PORT" when it accepts. SIGTERM/SIGINT: server::drain, then exit 0.
+#include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/postgres_saver.hpp>
+#include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
 #include <stategraph/stategraph.hpp>
@@ -110,7 +114,8 @@ sg::compiled_graph<mh_state> build(std::shared_ptr<sg::checkpoint::saver> saver)
 
 int usage(const std::string& why) {
     std::cerr << "multihost_server: " << why
-              << "\nusage: multihost_server --checkpointer postgresql://... [--runs postgresql://...] [--host H]"
+              << "\nusage: multihost_server --checkpointer postgresql://...|sqlite:FILE|memory [--runs postgresql://...|sqlite:FILE]"
+                 " [--host H]"
                  " [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N] [--pool N]"
                  " [--trace FILE]\n";
     return 2;
@@ -144,36 +149,54 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
         return usage("a number was expected");
     }
-    if (!checkpointer.starts_with("postgresql://") && !checkpointer.starts_with("postgres://"))
-        return usage("--checkpointer takes a postgresql:// URL");
+    const auto is_pg = [](const std::string& u) { return u.starts_with("postgresql://") || u.starts_with("postgres://"); };
+    if (!is_pg(checkpointer) && !checkpointer.starts_with("sqlite:") && checkpointer != "memory")
+        return usage("--checkpointer takes a postgresql:// URL, sqlite:FILE or memory");
+    if (!runs.empty() && !is_pg(runs) && !runs.starts_with("sqlite:"))
+        return usage("--runs takes a postgresql:// URL or sqlite:FILE");
     if (workers < 0 || lease_ms <= 0 || pool <= 0) return usage("--workers, --lease-ms and --pool must be positive");
     if (!trace_file.empty()) {
         cfg.trace_fd = ::open(trace_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (cfg.trace_fd < 0) return usage("cannot open --trace " + trace_file);
     }
     try {
-        sg::checkpoint::postgres_options po;
-        po.conninfo = checkpointer;
-        po.pool_size = static_cast<std::size_t>(pool);
-        po.lease_ttl = std::chrono::milliseconds(lease_ms);
-        auto saver = std::make_shared<sg::checkpoint::postgres_saver>(po);
+        std::shared_ptr<sg::checkpoint::saver> saver;
+        if (is_pg(checkpointer)) {
+            sg::checkpoint::postgres_options po;
+            po.conninfo = checkpointer;
+            po.pool_size = static_cast<std::size_t>(pool);
+            po.lease_ttl = std::chrono::milliseconds(lease_ms);
+            saver = std::make_shared<sg::checkpoint::postgres_saver>(po);
+        } else if (checkpointer == "memory") {
+            saver = std::make_shared<sg::checkpoint::memory_saver>();
+        } else {
+            sg::checkpoint::sqlite_options o;
+            o.path = checkpointer.substr(7);
+            saver = std::make_shared<sg::checkpoint::sqlite_saver>(o);
+        }
 
         so.instance_id = cfg.instance;
         so.max_runs_in_flight = static_cast<std::size_t>(workers);
         so.poll_interval = std::chrono::milliseconds(50);
         if (!runs.empty()) {
 #if STATEGRAPH_MULTIHOST_HAVE_RUN_STORE
-            srv::postgres_run_store_options ro;
-            ro.conninfo = runs;
-            ro.pool_size = static_cast<std::size_t>(pool);
-            ro.store.lease = std::chrono::milliseconds(lease_ms);
-            so.runs = srv::open_postgres_run_store(std::move(ro));
+            srv::run_store_options store;
+            store.lease = std::chrono::milliseconds(lease_ms);
+            if (is_pg(runs)) {
+                srv::postgres_run_store_options ro;
+                ro.conninfo = runs;
+                ro.pool_size = static_cast<std::size_t>(pool);
+                ro.store = store;
+                so.runs = srv::open_postgres_run_store(std::move(ro));
+            } else {
+                so.runs = srv::open_sqlite_run_store(runs.substr(7), store);
+            }
 #else
             // TODO(issue 24): open_postgres_run_store is declared (run_store.hpp) but not built
             // yet; until the server's run store lands, runs stay in this process's memory and
             // the cross-instance checks of multihost_test.sh fail, naming what is missing.
             std::cerr << "multihost_server[" << cfg.instance
-                      << "]: --runs ignored: this server has no PostgreSQL run store yet (issue 24); runs live in "
+                      << "]: --runs ignored: this server has no run store yet (issue 24); runs live in "
                          "this process's memory\n";
 #endif
         }
