@@ -39,6 +39,14 @@ function usage(why) {
   process.exit(2);
 }
 
+// Every wait of the driver is bounded; this bounds the whole run as well (a server that never
+// answers a join), so that the calling script always gets to remove the lab.
+const limitS = mode === "load" ? Number(opt.seconds) + Number(opt.warmup) + 120 : 180 + Number(opt.kills) * 40;
+setTimeout(() => {
+  console.error(`FAIL: driver.mjs ${mode} still running after ${limitS} s: stopped`);
+  process.exit(1);
+}, limitS * 1000).unref();
+
 // ---- checks ------------------------------------------------------------------------------------
 const failures = [];
 let checks = 0;
@@ -378,7 +386,8 @@ async function killLoop(kills) {
       const target = batch[0];
       // The target run streamed through HAProxy all along: rejoined (Last-Event-ID) when its
       // instance dies.
-      streams.push({ thread: target.id, run: target.runs[0], p: follow(lb, target.id, target.runs[0], { rejoins: 20 }) });
+      streams.push({ thread: target.id, run: target.runs[0],
+                     p: follow(lb, target.id, target.runs[0], { rejoins: 20, signal: AbortSignal.timeout(60_000 + 8 * lease()) }) });
       await waitFor(() => traceOf(target.id).length > 0, 15_000, `kill ${i}: run ${target.runs[0]} starts on some instance`);
       await sleep(rand(0, target.waitMs + 100));
       const last = traceOf(target.id).at(-1);

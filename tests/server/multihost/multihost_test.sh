@@ -47,10 +47,12 @@ echo "multihost_test: lab up: PostgreSQL $LAB_PG_URL, HAProxy $LAB_LB_URL, insta
 # 1. One instance behind HAProxy (the others not started yet): the SDK flow.
 lab_start a || fail "instance a did not start"
 result=0
-node "$here/driver.mjs" single --work "$work" || result=1
+# `timeout`: a stuck driver is stopped before CTest's TIMEOUT, so that the trap removes the lab.
+timeout 300 node "$here/driver.mjs" single --work "$work" || result=1
 # 2. Three instances: across instances, then the kill loop.
 for name in b c; do lab_start "$name" || fail "instance $name did not start"; done
 sleep 1 # HAProxy's health checks (every 300 ms) see b and c up
-node "$here/driver.mjs" multi --work "$work" --kills "${STATEGRAPH_MULTIHOST_KILLS:-12}" || result=1
+kills="${STATEGRAPH_MULTIHOST_KILLS:-12}"
+timeout $((240 + kills * 45)) node "$here/driver.mjs" multi --work "$work" --kills "$kills" || result=1
 [ "$result" -eq 0 ] || fail "driver.mjs found failures (above)"
 echo "multihost_test: PASS" >&2
