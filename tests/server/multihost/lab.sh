@@ -235,6 +235,9 @@ lab_down() {
       sleep 0.2
     done
     ip netns del "$ns" 2>/dev/null || true
+    # The veth's root end: gone with the namespace as a rule, but a namespace the kernel frees
+    # late (seen once: a veth left behind) would keep it.
+    ip link del "${LAB_PREFIX}${ns#"$LAB_PREFIX"-}" 2>/dev/null || true
   done
   [ -n "${LAB_HAVE_BRIDGE:-}" ] && ip link del "$LAB_BRIDGE" 2>/dev/null
   [ -n "${LAB_TMP:-}" ] && [ -d "$LAB_TMP" ] && rm -rf "$LAB_TMP"
