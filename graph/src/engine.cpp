@@ -370,6 +370,7 @@ struct run_state {
     std::int64_t step = -2;
     frontier fr;
     std::vector<std::string> last_writers;
+    std::vector<std::string> path; // the nodes this call ran, in order (superstep, then name)
     checkpoint_session session;
     std::vector<std::string> ns_path;
     bool have_checkpoint = false;
@@ -416,7 +417,16 @@ struct call_env {
     const run_config& cfg;
     stream_mode modes;
     const stream_handler& on_event;
+    /// Per-call breakpoints by node index, replacing the graph's (null: the graph's own).
+    const std::vector<char>* before = nullptr;
+    const std::vector<char>* after = nullptr;
     bool wants(stream_mode m) const { return on_event && has_mode(modes, m); }
+    bool breaks_before(int node) const {
+        return before ? (*before)[static_cast<std::size_t>(node)] != 0 : g.nodes[static_cast<std::size_t>(node)].before;
+    }
+    bool breaks_after(int node) const {
+        return after ? (*after)[static_cast<std::size_t>(node)] != 0 : g.nodes[static_cast<std::size_t>(node)].after;
+    }
 };
 
 /// Streams an event of the step being run (`r.step + 1`), or of the step `step` when given.
@@ -516,6 +526,13 @@ update_box update_from_json(const state_table& st, const boost::json::object& o,
         read_update_field(st, u, static_cast<std::size_t>(i), v, code, where);
     }
     return u;
+}
+
+/// What a `values` event shows: the graph's output schema at the top level when it declares one
+/// (as LangGraph streams its output keys), else the whole state.
+boost::json::object values_json(const graph_core& g, const run_state& r) {
+    if (g.output && r.ns_path.empty()) return g.output->write(r.state.get(), r.path);
+    return state_json(*g.st, r.state.get());
 }
 
 /// Adds `u`'s fields to the run's delta (a subgraph's output).
@@ -1508,6 +1525,7 @@ run_outcome make_result(const graph_core& g, const run_state& r, run_status stat
     res.checkpoint_id = r.cp_id;
     res.step = r.step;
     res.next = next_names(g, r.fr);
+    if (g.output && r.ns_path.empty()) res.output = g.output->write(res.values.get(), r.path);
     return res;
 }
 
@@ -1654,7 +1672,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         // Static breakpoint before these nodes.
         if (!skip_breakpoint && r.session) {
             bool hit = std::any_of(tasks.begin(), tasks.end(),
-                                   [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].before; });
+                                   [&](const task& t) { return env.breaks_before(t.node); });
             if (hit && max_version(r.versions) > r.fr.seen) {
                 co_await stop_at_breakpoint(env, r, false);
                 co_return make_result(g, r, run_status::interrupted, {});
@@ -1746,18 +1764,19 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             }
         }
         r.fr = std::move(next);
+        r.path.insert(r.path.end(), writers.begin(), writers.end());
         r.last_writers = std::move(writers);
         if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), r.step + 1, "loop", changed);
         else ++r.step;
         if (env.wants(stream_mode::values)) {
-            stream_event e{stream_mode::values, r.ns_path, r.step, "", state_json(st, r.state.get())};
+            stream_event e{stream_mode::values, r.ns_path, r.step, "", values_json(g, r)};
             env.on_event(e);
         }
         ++supersteps;
         // Static breakpoint after these nodes.
         if (r.session) {
             bool hit = std::any_of(tasks.begin(), tasks.end(),
-                                   [&](const task& t) { return g.nodes[static_cast<std::size_t>(t.node)].after; });
+                                   [&](const task& t) { return env.breaks_after(t.node); });
             if (hit && max_version(r.versions) > r.fr.seen) {
                 co_await stop_at_breakpoint(env, r, true);
                 co_return make_result(g, r, run_status::interrupted, {});
@@ -1797,7 +1816,7 @@ boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, upda
     if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), step, "loop", changed);
     else r.step = step;
     if (env.wants(stream_mode::values)) {
-        stream_event e{stream_mode::values, r.ns_path, r.step, "", state_json(st, r.state.get())};
+        stream_event e{stream_mode::values, r.ns_path, r.step, "", values_json(g, r)};
         env.on_event(e);
     }
 }
@@ -1845,6 +1864,8 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
 
     bool skip_breakpoint = false;
     if (in.what == run_input::kind::values) {
+        // A caller's JSON is read against the state it starts from (members left out keep it).
+        if (in.json) in.values = read_input(g, *in.json, in.json_type, r.state.get(), errc::invalid_input, "input");
         // New input: abandons pending tasks and interrupts; runs from START.
         std::int64_t base = r.have_checkpoint ? r.step : -2;
         r.pending.clear();
@@ -1990,6 +2011,54 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
 
 } // namespace
 
+update_box merge_update_from_json(const state_table& st, const boost::json::object& o, const void* current, errc code,
+                                  const std::string& where) {
+    update_box u(st);
+    for (const auto& [k, v] : o) {
+        int i = st.index_of(k);
+        if (i < 0) {
+            auto near = nearest_name(std::string(k), st.names);
+            throw unknown_member_error(code,
+                                       where + ": unknown field '" + std::string(k) + "' of the state " + st.type_name +
+                                           (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                                       std::string(k), st.type_name);
+        }
+        const auto f = static_cast<std::size_t>(i);
+        if (const boost::json::value* inner = st.last_value[f] ? nullptr : overwritten_value(v)) {
+            st.from_json(u.values(), f, *inner, code, where);
+            st.mark_overwrite(u.get(), f);
+        } else {
+            st.merge_json(u.values(), current, f, v, code, where);
+            st.mark(u.get(), f);
+        }
+    }
+    return u;
+}
+
+update_box read_input(const graph_core& g, const boost::json::object& in, const std::type_info* type, const void* current,
+                      errc code, const std::string& where) {
+    if (g.input) {
+        if (type && std::type_index(*type) != g.input->type)
+            throw graph_error(errc::invalid_input,
+                              where + ": the graph's input schema is " + g.input->type_name + ", not " +
+                                  boost::core::demangle(type->name()),
+                              {g.input->type_name});
+        return g.input->read(in, current, code, where);
+    }
+    if (type)
+        throw graph_error(errc::invalid_input,
+                          where + ": the graph declares no input schema (state_graph::input_schema<I>); send an "
+                                  "update<S> or the state's fields",
+                          {boost::core::demangle(type->name())});
+    return merge_update_from_json(*g.st, in, current, code, where);
+}
+
+boost::json::object output_of(const graph_core& g, const void* state, const std::vector<std::string>& path) {
+    if (g.output) return g.output->write(state, path);
+    return state_json(*g.st, state);
+}
+
+
 // ---------------------------------------------------------------------------------------------
 // entry points
 
@@ -1998,7 +2067,33 @@ boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req) 
     run_state r(g);
     r.run_id = checkpoint::new_checkpoint_id();
     r.session = checkpoint_session(g.saver.get(), req->cfg.thread_id.str(), "");
-    const call_env env{g, req->cfg, req->modes, req->on_event};
+    // Per-call breakpoints: node names ("*": all) into flags by node index.
+    auto flags = [&g](const std::optional<std::vector<std::string>>& names, const char* which) {
+        std::vector<char> out;
+        if (!names) return out;
+        out.assign(g.nodes.size(), 0);
+        for (const auto& n : *names) {
+            if (n == "*") {
+                out.assign(g.nodes.size(), 1);
+                continue;
+            }
+            const int i = g.find(n);
+            if (i < 0) {
+                auto near = nearest_name(n, g.topo.node_names());
+                throw graph_error(errc::unknown_node,
+                                  std::string(which) + ": '" + n + "' is not a node of graph '" + g.topo.name + "'" +
+                                      (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                                  {n});
+            }
+            out[static_cast<std::size_t>(i)] = 1;
+        }
+        return out;
+    };
+    const auto before = flags(req->interrupt_before, "interrupt_before");
+    const auto after = flags(req->interrupt_after, "interrupt_after");
+    call_env env{g, req->cfg, req->modes, req->on_event};
+    if (req->interrupt_before) env.before = &before;
+    if (req->interrupt_after) env.after = &after;
     co_return co_await run(env, r, req->input);
 }
 
@@ -2088,6 +2183,8 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
                                   (near.empty() ? "" : " (did you mean '" + near + "'?)"),
                               {writer});
         }
+        if (req->json)
+            req->values = merge_update_from_json(st, *req->json, r.state.get(), errc::invalid_input, "update_state values");
         std::string new_id = checkpoint::new_checkpoint_id();
         const field_mask changed = req->values.fields();
         forget_saved_sizes(r, req->values.overwrites());

@@ -5,6 +5,7 @@
 
 #include <stategraph/update.hpp>
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <boost/json/value_from.hpp>
 
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 namespace stategraph {
@@ -79,6 +81,23 @@ template <class T>
 resume_input resume(const T& v) { return {boost::json::value_from(v), {}, false}; }
 /// @brief Answers pending interrupts by id.
 inline resume_input resume_map(std::map<std::string, boost::json::value> m) { return {nullptr, std::move(m), true}; }
+
+/// @brief Input as a caller sends it: a JSON object of the graph's input schema
+/// (`state_graph::input_schema`), or of the state's fields when it declares none. It is read
+/// against the thread's state when the call starts: a nested struct's members left out keep
+/// their values (stategraph/json_shape.hpp). Made by `as_input(...)`.
+struct schema_input {
+    boost::json::object values;
+    const std::type_info* type = nullptr; ///< the input type it was made from, if any
+};
+/// @brief The call's input as a value of the graph's input schema `I`:
+/// `co_await app.invoke(as_input(supervisor_input{.user_message = "Hi"}), cfg)`.
+template <class I>
+schema_input as_input(const I& v) {
+    return {boost::json::value_from(v).as_object(), &typeid(I)};
+}
+/// @brief The call's input as a caller's JSON object (input schema fields, or state fields).
+inline schema_input as_input(boost::json::object values) { return {std::move(values), nullptr}; }
 
 /// @brief The input that continues a thread from its latest checkpoint without new values.
 struct continue_input {};

@@ -17,6 +17,7 @@
 #include <stategraph/detail/gcc12.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/error.hpp>
+#include <stategraph/json_shape.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
 #include <stategraph/topology.hpp>
@@ -50,7 +51,15 @@ struct run_result {
     std::string checkpoint_id;
     std::int64_t step = 0;
     std::vector<std::string> next;          ///< nodes that run when the thread continues
+    /// The output callers get: the graph's output schema of `values` (`state_graph::output_schema`);
+    /// empty when it declares none.
+    boost::json::object output;
     bool interrupted() const { return status == run_status::interrupted; }
+    /// @brief The output as the graph's output schema type `O`.
+    template <class O>
+    O output_as() const {
+        return read_json<O>(output, errc::invalid_input, "run_result::output_as");
+    }
     /// @brief Stopped by `request_drain()` at a superstep boundary: `next` runs when the thread
     /// is invoked again (`continue_run`).
     bool drained() const { return status == run_status::drained; }
@@ -87,7 +96,7 @@ namespace detail {
 template <class S>
 run_result<S> to_result(run_outcome o) {
     return {o.status, take_state<S>(o.values), std::move(o.interrupts), std::move(o.checkpoint_id), o.step,
-            std::move(o.next)};
+            std::move(o.next), std::move(o.output)};
 }
 template <class S>
 state_snapshot<S> to_snapshot(snapshot_data d) {
@@ -120,8 +129,9 @@ template <class S>
 class compiled_graph {
 public:
     using state_type = S;
-    /// @brief Input of a call: new values (reduced into the thread's state), a resume, or nothing.
-    using input = std::variant<continue_input, update<S>, resume_input>;
+    /// @brief Input of a call: new values (reduced into the thread's state), a caller's JSON or a
+    /// value of the graph's input schema (`as_input`), a resume, or nothing.
+    using input = std::variant<continue_input, update<S>, resume_input, schema_input>;
 
     compiled_graph() = default;
     explicit compiled_graph(std::shared_ptr<const detail::graph_core> core) : core_(std::move(core)) {}
@@ -131,6 +141,16 @@ public:
     /// @brief Runs the graph until it ends or interrupts, on the thread `cfg.thread_id`.
     boost::asio::awaitable<run_result<S>> invoke(input in, const run_config& cfg) const {
         return detail::typed_run<S>(request(std::move(in), cfg, stream_mode::none, {}));
+    }
+
+    /// @brief Runs the graph with breakpoints of this call's own (LangGraph's `interrupt_before` /
+    /// `interrupt_after` given to `invoke`): those set replace the compiled ones for the call; "*"
+    /// names every node. An unknown node is a graph_error(unknown_node) naming it.
+    boost::asio::awaitable<run_result<S>> invoke(input in, const run_config& cfg, run_breakpoints breakpoints) const {
+        auto req = request(std::move(in), cfg, stream_mode::none, {});
+        req->interrupt_before = std::move(breakpoints.before);
+        req->interrupt_after = std::move(breakpoints.after);
+        return detail::typed_run<S>(std::move(req));
     }
 
     /// @brief Runs the graph, calling `on_event(const stream_event&)` for the chosen stream modes.
@@ -188,14 +208,30 @@ public:
                                                      std::optional<std::string> as_node = std::nullopt,
                                                      std::optional<std::string> checkpoint_id = std::nullopt,
                                                      bool allow_drift = false) const {
-        auto req = std::make_unique<detail::update_request>();
-        req->graph = core_;
-        req->thread_id = std::move(thread_id);
+        auto req = update_request(std::move(thread_id), std::move(as_node), std::move(checkpoint_id), allow_drift);
         req->values = detail::update_box::of<S>(std::move(values));
-        req->as_node = std::move(as_node);
-        req->checkpoint_id = std::move(checkpoint_id);
-        req->allow_drift = allow_drift;
         return detail::update_state(std::move(req));
+    }
+
+    /// @brief `update_state` from a caller's JSON object of state fields: a nested struct's
+    /// members left out keep the checkpoint's values (stategraph/json_shape.hpp); an unknown field
+    /// or member is an `unknown_member_error`.
+    boost::asio::awaitable<std::string> update_state(std::string thread_id, boost::json::object values,
+                                                     std::optional<std::string> as_node = std::nullopt,
+                                                     std::optional<std::string> checkpoint_id = std::nullopt,
+                                                     bool allow_drift = false) const {
+        auto req = update_request(std::move(thread_id), std::move(as_node), std::move(checkpoint_id), allow_drift);
+        req->json = std::move(values);
+        return detail::update_state(std::move(req));
+    }
+
+    /// @brief The JSON Schema of the input callers send (the input schema's, else the state's).
+    const boost::json::object& input_json_schema() const {
+        return core_->input ? core_->input->json_schema : core_->state_schema;
+    }
+    /// @brief The JSON Schema of the output callers get (the output schema's, else the state's).
+    const boost::json::object& output_json_schema() const {
+        return core_->output ? core_->output->json_schema : core_->state_schema;
     }
 
     /// @brief Removes the cached outcomes of every node of this graph (LangGraph's `clear_cache`);
@@ -222,6 +258,17 @@ public:
     const std::shared_ptr<const detail::graph_core>& core() const noexcept { return core_; }
 
 private:
+    std::unique_ptr<detail::update_request> update_request(std::string thread_id, std::optional<std::string> as_node,
+                                                           std::optional<std::string> checkpoint_id, bool allow_drift) const {
+        auto req = std::make_unique<detail::update_request>();
+        req->graph = core_;
+        req->thread_id = std::move(thread_id);
+        req->as_node = std::move(as_node);
+        req->checkpoint_id = std::move(checkpoint_id);
+        req->allow_drift = allow_drift;
+        return req;
+    }
+
     std::unique_ptr<detail::run_request> request(input in, const run_config& cfg, stream_mode modes,
                                                  stream_handler on_event) const {
         auto req = std::make_unique<detail::run_request>();
@@ -235,6 +282,10 @@ private:
         } else if (auto* r = std::get_if<resume_input>(&in)) {
             req->input.what = detail::run_input::kind::resume;
             req->input.resume = std::move(*r);
+        } else if (auto* j = std::get_if<schema_input>(&in)) {
+            req->input.what = detail::run_input::kind::values;
+            req->input.json = std::move(j->values);
+            req->input.json_type = j->type;
         }
         return req;
     }

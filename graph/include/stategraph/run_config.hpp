@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstring>
 #include <ostream>
+#include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
@@ -109,6 +111,13 @@ struct run_config {
     /// when checkpoints are written (subgraphs follow their parent's mode)
     stategraph::durability durability = stategraph::durability::sync;
 };
+/// @brief Breakpoints of one call (`compiled_graph::invoke(in, cfg, run_breakpoints{...})`): each
+/// one set replaces the graph's compiled breakpoints of its kind for the call; "*" is every node.
+struct run_breakpoints {
+    std::optional<std::vector<std::string>> before;
+    std::optional<std::vector<std::string>> after;
+};
+
 static_assert(std::is_trivially_destructible_v<run_config>,
               "run_config must stay trivially destructible (g++ 12 destroys braced temporaries in co_await twice)");
 

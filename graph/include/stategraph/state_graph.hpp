@@ -7,6 +7,7 @@
 #include <stategraph/compiled_graph.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/error_handler.hpp>
+#include <stategraph/json_shape.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
@@ -15,6 +16,7 @@
 
 #include <boost/describe/enum_to_string.hpp>
 #include <boost/describe/enumerators.hpp>
+#include <boost/json/value_from.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +49,12 @@ struct node_options {
 /// `setNodeDefaults`): every node that does not set its own retry policy, timeout, cache policy
 /// or error handler uses these. Subgraph nodes and the nodes inside a subgraph are no exception
 /// (a subgraph has defaults of its own).
+/// @brief What an output mapping (`state_graph::output_schema`) reads besides the state.
+struct output_context {
+    /// The nodes the call ran, in order (superstep, then name).
+    const std::vector<std::string>& path;
+};
+
 struct node_defaults {
     std::optional<retry_policy> retry;
     std::chrono::milliseconds timeout{0};
@@ -85,6 +93,7 @@ class state_graph {
 public:
     explicit state_graph(std::string name = "graph") : impl_(std::make_shared<detail::graph_core>()) {
         impl_->st = &detail::table_of<S>();
+        impl_->state_schema = json_schema_of<S>(true);
         impl_->topo.name = std::move(name);
     }
 
@@ -205,6 +214,93 @@ public:
 
     /// @brief Sets the graph-wide node defaults (replacing earlier ones); they apply at `compile()`
     /// to every node, whenever it was added, that leaves the option unset.
+    /// @brief Declares the input callers send, apart from the state (LangGraph's `input_schema`):
+    /// a described struct `I`. A caller's JSON is read as an `I` (members left out keep `I`'s
+    /// defaults; an unknown member is an `unknown_member_error`), then `map` turns it into the
+    /// state update the call applies: `map(const I&, const S& current)` or `map(const I&)`, where
+    /// `current` is the thread's state (its defaults on a new thread). In process, send one with
+    /// `app.invoke(as_input(I{...}), cfg)`; the server reads a run's `input` this way and reports
+    /// `I`'s JSON Schema as the assistant's `input_schema`.
+    template <class I, class F>
+    state_graph& input_schema(F map) {
+        static_assert(detail::is_described_struct_v<I>,
+                      "input_schema<I>(map): I must be a struct described with BOOST_DESCRIBE_STRUCT(I, (), (...))");
+        static_assert(std::is_invocable_r_v<update<S>, const F&, const I&, const S&> ||
+                          std::is_invocable_r_v<update<S>, const F&, const I&>,
+                      "input_schema<I>(map): map must be callable as map(const I&, const S& current) or map(const I&) "
+                      "and return stategraph::update<S>");
+        auto s = schema_of<I>(false);
+        s->read = [map = std::move(map)](const boost::json::object& in, const void* current, errc code, const std::string& where) {
+            const I value = read_json<I>(in, code, where);
+            update<S> u;
+            if constexpr (std::is_invocable_r_v<update<S>, const F&, const I&, const S&>) u = map(value, *static_cast<const S*>(current));
+            else u = map(value);
+            return detail::update_box::of<S>(std::move(u));
+        };
+        impl_->input = std::move(s);
+        return *this;
+    }
+    /// @brief Declares the input `I` whose members are fields of the state, by name (checked by
+    /// `compile()`): the members a caller sends set those fields, the others are left alone.
+    template <class I>
+    state_graph& input_schema() {
+        static_assert(detail::is_described_struct_v<I>,
+                      "input_schema<I>(): I must be a struct described with BOOST_DESCRIBE_STRUCT(I, (), (...))");
+        auto s = schema_of<I>(false);
+        s->by_name = detail::member_names<I>();
+        s->read = [](const boost::json::object& in, const void* current, errc code, const std::string& where) {
+            (void)read_json<I>(in, code, where); // I's members and their types
+            return detail::merge_update_from_json(detail::table_of<S>(), in, current, code, where);
+        };
+        impl_->input = std::move(s);
+        return *this;
+    }
+
+    /// @brief Declares the output callers get back, apart from the state (LangGraph's
+    /// `output_schema`): a described struct `O` made from the state by `map`, called as
+    /// `map(const S&)` or `map(const S&, const output_context&)` (the nodes the call ran). A
+    /// call's result carries it (`run_result::output<O>()`), the `values` stream shows it, and the
+    /// server answers runs with it; `get_state` still shows the whole state.
+    template <class O, class F>
+    state_graph& output_schema(F map) {
+        static_assert(detail::is_described_struct_v<O>,
+                      "output_schema<O>(map): O must be a struct described with BOOST_DESCRIBE_STRUCT(O, (), (...))");
+        static_assert(std::is_invocable_r_v<O, const F&, const S&, const output_context&> ||
+                          std::is_invocable_r_v<O, const F&, const S&>,
+                      "output_schema<O>(map): map must be callable as map(const S&) or map(const S&, const "
+                      "stategraph::output_context&) and return O");
+        auto s = schema_of<O>(true);
+        s->write = [map = std::move(map)](const void* state, const std::vector<std::string>& path) {
+            const S& st = *static_cast<const S*>(state);
+            if constexpr (std::is_invocable_r_v<O, const F&, const S&, const output_context&>) {
+                const output_context ctx{path};
+                return boost::json::value_from(map(st, ctx)).as_object();
+            } else {
+                return boost::json::value_from(map(st)).as_object();
+            }
+        };
+        impl_->output = std::move(s);
+        return *this;
+    }
+    /// @brief Declares the output `O` whose members are fields of the state, by name (checked by
+    /// `compile()`).
+    template <class O>
+    state_graph& output_schema() {
+        static_assert(detail::is_described_struct_v<O>,
+                      "output_schema<O>(): O must be a struct described with BOOST_DESCRIBE_STRUCT(O, (), (...))");
+        auto s = schema_of<O>(true);
+        s->by_name = detail::member_names<O>();
+        s->write = [](const void* state, const std::vector<std::string>&) {
+            const auto& st = detail::table_of<S>();
+            boost::json::object o;
+            for (const auto& name : detail::member_names<O>())
+                if (int i = st.index_of(name); i >= 0) o[name] = st.to_json(state, static_cast<std::size_t>(i), {});
+            return boost::json::value_from(read_json<O>(o, errc::invalid_input, "output")).as_object();
+        };
+        impl_->output = std::move(s);
+        return *this;
+    }
+
     state_graph& set_node_defaults(node_defaults defaults) {
         defaults_ = std::move(defaults);
         return *this;
@@ -239,6 +335,16 @@ public:
                                     "the error handler '" + n.on_error.name() + "' of node '" + n.name +
                                         "' reads another state type than the graph's",
                                     {n.name, n.on_error.name()}});
+        for (const auto* io : {impl->input.get(), impl->output.get()})
+            if (io)
+                for (const auto& name : io->by_name)
+                    if (impl->st->index_of(name) < 0)
+                        problems.push_back({errc::invalid_input,
+                                            std::string(io == impl->input.get() ? "input" : "output") + " schema " +
+                                                io->type_name + ": member '" + name +
+                                                "' is not a field of the state; map it (input_schema<I>(map), "
+                                                "output_schema<O>(map))",
+                                            {name, io->type_name}});
         if (!problems.empty()) return std::nullopt;
         impl->lower();
         impl->cache = options.cache ? options.cache : options.checkpointer;
@@ -250,6 +356,15 @@ public:
     }
 
 private:
+    template <class T>
+    static std::shared_ptr<detail::io_schema> schema_of(bool required) {
+        auto s = std::make_shared<detail::io_schema>();
+        s->type = typeid(T);
+        s->type_name = detail::short_type_name<T>();
+        s->json_schema = json_schema_of<T>(required);
+        return s;
+    }
+
     template <class F>
     using router_result_t = std::remove_cvref_t<std::invoke_result_t<F&, const S&>>;
 

@@ -19,6 +19,7 @@
 /// "a"_n >> route(router, {"x"_n, "y"_n})          // router returns node name(s)
 /// "a"_n >> fan_out(router, {"worker"_n})          // router returns send / vector<send>
 /// stage<S>("memory", items...)          // a named group (a Graphviz cluster); returns stage_decl<S>
+/// input_schema<I>(map), output_schema<O>(map) // what callers send and get back, apart from S
 /// graph<S>("name", stages and items...) // a state_graph<S>; then .set_node_defaults({...}) and .compile(options)
 /// @endcode
 /// Mistakes in types (a node's signature, a field of another state, a reducer that does not
@@ -32,4 +33,5 @@
 #include <stategraph/dsl/lowering.hpp>
 #include <stategraph/dsl/node.hpp>
 #include <stategraph/dsl/route.hpp>
+#include <stategraph/dsl/schema.hpp>
 #include <stategraph/dsl/stage.hpp>

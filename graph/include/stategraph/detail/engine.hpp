@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 namespace stategraph {
@@ -43,6 +44,12 @@ namespace detail {
 struct run_input {
     enum class kind { proceed, values, resume } what = kind::proceed;
     update_box values;
+    /// Values as a caller's JSON (with `kind::values`), read once the thread's state is loaded:
+    /// through the graph's input schema when it declares one, else as the state's fields (a
+    /// nested struct's members left out keep the thread's values).
+    std::optional<boost::json::object> json;
+    /// The C++ type the JSON was made from (`as_input(I{...})`), checked against the input schema.
+    const std::type_info* json_type = nullptr;
     resume_input resume;
 };
 
@@ -52,6 +59,9 @@ struct run_request {
     run_config cfg;
     stream_mode modes = stream_mode::none;
     stream_handler on_event;
+    /// Per-call breakpoints (LangGraph's `interrupt_before` / `interrupt_after` of a call): when
+    /// set, they replace the graph's compiled ones for this call ("*": every node).
+    std::optional<std::vector<std::string>> interrupt_before, interrupt_after;
 };
 
 struct run_outcome {
@@ -61,6 +71,7 @@ struct run_outcome {
     std::string checkpoint_id;
     std::int64_t step = 0;
     std::vector<std::string> next;
+    boost::json::object output; ///< the graph's output schema of `values` (empty without one)
 };
 
 struct snapshot_data {
@@ -85,6 +96,9 @@ struct update_request {
     std::shared_ptr<const graph_core> graph;
     std::string thread_id;
     update_box values;
+    /// Values as a caller's JSON, read against the checkpoint's state (a nested struct's members
+    /// left out keep their values); used instead of `values` when set.
+    std::optional<boost::json::object> json;
     std::optional<std::string> as_node;
     std::optional<std::string> checkpoint_id;
     bool allow_drift = false;
@@ -100,6 +114,20 @@ boost::asio::awaitable<std::size_t> clear_cache(std::shared_ptr<const graph_core
 
 /// The node call of a compiled graph used as a node of another graph (fields shared by name).
 node_call subgraph_call(std::shared_ptr<const graph_core> child, const state_table& parent);
+
+/// An update from a caller's JSON object of state fields, read against `current` (null: the
+/// defaults): a last-value field holding a described struct takes only the members the JSON names
+/// (stategraph/json_shape.hpp). An unknown field or member is an error naming it (code `code`).
+update_box merge_update_from_json(const state_table& st, const boost::json::object& o, const void* current, errc code,
+                                  const std::string& where);
+
+/// Reads a caller's input JSON as graph `g` takes it: through its input schema, else as state
+/// fields (merge_update_from_json); `current` is the thread's state.
+update_box read_input(const graph_core& g, const boost::json::object& in, const std::type_info* type, const void* current,
+                      errc code, const std::string& where);
+
+/// The output of `state` for callers: the graph's output schema when it declares one, else the state's fields.
+boost::json::object output_of(const graph_core& g, const void* state, const std::vector<std::string>& path);
 
 /// Moves the typed state out of a box.
 template <class S>

@@ -11,6 +11,8 @@
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
 
+#include <boost/json/object.hpp>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -61,8 +63,27 @@ struct join_rt {
     int target = -1;
 };
 
+/// A graph's declared input or output schema (`state_graph::input_schema` / `output_schema`):
+/// the shape callers send or get back, apart from the state.
+struct io_schema {
+    std::type_index type = typeid(void);
+    std::string type_name;
+    boost::json::object json_schema; ///< JSON Schema of the type (members left out allowed for an input)
+    /// Input: reads a caller's JSON object as the input type (members left out keep its defaults;
+    /// an unknown member is an unknown_member_error) and maps it onto the thread's state
+    /// `current` (its defaults on a new thread): the state update to apply.
+    std::function<update_box(const boost::json::object& in, const void* current, errc code, const std::string& where)> read;
+    /// Output: the output of state `s`, given the nodes this call ran (`path`), as JSON.
+    std::function<boost::json::object(const void* s, const std::vector<std::string>& path)> write;
+    /// The state fields a by-name schema reads or writes (checked by compile()); empty for a mapped one.
+    std::vector<std::string> by_name;
+};
+
 struct graph_core {
     const state_table* st = nullptr;
+    std::shared_ptr<const io_schema> input;  ///< null: callers send the state's fields
+    std::shared_ptr<const io_schema> output; ///< null: callers get the state's fields
+    boost::json::object state_schema;        ///< JSON Schema of the state
     topology topo;
     std::vector<std::string> shape;
     std::string signature;

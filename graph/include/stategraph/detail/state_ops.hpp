@@ -4,6 +4,7 @@
 /// the reducers, and convert fields to and from JSON.
 
 #include <stategraph/error.hpp>
+#include <stategraph/json_shape.hpp>
 #include <stategraph/reducer.hpp>
 #include <stategraph/update.hpp>
 
@@ -150,6 +151,27 @@ struct state_ops {
                                       boost::core::demangle(typeid(T).name()) + ", got " + boost::json::serialize(v),
                                   {std::string(D::name)});
             s.*D::pointer = std::move(*r);
+        });
+    }
+
+    /// Reads field i of an update from JSON against the thread's current state `current` (null:
+    /// a new thread, the defaults): a last-value field holding a described struct starts from its
+    /// current value and takes only the members `v` names (json_shape.hpp's merge rule); any
+    /// other field is read whole, as `from_json`.
+    static void merge_from_json(S& dst, const S* current, std::size_t i, const boost::json::value& v, errc code,
+                                const std::string& where) {
+        boost::mp11::mp_with_index<n>(i, [&](auto I) {
+            using D = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>;
+            using T = std::remove_cvref_t<decltype(std::declval<S&>().*D::pointer)>;
+            if constexpr (is_described_struct_v<T> && is_last_value<decltype(I)::value>()) {
+                if (v.is_object()) {
+                    T merged = current ? current->*D::pointer : T{};
+                    merge_json(merged, v, code, where + "." + std::string(D::name));
+                    dst.*D::pointer = std::move(merged);
+                    return;
+                }
+            }
+            from_json(dst, i, v, code, where);
         });
     }
 

@@ -24,6 +24,7 @@ using field_mask = std::bitset<max_fields>;
 /// `void*` updates are `update<S>*`.
 struct state_table {
     std::size_t n = 0;
+    std::string type_name;                      ///< the state type's name, without its namespaces
     std::vector<std::string> names;             ///< field names, in declaration order
     std::vector<char> last_value;               ///< per field: keeps the last value (no reducer)
     std::vector<std::pair<std::string, std::string>> describe; ///< per field: (name, reducer kind + type)
@@ -48,6 +49,10 @@ struct state_table {
 
     boost::json::value (*to_json)(const void* s, std::size_t i, boost::json::storage_ptr sp) = nullptr;
     void (*from_json)(void* s, std::size_t i, const boost::json::value& v, errc code, const std::string& where) = nullptr;
+    /// field i of update values `s` from JSON, merged into `current`'s value (null: the defaults)
+    /// when it is a last-value described struct (the partial nested input rule)
+    void (*merge_json)(void* s, const void* current, std::size_t i, const boost::json::value& v, errc code,
+                       const std::string& where) = nullptr;
     std::size_t (*sequence_size)(const void* s, std::size_t i) = nullptr; ///< npos unless an append list
     boost::json::value (*tail_json)(const void* s, std::size_t i, std::size_t from, boost::json::storage_ptr sp) = nullptr;
 
@@ -65,6 +70,7 @@ const state_table& table_of() {
         using ops = state_ops<S>;
         state_table t;
         t.n = ops::n;
+        t.type_name = short_type_name<S>();
         for (auto name : field_names<S>()) t.names.emplace_back(name);
         for (std::size_t i = 0; i < ops::n; ++i) t.last_value.push_back(ops::last_value(i) ? 1 : 0);
         t.describe = ops::describe_fields();
@@ -106,6 +112,10 @@ const state_table& table_of() {
         };
         t.from_json = [](void* s, std::size_t i, const boost::json::value& v, errc code, const std::string& where) {
             ops::from_json(*static_cast<S*>(s), i, v, code, where);
+        };
+        t.merge_json = [](void* s, const void* current, std::size_t i, const boost::json::value& v, errc code,
+                          const std::string& where) {
+            ops::merge_from_json(*static_cast<S*>(s), static_cast<const S*>(current), i, v, code, where);
         };
         t.sequence_size = [](const void* s, std::size_t i) { return ops::sequence_size(*static_cast<const S*>(s), i); };
         t.tail_json = [](const void* s, std::size_t i, std::size_t from, boost::json::storage_ptr sp) {
