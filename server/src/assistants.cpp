@@ -90,12 +90,16 @@ awaitable<void> server::impl::route_assistants(call& c) {
         co_return;
     }
     if (p.size() == 3 && p[2] == "schemas") {
-        json::object props;
-        for (const auto& [name, kind] : a->spec.core->topo.fields) props[name] = json::object{{"description", kind}};
-        json::object schema{{"title", a->spec.graph_id}, {"type", "object"}, {"properties", props}};
+        // JSON Schema of the state, and of what callers send and get back: the graph's input and
+        // output schemas when it declares them (state_graph::input_schema / output_schema), else the state.
+        const auto& core = *a->spec.core;
+        json::object state = core.state_schema;
+        state["title"] = a->spec.graph_id;
+        const json::value input = core.input ? json::value(core.input->json_schema) : json::value(state);
+        const json::value output = core.output ? json::value(core.output->json_schema) : json::value(state);
         reply(c, 200,
-                            json::object{{"graph_id", a->spec.graph_id}, {"input_schema", schema}, {"output_schema", schema},
-                                         {"state_schema", schema}, {"config_schema", nullptr}, {"context_schema", nullptr}});
+              json::object{{"graph_id", a->spec.graph_id}, {"input_schema", input}, {"output_schema", output},
+                           {"state_schema", state}, {"config_schema", nullptr}, {"context_schema", nullptr}});
         co_return;
     }
     throw http_error(404, "no route GET " + std::string(c.req.target()));

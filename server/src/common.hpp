@@ -241,6 +241,33 @@ inline detail::update_box update_of(const detail::state_table& st, const json::o
     return u;
 }
 
+/// Checks a run's input as the engine will read it (the graph's input schema, or state fields),
+/// against a new thread's state: a member or field that does not fit is a 422 naming it.
+inline void check_input(const assistant_spec& a, const json::object& in) {
+    detail::state_box blank(*a.core->st);
+    try {
+        (void)detail::read_input(*a.core, in, nullptr, blank.get(), errc::invalid_input, "input");
+    } catch (const graph_error& e) {
+        throw http_error(422, e.what());
+    }
+}
+
+/// A run's `interrupt_before` / `interrupt_after`: "*" or a list of node names of the graph.
+inline json::array breakpoint_list(const assistant_spec& a, const char* key, const json::value& v) {
+    json::array out;
+    auto add = [&](const json::value& n) {
+        if (!n.is_string()) throw http_error(422, std::string("field '") + key + "' must be \"*\" or a list of node names");
+        const std::string name(n.get_string());
+        if (name != "*" && a.core->find(name) < 0)
+            throw http_error(422, std::string("field '") + key + "': '" + name + "' is not a node of graph '" + a.graph_id + "'");
+        out.push_back(n);
+    };
+    if (v.is_array())
+        for (const auto& n : v.get_array()) add(n);
+    else add(v);
+    return out;
+}
+
 inline json::array interrupts_json(const std::vector<interrupt_info>& list) {
     json::array a;
     for (const auto& i : list) a.push_back(json::object{{"id", i.id}, {"value", i.value}});

@@ -145,10 +145,10 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     auto input = field(body, "input");
     if (input && !input->is_object()) wrong_type("input", "an object (the state's fields)", *input);
     auto command = opt_object(body, "command");
-    for (const char* unsupported : {"interrupt_before", "interrupt_after"})
-        if (field(body, unsupported))
-            throw http_error(422, std::string("field '") + unsupported +
-                                      "' is not supported by this server yet (declare breakpoints at compile time)");
+    // Per-run breakpoints (replacing the graph's compiled ones for the run): "*" or node names.
+    json::object breakpoints;
+    for (const char* k : {"interrupt_before", "interrupt_after"})
+        if (const auto* v = field(body, k)) breakpoints[k] = breakpoint_list(a->spec, k, *v);
     const auto recursion_limit = opt_int(config, "recursion_limit", a->spec.options.recursion_limit, 1, 10000);
     std::optional<std::string> from = opt_string(body, "checkpoint_id");
     if (auto cp = opt_object(body, "checkpoint"))
@@ -216,7 +216,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     } else if (input) {
         json::object in = input->get_object();
         if (a->spec.options.input_adapter) in = a->spec.options.input_adapter(std::move(in), target.key);
-        (void)update_of(a->table(), in, "input"); // a field that does not fit is a 422 now
+        check_input(a->spec, in); // an input that does not fit is a 422 now
         spec["input"] = std::move(in);
         run.kwargs["input"] = *input;
     }
@@ -230,6 +230,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     spec["cancel_on_disconnect"] = cancel_on_disconnect;
     spec["recursion_limit"] = recursion_limit;
     if (from) spec["checkpoint_id"] = *from;
+    for (auto& [k, v] : breakpoints) spec[k] = std::move(v);
     run.spec = std::move(spec);
     run.kwargs["stream_mode"] = std::move(mode_list);
     run.kwargs["config"] = config;
@@ -837,7 +838,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                 if (auto cp = string_of(rec.spec, "checkpoint_id"); !cp.empty()) req->cfg.checkpoint_id = cp;
                 if (const auto* in = rec.spec.if_contains("input"); in && in->is_object()) {
                     req->input.what = detail::run_input::kind::values;
-                    req->input.values = update_of(a->table(), in->get_object(), "input");
+                    req->input.json = in->get_object(); // read against the thread's state by the engine
                 } else if (const auto* m = rec.spec.if_contains("resume_map"); m && m->is_object()) {
                     req->input.what = detail::run_input::kind::resume;
                     req->input.resume.is_map = true;
@@ -847,6 +848,13 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     req->input.resume.value = *r;
                 }
             }
+            for (const char* k : {"interrupt_before", "interrupt_after"})
+                if (const auto* b = rec.spec.if_contains(k); b && b->is_array()) {
+                    std::vector<std::string> names;
+                    for (const auto& n : b->get_array())
+                        if (n.is_string()) names.emplace_back(n.get_string());
+                    (std::string_view(k) == "interrupt_before" ? req->interrupt_before : req->interrupt_after) = std::move(names);
+                }
             req->modes = stream_mode::values | stream_mode::updates;
             static const std::map<std::string, stream_mode> engine_modes = {
                 {"custom", stream_mode::custom}, {"tasks", stream_mode::tasks}, {"checkpoints", stream_mode::checkpoints},
@@ -859,7 +867,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             try {
                 auto outcome = co_await detail::run_graph(std::move(req));
                 if (outcome.status == run_status::interrupted && run->cancel_action.empty()) {
-                    json::object v = state_to_json(a->table(), outcome.values.get());
+                    json::object v = a->spec.core->output ? std::move(outcome.output)
+                                                          : state_to_json(a->table(), outcome.values.get());
                     v["__interrupt__"] = interrupts_json(outcome.interrupts);
                     run->last_values = v;
                     self->record(*run, "values", v);

@@ -67,8 +67,8 @@ constexpr std::string_view index_html = R"STUDIO(<!doctype html>
   <section id="thread-panel">
     <h2>Thread <code id="thread-id">none selected</code> <span id="thread-status" class="status"></span></h2>
     <form id="run-form">
-      <label for="run-input">Input (JSON: the state's fields)</label>
-      <textarea id="run-input" rows="3">{"message": "Hi there!"}</textarea>
+      <label for="run-input">Input (JSON: the graph's input schema, else the state's fields)</label>
+      <textarea id="run-input" rows="3">{"user_message": "Hi there!"}</textarea>
       <button id="run-start" type="submit">Run</button>
     </form>
     <div id="interrupts"></div>

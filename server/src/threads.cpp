@@ -378,7 +378,8 @@ awaitable<void> server::impl::route_threads(call& c) {
         req->thread_id = th.key;
         if (auto* v = field(body, "values")) {
             if (!v->is_object()) wrong_type("values", "an object (state fields)", *v);
-            req->values = update_of(a->table(), v->get_object(), "values");
+            // Read against the checkpoint's state: a nested struct's members left out keep theirs.
+            req->json = v->get_object();
         } else {
             req->values = detail::update_box(a->table());
         }

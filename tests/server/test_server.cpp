@@ -46,6 +46,135 @@ BOOST_AUTO_TEST_CASE(meta_and_assistants) {
     BOOST_TEST(get(s.port, "/nowhere").status == 404u);
 }
 
+namespace io_schema_test {
+// A graph with a nested struct in its state, served twice: "profiles" (callers send state
+// fields) and "greeter" (an input and an output schema apart from the state).
+struct profile {
+    std::string name;
+    std::string city = "Berlin";
+    int age = 0;
+};
+BOOST_DESCRIBE_STRUCT(profile, (), (name, city, age))
+struct prof_state {
+    profile owner;
+    std::string greeting;
+};
+BOOST_DESCRIBE_STRUCT(prof_state, (), (owner, greeting))
+struct greet_in {
+    std::string name;
+    std::optional<std::string> city;
+};
+BOOST_DESCRIBE_STRUCT(greet_in, (), (name, city))
+struct greet_out {
+    std::string greeting;
+    std::string city;
+    std::vector<std::string> path;
+};
+BOOST_DESCRIBE_STRUCT(greet_out, (), (greeting, city, path))
+
+inline sg::state_graph<prof_state> greeter() {
+    sg::state_graph<prof_state> g("greeter");
+    g.add_node("greet", [](const prof_state& s) {
+        return sg::update<prof_state>{}.set<&prof_state::greeting>("hello " + s.owner.name + " from " + s.owner.city);
+    });
+    g.add_edge(sg::START, "greet").add_edge("greet", sg::END);
+    return g;
+}
+inline std::vector<srv::assistant_spec> assistants() {
+    auto plain = greeter().compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    auto g = greeter();
+    g.input_schema<greet_in>([](const greet_in& in, const prof_state& now) {
+        auto o = now.owner;
+        if (!in.name.empty()) o.name = in.name;
+        if (in.city) o.city = *in.city;
+        return sg::update<prof_state>{}.set<&prof_state::owner>(std::move(o));
+    });
+    g.output_schema<greet_out>([](const prof_state& s, const sg::output_context& ctx) {
+        return greet_out{s.greeting, s.owner.city, ctx.path};
+    });
+    auto schemas = g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    std::vector<srv::assistant_spec> out;
+    out.push_back(srv::make_assistant("profiles", plain));
+    out.push_back(srv::make_assistant("greeter", schemas));
+    return out;
+}
+} // namespace io_schema_test
+
+BOOST_AUTO_TEST_CASE(input_and_output_schemas) {
+    running_server s(test_options(), io_schema_test::assistants());
+    auto schemas = get(s.port, "/assistants/greeter/schemas").json();
+    const auto& in = schemas.at("input_schema");
+    BOOST_TEST(in.at("title").as_string() == "greet_in");
+    BOOST_TEST(json::serialize(in.at("properties").at("name")) == R"({"type":"string"})");
+    BOOST_TEST(!in.as_object().contains("required"));
+    BOOST_TEST(schemas.at("output_schema").at("title").as_string() == "greet_out");
+    BOOST_TEST(json::serialize(schemas.at("output_schema").at("required")) == R"(["greeting","city","path"])");
+    BOOST_TEST(schemas.at("state_schema").at("properties").at("owner").at("title").as_string() == "profile");
+    BOOST_TEST(get(s.port, "/assistants/profiles/schemas").json().at("input_schema").at("title").as_string() == "profiles");
+
+    // A run takes the input schema and answers with the output schema (wait and stream).
+    auto tid = new_thread(s.port);
+    auto done = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "greeter"}, {"input", json::object{{"name", "Ann"}}}});
+    BOOST_TEST(done.status == 200u);
+    BOOST_TEST(json::serialize(done.json()) == R"({"greeting":"hello Ann from Berlin","city":"Berlin","path":["greet"]})");
+    auto streamed = post(s.port, "/threads/" + tid + "/runs/stream",
+                         json::object{{"assistant_id", "greeter"}, {"input", json::object{{"city", "Paris"}}}, {"stream_mode", "values"}});
+    auto events = parse_sse(streamed.body);
+    BOOST_TEST_REQUIRE(events.size() >= 2u);
+    BOOST_TEST(json::serialize(events.back().data) == R"({"greeting":"hello Ann from Paris","city":"Paris","path":["greet"]})");
+    // The thread's state is the whole state.
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/state").json().at("values").at("owner").at("name").as_string() == "Ann");
+    // A member the input schema lacks: 422 naming it and the struct, before anything is queued.
+    auto bad = post(s.port, "/threads/" + tid + "/runs", json::object{{"assistant_id", "greeter"}, {"input", json::object{{"nmae", "x"}}}});
+    BOOST_TEST(bad.status == 422u);
+    BOOST_TEST(bad.detail().find("'nmae' is not a member of greet_in (did you mean 'name'?)") != std::string::npos, bad.detail());
+}
+
+BOOST_AUTO_TEST_CASE(partial_nested_input_and_update_state) {
+    // A JSON object for a nested struct sets the members it names; the others keep the
+    // thread's values (LangGraph would replace the dict channel whole: a deliberate difference).
+    running_server s(test_options(), io_schema_test::assistants());
+    auto tid = new_thread(s.port);
+    auto path = "/threads/" + tid + "/runs/wait";
+    auto first = post(s.port, path, json::object{{"assistant_id", "profiles"}, {"input", json::parse(R"({"owner": {"name": "Ann", "age": 30}})")}});
+    BOOST_TEST(first.json().at("owner").at("city").as_string() == "Berlin"); // a new thread: the default
+    auto second = post(s.port, path, json::object{{"assistant_id", "profiles"}, {"input", json::parse(R"({"owner": {"city": "Paris"}})")}});
+    BOOST_TEST(json::serialize(second.json().at("owner")) == R"({"name":"Ann","city":"Paris","age":30})");
+    BOOST_TEST(second.json().at("greeting").as_string() == "hello Ann from Paris");
+    auto unknown = post(s.port, path, json::object{{"assistant_id", "profiles"}, {"input", json::parse(R"({"owner": {"town": "Rome"}})")}});
+    BOOST_TEST(unknown.status == 422u);
+    BOOST_TEST(unknown.detail().find("input.owner: 'town' is not a member of profile") != std::string::npos, unknown.detail());
+
+    // update_state over HTTP: the same rule.
+    auto upd = post(s.port, "/threads/" + tid + "/state", json::object{{"values", json::parse(R"({"owner": {"age": 31}})")}});
+    BOOST_TEST(upd.status == 200u);
+    auto st = get(s.port, "/threads/" + tid + "/state").json();
+    BOOST_TEST(json::serialize(st.at("values").at("owner")) == R"({"name":"Ann","city":"Paris","age":31})");
+    auto bad = post(s.port, "/threads/" + tid + "/state", json::object{{"values", json::parse(R"({"owner": {"agee": 1}})")}});
+    BOOST_TEST(bad.status == 422u);
+    BOOST_TEST(bad.detail().find("'agee' is not a member of profile (did you mean 'age'?)") != std::string::npos, bad.detail());
+}
+
+BOOST_AUTO_TEST_CASE(per_run_breakpoints) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    auto path = "/threads/" + tid + "/runs/wait";
+    auto stopped = post(s.port, path, json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}},
+                                                   {"interrupt_before", json::array{"ask"}}});
+    BOOST_TEST(stopped.status == 200u);
+    BOOST_TEST(json::serialize(stopped.json().at("log")) == R"(["work"])");
+    auto st = get(s.port, "/threads/" + tid + "/state").json();
+    BOOST_TEST(json::serialize(st.at("next")) == R"(["ask"])");
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "interrupted");
+    // Continuing (no input) with "*" after every node: ask runs, and the run stops after it.
+    auto after = post(s.port, path, json::object{{"assistant_id", "chat"}, {"interrupt_after", "*"}});
+    BOOST_TEST(json::serialize(after.json().at("log")) == R"(["work","ask"])");
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/state").json().at("next").as_array().empty());
+    auto bad = post(s.port, path, json::object{{"assistant_id", "chat"}, {"interrupt_before", json::array{"asx"}}});
+    BOOST_TEST(bad.status == 422u);
+    BOOST_TEST(bad.detail().find("'asx' is not a node of graph 'chat'") != std::string::npos, bad.detail());
+}
+
 BOOST_AUTO_TEST_CASE(threads_crud_search_copy) {
     running_server s(test_options());
     auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}, {"graph_id", "chat"}}}});

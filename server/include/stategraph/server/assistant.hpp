@@ -19,8 +19,10 @@ namespace stategraph::server {
 struct assistant_options {
     std::string description;
     int recursion_limit = 25; ///< per run, unless the run's `config.recursion_limit` says otherwise
-    /// Turns a run's `input` into state fields before they are read (for example a chat's
-    /// `{"message": "hi"}` into the state's conversation field). Gets the thread's id in the
+    /// Turns a run's `input` into another before it is read, for a shape the graph's input schema
+    /// cannot say (a graph that declares one, `state_graph::input_schema`, needs none: a run's
+    /// input is read through it, else as the state's fields). Its result is read as the graph's
+    /// input, against the thread's state. Gets the thread's id in the
     /// checkpointer (with API keys not the client's id but one of its key's own, so two keys'
     /// threads of one id are apart; without keys the client's id). May throw
     /// `http_error` (422) naming what is wrong. Null: the input is the state's fields as they are.
