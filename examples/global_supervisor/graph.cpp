@@ -84,8 +84,50 @@ namespace global_supervisor {
 namespace json = boost::json;
 namespace sg = stategraph;
 
+sg::update<supervisor_state> state_update_of(services& svc, const supervisor_input& in,
+                                             const supervisor_state& now) {
+    if (in.model && *in.model != svc.model().name())
+        throw sg::graph_error(sg::errc::invalid_input,
+                              "input.model: '" + *in.model + "' is not served by this supervisor (it serves '" +
+                                  svc.model().name() + "')",
+                              {"model", *in.model});
+    // A fresh conversation: session_init loads the rest (history, counts) for the turn.
+    conversation_state c;
+    c.chat_id = in.chat_id.empty() ? now.conversation.chat_id : in.chat_id;
+    c.user_id = in.user_id.empty() ? now.conversation.user_id : in.user_id;
+    c.user_message = in.user_message;
+    auto u = sg::update<supervisor_state>{}.set<&supervisor_state::conversation>(std::move(c));
+    if (in.avatar_id) {
+        auto r = now.response;
+        r.presentation.avatar = *in.avatar_id;
+        u.set<&supervisor_state::response>(std::move(r));
+    }
+    return u;
+}
+
+supervisor_output output_of(const supervisor_state& s, const sg::output_context& ctx) {
+    supervisor_output o;
+    o.chat_id = s.conversation.chat_id;
+    o.user_id = s.conversation.user_id;
+    o.user_message = s.conversation.user_message;
+    o.model = s.conversation.model;
+    o.avatar_id = s.response.presentation.avatar;
+    o.reply = s.response.reply;
+    if (s.hitl.pending != hitl_kind::none) {
+        o.question = s.hitl.question;
+        o.options = s.hitl.options;
+    }
+    o.followup = s.response.followup;
+    o.path = ctx.path;
+    return o;
+}
+
 sg::state_graph<supervisor_state> declare_graph(services& svc) {
+    using sg::dsl::input_schema, sg::dsl::output_schema;
+    auto read_input = [&svc](const supervisor_input& in, const supervisor_state& now) { return state_update_of(svc, in, now); };
     return sg::dsl::graph<supervisor_state>("global_supervisor",
+                                            input_schema<supervisor_input>(read_input),
+                                            output_schema<supervisor_output>(output_of),
                                             entry_stage(svc),
                                             hitl_resume_stage(),
                                             classification_stage(svc),
@@ -149,6 +191,7 @@ turn_outcome outcome_of(const std::string& thread_id, sg::run_result<supervisor_
     } else {
         out.reply = res.values.response.reply;
     }
+    out.output = res.output_as<supervisor_output>();
     out.values = std::move(res.values);
     return out;
 }
@@ -245,6 +288,15 @@ std::vector<std::string> node_names(std::vector<std::pair<std::int64_t, std::str
 
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id, const turn_watch& watch) {
+    supervisor_input in;
+    in.chat_id = thread_id;
+    in.user_id = std::move(user_id);
+    in.user_message = std::move(message);
+    return chat(g, std::move(thread_id), std::move(in), watch);
+}
+
+boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, supervisor_input in,
+                                          const turn_watch& watch) {
     // A turn a killed call left is finished first: a new message would abandon its steps (new
     // input starts from START), and the answer or the reply it was about to persist would be lost.
     std::vector<std::string> recovered;
@@ -260,11 +312,8 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
             co_return out;
         }
     }
-    conversation_state c;
-    c.chat_id = thread_id;
-    c.user_id = std::move(user_id);
-    c.user_message = std::move(message);
-    auto input = sg::update<supervisor_state>{}.set<&supervisor_state::conversation>(std::move(c));
+    // The input schema (supervisor_input) maps the turn onto the state.
+    auto input = sg::as_input(in);
     std::vector<std::pair<std::int64_t, std::string>> ran;
     const auto cfg = config_for(thread_id);
     auto on_event = watched(ran, watch);
@@ -315,6 +364,7 @@ json::object to_json(const turn_outcome& t) {
     json::array recovered;
     for (const auto& n : t.recovered) recovered.push_back(json::string(n));
     o["recovered"] = std::move(recovered);
+    o["output"] = json::value_from(t.output);
     return o;
 }
 

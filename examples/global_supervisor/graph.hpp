@@ -24,6 +24,16 @@ namespace global_supervisor {
 
 using supervisor_graph = stategraph::compiled_graph<supervisor_state>;
 
+/// @brief The graph's input mapping: a caller's flat turn onto the namespaced state. The
+/// conversation starts fresh with the message (session_init loads the rest); a chat or user id
+/// left out keeps the thread's; `avatar_id` sets the reply's presentation avatar (kept for later
+/// turns). Throws graph_error(invalid_input) when `model` names a model this supervisor does not serve.
+stategraph::update<supervisor_state> state_update_of(services& svc, const supervisor_input& in,
+                                                     const supervisor_state& now);
+/// @brief The graph's output mapping: the identity fields, the reply, the pending question and
+/// the nodes the call ran.
+supervisor_output output_of(const supervisor_state& s, const stategraph::output_context& ctx);
+
 /// @brief The graph, declared stage by stage with the DSL (not compiled). Its nodes use `svc`
 /// (agent_execution runs under `svc.agents().retry`), which must outlive the graph.
 stategraph::state_graph<supervisor_state> declare_graph(services& svc);
@@ -49,6 +59,7 @@ struct turn_outcome {
     /// when no question waits any more, finishes it instead of answering (then `nodes` too).
     std::vector<std::string> recovered;
     supervisor_state values;
+    supervisor_output output;  ///< what a caller gets back (the graph's output schema)
 };
 
 /// @brief The path of the thread's latest turn: the nodes that finished since its message came
@@ -70,6 +81,10 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
                                           std::string user_id);
 boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, std::string message,
                                           std::string user_id, const turn_watch& watch);
+/// @brief Runs one turn given as the graph's input schema (a flat `supervisor_input`, as the
+/// server takes it); the same recovery as above.
+boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string thread_id, supervisor_input in,
+                                          const turn_watch& watch);
 /// @brief Answers the question the thread waits on. When no question waits but a killed call
 /// left steps to run (the answer saved, the turn not finished), finishes them instead
 /// (`turn_outcome::recovered`). Throws stategraph::thread_error (thread_not_found,

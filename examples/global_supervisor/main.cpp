@@ -1,6 +1,8 @@
 // global_supervisor: the command line of the Global Supervisor example.
 //
 //   global_supervisor chat    --db FILE --thread ID [--json] [--stream MODES] [--user ID] [--model-url URL --model NAME] MESSAGE
+//   global_supervisor chat    --db FILE --thread ID [--json] [--stream MODES] --input JSON
+//   global_supervisor update-state --db FILE --thread ID [--as-node NODE] JSON
 //   global_supervisor resume  --db FILE --thread ID [--json] [--stream MODES] [--model-url URL --model NAME] ANSWER
 //   global_supervisor state   --db FILE --thread ID [--json]
 //   global_supervisor history --db FILE --thread ID [--json]
@@ -27,8 +29,9 @@
 // --checkpointer redis://... --fallback postgresql://... puts Redis in front of PostgreSQL (the
 // tiered saver: written to PostgreSQL first, read from Redis, PostgreSQL when Redis lost the chat).
 // serve runs the LangGraph Agent Server API (stategraph::server) with the graph as assistant
-// "global_supervisor": point @langchain/langgraph-sdk at http://HOST:PORT. A run's input may be
-// {"message": "...", "user_id"?: "..."}, or state fields. --port 0 picks a free port; the first
+// "global_supervisor": point @langchain/langgraph-sdk at http://HOST:PORT. A run's input is the
+// graph's input schema, as chat --input takes it: {"user_message": "...", "chat_id"?, "user_id"?,
+// "model"?, "avatar_id"?}; a run's result is its output schema. --port 0 picks a free port; the first
 // line printed names the address. API keys (x-api-key) come from STATEGRAPH_API_KEYS (comma
 // separated), never from the command line.
 
@@ -91,6 +94,10 @@ namespace {
 constexpr const char* usage_text =
     "usage:\n"
     "  global_supervisor chat    --db FILE --thread ID [--json] [--stream MODES] [--user ID] [--model-url URL --model NAME] MESSAGE\n"
+    "  global_supervisor chat    --db FILE --thread ID [--json] [--stream MODES] --input JSON\n"
+    "                            (JSON: the graph's input, {\"user_message\": ..., \"chat_id\"?, \"user_id\"?, \"model\"?, \"avatar_id\"?})\n"
+    "  global_supervisor update-state --db FILE --thread ID [--as-node NODE] JSON\n"
+    "                            (JSON: state fields; a nested struct's members left out keep the thread's values)\n"
     "  global_supervisor resume  --db FILE --thread ID [--json] [--stream MODES] [--model-url URL --model NAME] ANSWER\n"
     "  global_supervisor state   --db FILE --thread ID [--json]\n"
     "  global_supervisor history --db FILE --thread ID [--json]\n"
@@ -137,7 +144,8 @@ args parse(int argc, char** argv) {
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "input"}},
+        {"update-state", {"db", "thread", "as-node", "checkpointer", "fallback"}},
         {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions"}},
         {"state", {"db", "thread", "checkpointer", "fallback"}},
         {"history", {"db", "thread", "checkpointer", "fallback"}},
@@ -149,7 +157,8 @@ args parse(int argc, char** argv) {
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
-    bool json_allowed = a.command == "chat" || a.command == "resume" || a.command == "state" || a.command == "history";
+    bool json_allowed = a.command == "chat" || a.command == "resume" || a.command == "state" || a.command == "history" ||
+                        a.command == "update-state";
     for (int i = 2; i < argc; ++i) {
         std::string s = argv[i];
         if (s == "--") {
@@ -381,13 +390,23 @@ int cmd_chat_or_resume(const args& a) {
     // SIGTERM (a deployment stopping the process) drains: the turn stops at its next step
     // boundary with everything saved, and the process exits normally.
     std::signal(SIGTERM, [](int) { sg::request_drain(); });
-    std::string text = message_of(a, a.command == "chat" ? "MESSAGE" : "ANSWER");
+    // chat --input: the graph's input schema, read as the server reads a run's input.
+    std::optional<gs::supervisor_input> input;
+    if (auto in = a.get("input")) {
+        if (!a.positional.empty() || a.get("user")) throw usage_error("chat: --input replaces MESSAGE and --user");
+        boost::system::error_code ec;
+        json::value v = json::parse(*in, ec);
+        if (ec || !v.is_object()) throw usage_error("chat: --input takes a JSON object (the graph's input)");
+        input = sg::read_json<gs::supervisor_input>(v, sg::errc::invalid_input, "input");
+    }
+    std::string text = input ? std::string() : message_of(a, a.command == "chat" ? "MESSAGE" : "ANSWER");
     const gs::turn_watch watch{stream_modes_of(a), print_event};
     boost::asio::io_context io;
     app ap(io, a, db, a.command == "chat");
     auto start = std::chrono::steady_clock::now();
-    gs::turn_outcome t = a.command == "chat" ? run(io, gs::chat(ap.graph, thread, text, ap.svc->user_id(), watch))
-                                             : run(io, gs::resume(ap.graph, thread, text, watch));
+    gs::turn_outcome t = input                  ? run(io, gs::chat(ap.graph, thread, std::move(*input), watch))
+                         : a.command == "chat" ? run(io, gs::chat(ap.graph, thread, text, ap.svc->user_id(), watch))
+                                               : run(io, gs::resume(ap.graph, thread, text, watch));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     print_turn(t, a.json, ms, db);
     return 0;
@@ -438,6 +457,22 @@ int cmd_history(const args& a) {
                   << (writers.empty() ? "-" : joined(writers, ",")) << "  -> "
                   << (next.empty() ? "(end)" : joined(next, ",")) << "\n";
     }
+    return 0;
+}
+
+/// update-state: writes state fields into the thread's newest checkpoint (a new checkpoint, as
+/// LangGraph's update_state); a nested struct's members left out keep the thread's values.
+int cmd_update_state(const args& a) {
+    std::string db = a.need("db"), thread = a.need("thread");
+    if (a.positional.size() != 1) throw usage_error("update-state: give one JSON object of state fields");
+    boost::system::error_code ec;
+    json::value v = json::parse(a.positional[0], ec);
+    if (ec || !v.is_object()) throw usage_error("update-state: the values must be a JSON object of state fields");
+    boost::asio::io_context io;
+    app ap(io, a, db, false);
+    auto id = run(io, ap.graph.update_state(thread, std::move(v.as_object()), a.get("as-node")));
+    if (a.json) std::cout << json::serialize(json::object{{"thread_id", thread}, {"checkpoint_id", id}}) << "\n";
+    else std::cout << "thread " << thread << ": checkpoint " << id << "\n";
     return 0;
 }
 
@@ -620,24 +655,7 @@ int cmd_serve(const args& a) {
     srv::assistant_options ao;
     ao.description = "The Global Supervisor: classification, memory, disambiguation, planning, response";
     ao.recursion_limit = 60;
-    // {"message": "..."} is a chat turn, as `global_supervisor chat` makes it.
-    ao.input_adapter = [user = ap.svc->user_id()](json::object in, const std::string& thread_id) {
-        auto* m = in.if_contains("message");
-        if (!m) return in;
-        if (!m->is_string()) throw srv::http_error(422, "input.message must be a string (the user's message)");
-        gs::conversation_state c;
-        c.chat_id = thread_id;
-        c.user_id = user;
-        if (auto* u = in.if_contains("user_id")) {
-            if (!u->is_string()) throw srv::http_error(422, "input.user_id must be a string");
-            c.user_id = std::string(u->get_string());
-        }
-        c.user_message = std::string(m->get_string());
-        in.erase("message");
-        in.erase("user_id");
-        in["conversation"] = json::value_from(c);
-        return in;
-    };
+    // A run's input is the graph's input schema (supervisor_input), as `chat --input` takes it.
     srv::server server(io.get_executor(), so);
     server.add(srv::make_assistant("global_supervisor", ap.graph, std::move(ao)));
     auto port = server.listen();
@@ -717,6 +735,7 @@ int main(int argc, char** argv) {
         if (a.command == "dot") return cmd_dot(a);
         if (a.command == "demo") return cmd_demo(a);
         if (a.command == "break-lease") return cmd_break_lease(a);
+        if (a.command == "update-state") return cmd_update_state(a);
         if (a.command == "serve") return cmd_serve(a);
     } catch (const usage_error& e) {
         std::cerr << "error: " << one_line(e.what()) << " (see global_supervisor --help)\n";

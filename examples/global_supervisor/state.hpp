@@ -235,6 +235,36 @@ struct supervisor_state {
 BOOST_DESCRIBE_STRUCT(supervisor_state, (),
                       (conversation, intent, memory, extraction, disambiguation, planning, agent_results, hitl, response))
 
+// -- what callers send and get back (the graph's input and output schemas) -----------------------
+
+/// @brief One turn as a caller sends it (the graph's input schema): flat, as a chat UI holds it.
+/// Members left out keep their defaults.
+struct supervisor_input {
+    std::string user_message;
+    std::string chat_id;  ///< empty: the chat the thread holds (on a new thread, the thread id)
+    std::string user_id;  ///< empty: the thread's user (on a new thread, the served user)
+    std::optional<std::string> model;      ///< the model the caller expects; must be the one served
+    std::optional<std::string> avatar_id;  ///< the presentation avatar of the reply (kept for later turns)
+};
+BOOST_DESCRIBE_STRUCT(supervisor_input, (), (user_message, chat_id, user_id, model, avatar_id))
+
+/// @brief What a caller gets back from a turn (the graph's output schema): the identity fields
+/// beside the turn's result.
+struct supervisor_output {
+    std::string chat_id;
+    std::string user_id;
+    std::string user_message;
+    std::string model;
+    std::string avatar_id;
+    std::string reply;                    ///< the answer (empty while a question waits)
+    std::optional<std::string> question;  ///< the question the thread waits on, if any
+    std::vector<std::string> options;     ///< that question's options
+    std::string followup;                 ///< a non-blocking "by the way" question
+    std::vector<std::string> path;        ///< the nodes this call ran (superstep, then name)
+};
+BOOST_DESCRIBE_STRUCT(supervisor_output, (),
+                      (chat_id, user_id, user_message, model, avatar_id, reply, question, options, followup, path))
+
 // -- reducers -------------------------------------------------------------------------------------
 
 /// @brief Reducer of `agent_results`: append; results of a turn older than the newest one

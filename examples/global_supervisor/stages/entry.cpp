@@ -14,6 +14,15 @@
 
 namespace global_supervisor {
 
+namespace {
+/// A new turn's response: empty, but for the presentation avatar a caller chose (input avatar_id).
+response_state fresh_response(const response_state& now) {
+    response_state r;
+    r.presentation.avatar = now.presentation.avatar;
+    return r;
+}
+} // namespace
+
 update session_init(services& svc, const state& s, stategraph::context& ctx) {
     conversation_state c;
     c.chat_id = s.conversation.chat_id.empty() ? ctx.thread_id() : s.conversation.chat_id;
@@ -39,7 +48,7 @@ update session_init(services& svc, const state& s, stategraph::context& ctx) {
                  .set<&state::conversation>(std::move(c))
                  .set<&state::hitl>(std::move(h))
                  .set<&state::extraction>({})
-                 .set<&state::response>({});
+                 .set<&state::response>(fresh_response(s.response));
     // An agent waiting for permission continues its plan: keep what the plan was made from.
     if (s.hitl.pending != hitl_kind::agent) {
         u.set<&state::intent>({});
@@ -91,7 +100,7 @@ update context_loader(services& svc, const state& s) {
     mem.preloaded_facts =
         svc.with_store([&](memory_store& m) { return m.upcoming_facts(s.conversation.user_id, svc.today(), 7); });
     auto resp = s.response;
-    resp.presentation = presentation_rules{"default", "text", 800};
+    resp.presentation = presentation_rules{s.response.presentation.avatar, "text", 800};
     return update{}.set<&state::memory>(std::move(mem)).set<&state::response>(std::move(resp));
 }
 

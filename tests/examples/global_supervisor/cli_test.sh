@@ -38,7 +38,7 @@ expect_error() {
 [ "$(json "$work/greet.json" '",".join(j["nodes"])')" = \
   "session_init,summarization_check,context_loader,hitl_handler,intent_classification,retrieval_router,memory_assembly,extraction_merge,ui_router,simple_text,message_persist" ] \
   || fail "greeting nodes: $(json "$work/greet.json" 'j["nodes"]')"
-[ "$(json "$work/greet.json" 'sorted(j.keys())')" = "['interrupts', 'nodes', 'recovered', 'reply', 'status', 'thread_id']" ] \
+[ "$(json "$work/greet.json" 'sorted(j.keys())')" = "['interrupts', 'nodes', 'output', 'recovered', 'reply', 'status', 'thread_id']" ] \
   || fail "greeting keys"
 ok "greeting"
 

@@ -37,6 +37,12 @@ const assistants = await client.assistants.search({ graphId: graph });
 check(assistants.length === 1 && assistants[0].graph_id === graph, "assistants.search finds the graph", assistants);
 const shape = await client.assistants.getGraph(assistants[0].assistant_id);
 check(shape.nodes.some((n) => n.id === "disambiguation_blocking"), "getGraph lists disambiguation_blocking");
+const schemas = await client.assistants.getSchemas(assistants[0].assistant_id);
+check(schemas.input_schema.title === "supervisor_input" && "user_message" in schemas.input_schema.properties,
+  "getSchemas: the flat input", schemas.input_schema);
+check(schemas.output_schema.title === "supervisor_output" && "reply" in schemas.output_schema.properties,
+  "getSchemas: the flat output", schemas.output_schema);
+check("conversation" in schemas.state_schema.properties, "getSchemas: the namespaced state", schemas.state_schema);
 check(shape.edges.length > 10, "getGraph has edges", shape.edges.length);
 
 // 2. A thread and a first turn, streamed.
@@ -45,7 +51,7 @@ check(typeof thread.thread_id === "string" && thread.status === "idle", "threads
 let created = null;
 const hi = await collect(
   client.runs.stream(thread.thread_id, graph, {
-    input: { message: "Hi there!" },
+    input: { user_message: "Hi there!", avatar_id: "owl" }, // chat_id: the thread; user_id: the served user
     streamMode: ["values", "updates"],
     onRunCreated: (meta) => (created = meta),
   }),
@@ -55,13 +61,15 @@ check(created && created.run_id === hi[0].data.run_id && created.thread_id === t
 check(hi.some((c) => c.event === "values"), "values events");
 check(hi.some((c) => c.event === "updates" && "session_init" in c.data), "updates events name the node");
 const lastValues = hi.filter((c) => c.event === "values").at(-1).data;
-check(lastValues.response.reply.length > 0, "the turn has a reply", lastValues.response);
+check(lastValues.reply.length > 0 && lastValues.user_id === "demo" && lastValues.avatar_id === "owl",
+  "the turn's output: the reply beside the identity fields", lastValues);
+check(lastValues.chat_id === thread.thread_id && lastValues.path.includes("session_init"), "output chat_id and path", lastValues);
 check((await client.threads.get(thread.thread_id)).status === "idle", "thread idle after the turn");
 
 // 3. The disambiguation interrupt.
 const thomas = await collect(
   client.runs.stream(thread.thread_id, graph, {
-    input: { message: "Thomas is traveling to Mallorca" },
+    input: { user_message: "Thomas is traveling to Mallorca" },
     streamMode: ["values", "updates"],
   }),
 );
@@ -70,6 +78,7 @@ check(interruptUpdate, "an __interrupt__ update", thomas.map((c) => c.event));
 const finalValues = thomas.filter((c) => c.event === "values").at(-1).data;
 check(Array.isArray(finalValues.__interrupt__) && finalValues.__interrupt__.length === 1, "__interrupt__ in the last values");
 check(/Which Thomas/.test(finalValues.__interrupt__[0].value.question), "the question", finalValues.__interrupt__[0]);
+check(/Which Thomas/.test(finalValues.question) && finalValues.options.length > 1, "the pending question in the output", finalValues);
 const waiting = await client.threads.get(thread.thread_id);
 check(waiting.status === "interrupted", "thread interrupted", waiting.status);
 const state = await client.threads.getState(thread.thread_id);
@@ -78,7 +87,7 @@ check(state.tasks.some((t) => t.interrupts.length === 1), "state.tasks[].interru
 
 // 4. Resume by thread id with a Command.
 const resumed = await client.runs.wait(thread.thread_id, graph, { command: { resume: "Thomas Berger" } });
-check(/Thomas Berger/.test(resumed.response.reply), "the resumed reply", resumed.response);
+check(/Thomas Berger/.test(resumed.reply) && resumed.question === null, "the resumed reply", resumed);
 check((await client.threads.get(thread.thread_id)).status === "idle", "thread idle after the resume");
 
 // 5. History, newest first, linked by parent checkpoints.
@@ -89,34 +98,47 @@ check(history[0].created_at >= history[1].created_at, "history timestamps descen
 
 // 6. updateState as a node: a new checkpoint that getState shows.
 const before = await client.threads.getState(thread.thread_id);
-const response = { ...before.values.response, reply: "edited by the SDK test" };
-const updated = await client.threads.updateState(thread.thread_id, { values: { response }, asNode: "message_persist" });
+// A nested struct's members left out keep the thread's values (stategraph merges; LangGraph would replace).
+const updated = await client.threads.updateState(thread.thread_id, {
+  values: { response: { reply: "edited by the SDK test" } },
+  asNode: "message_persist",
+});
 check(updated.checkpoint && updated.checkpoint.checkpoint_id !== before.checkpoint.checkpoint_id, "updateState checkpoint", updated);
 const after = await client.threads.getState(thread.thread_id);
 check(after.values.response.reply === "edited by the SDK test", "updateState visible", after.values.response);
+check(after.values.response.presentation.avatar === "owl" && after.values.response.kind === before.values.response.kind,
+  "updateState kept the members left out", after.values.response);
+let unknownMember = null;
+try {
+  await client.threads.updateState(thread.thread_id, { values: { response: { replie: "x" } } });
+} catch (e) {
+  unknownMember = e;
+}
+check(unknownMember && /'replie' is not a member of response_state/.test(String(unknownMember.message ?? unknownMember)),
+  "an unknown member is a 422 naming it and the struct", String(unknownMember));
 
 // 7. Two threads in parallel.
 const [a, b] = await Promise.all([client.threads.create(), client.threads.create()]);
 const [ra, rb] = await Promise.all([
-  client.runs.wait(a.thread_id, graph, { input: { message: "Hi there!" } }),
-  client.runs.wait(b.thread_id, graph, { input: { message: "What does Thomas like?" } }),
+  client.runs.wait(a.thread_id, graph, { input: { user_message: "Hi there!" } }),
+  client.runs.wait(b.thread_id, graph, { input: { user_message: "What does Thomas like?" } }),
 ]);
-check(ra.conversation.chat_id === a.thread_id && rb.conversation.chat_id === b.thread_id, "parallel threads keep apart");
-check(ra.response.reply.length > 0 && rb.response.reply.length > 0, "parallel replies");
+check(ra.chat_id === a.thread_id && rb.chat_id === b.thread_id, "parallel threads keep apart");
+check(ra.reply.length > 0 && rb.reply.length > 0, "parallel replies");
 
 // 8. A second run on a busy thread is refused (409), not queued or retried.
-const first = await client.runs.create(a.thread_id, graph, { input: { message: "Hi again" }, afterSeconds: 1 });
+const first = await client.runs.create(a.thread_id, graph, { input: { user_message: "Hi again" }, afterSeconds: 1 });
 check(first.status === "pending", "a delayed run is pending", first);
 let refused = null;
 try {
-  await client.runs.create(a.thread_id, graph, { input: { message: "me too" } });
+  await client.runs.create(a.thread_id, graph, { input: { user_message: "me too" } });
 } catch (e) {
   refused = e;
 }
 check(refused && (refused.status === 409 || /409/.test(String(refused))), "second run refused with 409", String(refused));
 check(/already running/.test(String(refused?.message ?? refused)), "the refusal says why", String(refused));
 const joined = await client.runs.join(a.thread_id, first.run_id);
-check(joined.response.reply.length > 0, "join returns the final values");
+check(joined.reply.length > 0, "join returns the final output");
 const run = await client.runs.get(a.thread_id, first.run_id);
 check(run.status === "success", "runs.get agrees with join", run.status);
 const runs = await client.runs.list(a.thread_id);

@@ -1,7 +1,7 @@
 // The studio page in a real browser: Debian's headless chromium, driven by puppeteer-core (pinned in
 // package-lock.json), against `global_supervisor serve` started here on a free loopback port.
 //
-//   /studio ─► graph SVG (stages as clusters) ─► New thread ─► Run {"message": "Thomas is traveling
+//   /studio ─► graph SVG (stages as clusters) ─► New thread ─► Run {"user_message": "Thomas is traveling
 //   to Mallorca"} ─► live stream ─► the interrupt's form ("Which Thomas?") ─► Resume "Thomas Berger"
 //   ─► thread idle, the answer in its state, the timeline and the thread's path on the graph
 //   ─► fork: run again from the interrupted checkpoint ─► resume "Thomas Anderson"
@@ -107,7 +107,7 @@ try {
   await page.waitForFunction(() => /^[0-9a-f-]{36}$/.test(document.querySelector("#thread-id").textContent), wait);
   const tid = await text("#thread-id");
   await page.waitForSelector(`#threads li[data-thread='${tid}']`, wait);
-  await page.$eval("#run-input", (e, v) => { e.value = v; }, JSON.stringify({ message: "Thomas is traveling to Mallorca" }));
+  await page.$eval("#run-input", (e, v) => { e.value = v; }, JSON.stringify({ user_message: "Thomas is traveling to Mallorca" }));
   await page.click("#run-start");
   await statusIs("interrupted");
   await page.waitForSelector("#interrupts form.resume-form", wait);
@@ -193,7 +193,7 @@ try {
   // 7. A run started elsewhere (a background run, 1 s late): selecting its thread joins its stream.
   const post = async (p, body) => (await fetch(server.url + p, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })).json();
   const other = await post("/threads", { metadata: { graph_id: "global_supervisor" } });
-  const bg = await post(`/threads/${other.thread_id}/runs`, { assistant_id: "global_supervisor", input: { message: "Hi there!" },
+  const bg = await post(`/threads/${other.thread_id}/runs`, { assistant_id: "global_supervisor", input: { user_message: "Hi there!" },
     stream_mode: ["values", "updates"], after_seconds: 1 });
   check(bg.status === "pending", "a background run waits to start", bg);
   await page.click("#refresh");
