@@ -669,3 +669,40 @@ BOOST_AUTO_TEST_CASE(a_route_on_a_field_left_out_of_the_description_is_a_declara
                "it to the list (the engine keeps and saves only the listed fields, so nothing could ever set it)");
     BOOST_TEST(std::string(sg::to_string(sg::errc::undescribed_field)) == "undescribed_field");
 }
+
+namespace dsl_schema_test {
+struct st {
+    std::string text;
+    std::string reply;
+};
+BOOST_DESCRIBE_STRUCT(st, (), (text, reply))
+struct ask {
+    std::string question;
+};
+BOOST_DESCRIBE_STRUCT(ask, (), (question))
+struct answer {
+    std::string reply;
+};
+BOOST_DESCRIBE_STRUCT(answer, (), (reply))
+} // namespace dsl_schema_test
+
+BOOST_AUTO_TEST_CASE(input_and_output_schemas_lower_to_the_builder) {
+    using namespace sg::dsl;
+    using dsl_schema_test::st;
+    auto echo = [](const st& s) { return sg::update<st>{}.set<&st::reply>("re: " + s.text); };
+    auto read = [](const dsl_schema_test::ask& in) { return sg::update<st>{}.set<&st::text>(in.question); };
+    // clang-format off
+    auto app = graph<st>("schemas",
+                         input_schema<dsl_schema_test::ask>(read),
+                         output_schema<dsl_schema_test::answer>(),
+                         "echo"_n = echo,
+                         start >> "echo"_n >> end)
+                   .compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    // clang-format on
+    sg::run_config cfg;
+    cfg.thread_id = "t";
+    auto r = run(app.invoke(sg::as_input(dsl_schema_test::ask{"hi"}), cfg));
+    BOOST_TEST(r.output_as<dsl_schema_test::answer>().reply == "re: hi");
+    BOOST_TEST(app.input_json_schema().at("title") == "ask");
+    BOOST_TEST(app.output_json_schema().at("title") == "answer");
+}

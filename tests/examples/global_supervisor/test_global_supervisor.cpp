@@ -162,6 +162,39 @@ BOOST_AUTO_TEST_CASE(greeting_takes_the_fast_path) {
     BOOST_TEST(msgs[1].content == t.reply);
 }
 
+BOOST_AUTO_TEST_CASE(flat_input_and_output_schemas) {
+    // The graph's input schema (supervisor_input) maps a flat turn onto the namespaced state; its
+    // output schema (supervisor_output) is what a caller gets back, the Thomas question included.
+    temp_dir dir;
+    process p(dir.path / "m.db");
+    gs::supervisor_input in;
+    in.user_message = "Thomas is traveling to Mallorca";
+    in.avatar_id = "owl";
+    in.model = "rules";
+    auto t = run(p.io, gs::chat(p.graph, "flat", in, gs::turn_watch{}));
+    BOOST_TEST(t.interrupted);
+    BOOST_TEST(t.output.chat_id == "flat");   // left out: the thread id
+    BOOST_TEST(t.output.user_id == "u1");     // left out: the served user
+    BOOST_TEST(t.output.avatar_id == "owl");
+    BOOST_TEST(t.output.model == "rules");
+    BOOST_REQUIRE(t.output.question.has_value());
+    BOOST_TEST(contains(*t.output.question, "Which Thomas"));
+    BOOST_TEST(t.output.options.size() == 2u);
+    BOOST_TEST(t.output.path == t.nodes, boost::test_tools::per_element());
+    auto r = p.resume("flat", "Thomas Berger");
+    BOOST_TEST(!r.output.question.has_value());
+    BOOST_TEST(r.output.reply == r.reply);
+    BOOST_TEST(r.output.avatar_id == "owl"); // kept for the thread's later turns
+    // A model this supervisor does not serve, or a member the input lacks, is refused before anything runs.
+    gs::supervisor_input other;
+    other.user_message = "Hi";
+    other.model = "gpt-9";
+    BOOST_CHECK_THROW(run(p.io, gs::chat(p.graph, "flat", other, gs::turn_watch{})), sg::graph_error);
+    boost::json::object typo{{"user_mesage", "Hi"}};
+    BOOST_CHECK_THROW(run(p.io, p.graph.invoke(sg::as_input(typo), {.thread_id = "flat"})), sg::unknown_member_error);
+    BOOST_TEST(p.messages("flat").size() == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(question_takes_semantic_retrieval_without_extraction) {
     temp_dir dir;
     process p(dir.path / "m.db");
