@@ -93,8 +93,22 @@ public:
     }
 
     awaitable<std::vector<sql_row>> query(std::string_view sql, std::vector<sql_value> params) override {
-        std::unique_lock lock(mutex_);
-        co_return run(sql, params, nullptr);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        std::chrono::milliseconds pause{5};
+        for (;;) {
+            {
+                std::unique_lock lock(mutex_);
+                try {
+                    co_return run(sql, params, nullptr);
+                } catch (const run_store_error& e) {
+                    if (!e.transient() || std::chrono::steady_clock::now() >= deadline) throw;
+                }
+            }
+            // busy (another process recovering the WAL, a checkpoint): again shortly
+            net::steady_timer t(co_await net::this_coro::executor, pause);
+            co_await t.async_wait(net::use_awaitable);
+            pause = std::min(pause * 2, std::chrono::milliseconds(200));
+        }
     }
 
     std::string_view lock_rows() const override { return ""; }

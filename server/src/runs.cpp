@@ -279,11 +279,17 @@ awaitable<void> server::impl::relay(call& c, run_record run, std::set<std::strin
     if (!co_await begin_chunked(c, "text/event-stream", std::move(headers))) co_return;
     c.keep_alive = false; // the socket is watched for the client leaving: no second request on it
     auto loop = relay_events(c, run.run_id, std::move(modes), after);
+    // Ends when the client leaves (true). A read cancelled by the server stopping is not the
+    // client leaving: the events loop then ends the stream itself, with an error event saying so.
     auto watch = [](call& cc) -> awaitable<bool> {
         char byte = 0;
         auto [ec, n] = co_await cc.stream->socket().async_read_some(net::buffer(&byte, 1), net::as_tuple(use_awaitable));
         (void)n;
-        co_return ec != net::error::operation_aborted;
+        if (ec != net::error::operation_aborted) co_return true;
+        net::steady_timer t(co_await net::this_coro::executor, std::chrono::seconds(30));
+        auto [tec] = co_await t.async_wait(net::as_tuple(use_awaitable));
+        (void)tec;
+        co_return false;
     };
     auto watching = watch(c);
     auto ended = co_await (std::move(loop) || std::move(watching));

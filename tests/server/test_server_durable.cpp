@@ -56,6 +56,13 @@ std::string status_of(unsigned short port, const std::string& tid, const std::st
     return r.status == 200u ? std::string(r.json().at("status").as_string()) : "http " + std::to_string(r.status);
 }
 
+/// A run's status as the run store has it (no server needed).
+std::string status_of_store(const temp_dir& d, const std::string& rid) {
+    auto store = srv::open_sqlite_run_store((d.path / "runs.db").string());
+    auto r = sg::checkpoint::testing::run(store->get_run(rid));
+    return r ? r->status : "absent";
+}
+
 /// Waits (bounded) until the run leaves pending and running; its last status.
 std::string wait_finished(unsigned short port, const std::string& tid, const std::string& rid, int seconds = 30) {
     std::string s;
@@ -240,11 +247,25 @@ BOOST_AUTO_TEST_CASE(a_drain_hands_runs_back_and_starts_none) {
         runs.push_back(start_run(a.port, tid, ask_for("third", "enqueue")));
         for (int i = 0; i < 100 && status_of(a.port, tid, runs[0]) != "running"; ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        // Clients waiting on the running run through this instance: a join and a stream.
+        auto joined = std::async(std::launch::async, [&] { return get(a.port, "/threads/" + tid + "/runs/" + runs[0] + "/join"); });
+        auto streamed = std::async(std::launch::async, [&] { return get(a.port, "/threads/" + tid + "/runs/" + runs[0] + "/stream"); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         std::promise<void> drained;
         auto started = std::chrono::steady_clock::now();
         net::post(a.io, [&] { a.server->drain([&] { drained.set_value(); }); });
         BOOST_TEST_REQUIRE((drained.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready));
         BOOST_TEST((std::chrono::steady_clock::now() - started < std::chrono::seconds(5)));
+        // Each is told the instance stopped before the run ended: never a silent partial result.
+        auto j = joined.get();
+        BOOST_TEST(j.status == 200u);
+        BOOST_TEST(json::parse(j.body).at("__error__").at("error") == "ServerDraining", j.body);
+        auto events = parse_sse(streamed.get().body);
+        BOOST_TEST_REQUIRE(!events.empty());
+        BOOST_TEST(events.back().event == "error");
+        BOOST_TEST(events.back().data.at("error") == "ServerDraining");
+        // The queued runs were not started here; the drained one went back to the queue.
+        for (const auto& rid : runs) BOOST_TEST(status_of_store(d, rid) == "pending", rid);
     }
     stategraph::cancel_drain(); // the drain flag is process-wide; the next instance runs normally
     running_server b(instance_options(d, 8, std::chrono::milliseconds(1000)), {}, chat_saver(d));
