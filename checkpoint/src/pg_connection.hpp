@@ -64,6 +64,9 @@ struct statement {
     };
     std::string_view sql; ///< must outlive the batch (the saver's SQL strings)
     std::vector<param> params;
+    /// Its rows in text form (every type as the server prints it; `result::type` tells which),
+    /// not binary.
+    bool text_results = false;
 
     statement(std::string_view s) : sql(s) {}
     statement& text(std::string v) {
@@ -93,6 +96,9 @@ public:
     ~result();
 
     int rows() const noexcept;
+    int columns() const noexcept;
+    /// The type of column `col` (its pg_type OID: 16 bool, 20 int8, 21 int2, 23 int4, 25 text, ...).
+    unsigned type(int col) const noexcept;
     bool is_null(int row, int col) const noexcept;
     std::string_view bytes(int row, int col) const noexcept;
     std::string text(int row, int col) const { return std::string(bytes(row, col)); }
@@ -103,6 +109,12 @@ public:
 
 private:
     pg_result* r_ = nullptr;
+};
+
+/// @brief A notification (NOTIFY) received on a connection that LISTENs.
+struct notification {
+    std::string channel, payload;
+    int sender_pid = 0; ///< the server process of the session that sent it
 };
 
 /// @brief One non-blocking libpq connection.
@@ -125,6 +137,11 @@ public:
     /// open transaction is rolled back). `timeout` bounds the whole exchange.
     boost::asio::awaitable<std::vector<result>> run(const std::vector<statement>& batch,
                                                     std::chrono::milliseconds timeout);
+
+    /// @brief The notifications received (on channels this connection LISTENs on), waiting up to
+    /// `timeout` for the first when none is there yet; none when the time passed. Throws
+    /// `connection_lost`.
+    boost::asio::awaitable<std::vector<notification>> notifications(std::chrono::milliseconds timeout);
 
     /// @brief Whether the connection is usable and outside any transaction (fit for the pool).
     bool idle() const noexcept;
