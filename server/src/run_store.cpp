@@ -351,7 +351,8 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
     const std::string read_thread =
         "SELECT " + std::string(thread_cols) + " FROM sg_threads WHERE key = ?1" + std::string(be_->lock_rows());
     const std::string insert_thread = "INSERT INTO sg_threads (" + std::string(thread_cols) +
-                                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+                                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (key) "
+                                      "DO NOTHING";
     const std::string queued_sql = "SELECT run_id, cancel FROM sg_runs WHERE thread_key = ?1 AND " + std::string(busy_where) +
                                    " ORDER BY seq" + std::string(be_->lock_rows());
     const std::string insert_run = "INSERT INTO sg_runs (" + std::string(run_cols) +
@@ -371,9 +372,20 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
                 co_return;
             }
             auto p = thread_params(*rules.create);
-            co_await s.exec(insert_thread, std::move(p));
-            th = *rules.create;
-            out.created_thread = true;
+            if (co_await s.exec(insert_thread, std::move(p)) > 0) {
+                th = *rules.create;
+                out.created_thread = true;
+            } else {
+                // Another instance inserted it after the read (on PostgreSQL its row was not yet
+                // committed, so the read did not see it): the run goes on that thread.
+                params again{run.thread_key};
+                auto made = co_await s.query(read_thread, std::move(again));
+                if (made.empty() || (thread_of(made.front()).temporary && !rules.create->temporary)) {
+                    out.refused = submit_refusal::thread_missing;
+                    co_return;
+                }
+                th = thread_of(made.front());
+            }
         }
         const std::string graph = th->graph_id.empty() ? rules.graph_id : th->graph_id;
         if (!rules.graph_id.empty() && !th->graph_id.empty() && th->graph_id != rules.graph_id) {
