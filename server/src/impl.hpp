@@ -54,7 +54,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     waiter_list drained_wake;  ///< drain: a live run ended
     std::list<beast::tcp_stream*> sessions;
     std::size_t open_connections = 0;
-    bool dispatching = false, beating = false;
+    bool dispatching = false, beating = false, listening = false;
 
     impl(net::any_io_executor e, server_options o);
 

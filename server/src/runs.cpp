@@ -599,7 +599,7 @@ void server::impl::start_workers() {
     auto self = shared_from_this();
     std::weak_ptr<impl> weak = self;
     auto ex2 = ex;
-    (void)store->backend().listen([weak, ex2](std::string channel, std::string payload) {
+    if (!listening) listening = store->backend().listen([weak, ex2](std::string channel, std::string payload) {
         net::post(ex2, [weak, channel = std::move(channel), payload = std::move(payload)] {
             if (auto s = weak.lock()) s->on_notification(channel, payload);
         });
