@@ -4,7 +4,7 @@
 A C++ block (```cpp) must follow a marker line
     <!-- snippet: PATH#NAME -->
 and equal, line for line, the region of PATH (from the source root) between `// [snippet NAME]`
-and `// [end]`, less the region's common indentation. A block that cannot be compiled on its own
+and `// [end]` (either indented), less the region's common indentation. A block that cannot be compiled on its own
 (a reference sketch of several calls) is marked `<!-- fragment -->` instead; they are counted
 and listed, so the list can only shrink on purpose. Usage: check_snippets.py SOURCE_ROOT
 """
@@ -19,11 +19,10 @@ failures, fragments, checked = [], [], 0
 
 def region(path, name):
     lines = (root / path).read_text().splitlines()
-    try:
-        begin = lines.index(f"// [snippet {name}]")
-    except ValueError:
+    begin = next((i for i, l in enumerate(lines) if l.strip() == f"// [snippet {name}]"), None)
+    if begin is None:
         return None
-    end = next(i for i in range(begin + 1, len(lines)) if lines[i] == "// [end]")
+    end = next(i for i in range(begin + 1, len(lines)) if lines[i].strip() == "// [end]")
     body = lines[begin + 1:end]
     indent = min((len(l) - len(l.lstrip(" ")) for l in body if l.strip()), default=0)
     return [l[indent:] for l in body]
