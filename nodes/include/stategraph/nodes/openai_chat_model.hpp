@@ -58,7 +58,7 @@ namespace stategraph::nodes {
 /// nodes::openai_chat_model model({.base_url = "http://127.0.0.1:8080/v1",   // llama.cpp, vLLM, Ollama: plain http works
 ///                                 .model = "qwen2.5-7b-instruct"});
 /// nodes::openai_chat_model openai({.base_url = "https://api.openai.com/v1",
-///                                  .api_key = std::getenv("OPENAI_API_KEY"), .model = "gpt-4o-mini"});
+///                                  .api_key = api_key /* from a secret store or the environment, never the code */, .model = "gpt-4o-mini"});
 /// @endcode
 struct openai_options {
     /// @brief API root up to and including the version segment: it must end in `/v1` (with or
