@@ -30,10 +30,10 @@ enum class run_status { done, interrupted, drained };
 
 /// @brief A task of the step a checkpoint is waiting on (see `state_snapshot`).
 struct task_snapshot {
-    std::string id;
-    std::string name;
-    std::vector<interrupt_info> interrupts;
-    std::optional<std::string> error;
+    std::string id;                          ///< the task's id (stable across retries and resumes)
+    std::string name;                        ///< the node it runs
+    std::vector<interrupt_info> interrupts;  ///< its pending interrupts: `id` (for `resume_map`), `node`, `value` (the payload)
+    std::optional<std::string> error;        ///< the message of the error it failed with, if it did
     std::optional<boost::json::object> result; ///< writes of a task that already finished
 };
 
