@@ -276,22 +276,25 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
 
 awaitable<void> server::impl::relay(call& c, run_record run, std::set<std::string> modes, std::int64_t after, bool cancel_on_disconnect) {
     auto headers = location_headers(run, true);
+    // The socket is watched for the client leaving: no second request on it, and the answer says
+    // so (Connection: close), or a client would send its next request on a socket being closed.
+    c.keep_alive = false;
     if (!co_await begin_chunked(c, "text/event-stream", std::move(headers))) co_return;
-    c.keep_alive = false; // the socket is watched for the client leaving: no second request on it
     auto loop = relay_events(c, run.run_id, std::move(modes), after);
     // Ends when the client leaves (true). A read cancelled by the server stopping is not the
     // client leaving: the events loop then ends the stream itself, with an error event saying so.
-    auto watch = [](call& cc) -> awaitable<bool> {
+    auto watch = [](call& cc, const impl* self) -> awaitable<bool> {
         char byte = 0;
         auto [ec, n] = co_await cc.stream->socket().async_read_some(net::buffer(&byte, 1), net::as_tuple(use_awaitable));
         (void)n;
         if (ec != net::error::operation_aborted) co_return true;
+        if (!self->stopping) co_return false; // the stream ended first
         net::steady_timer t(co_await net::this_coro::executor, std::chrono::seconds(30));
         auto [tec] = co_await t.async_wait(net::as_tuple(use_awaitable));
         (void)tec;
         co_return false;
     };
-    auto watching = watch(c);
+    auto watching = watch(c, this);
     auto ended = co_await (std::move(loop) || std::move(watching));
     const bool left = ended.index() == 1 ? std::get<1>(ended) : !std::get<0>(ended);
     if (left && cancel_on_disconnect) {
@@ -375,6 +378,7 @@ awaitable<bool> server::impl::relay_events(call& c, std::string run_id, std::set
 
 awaitable<void> server::impl::relay_thread(call& c, thread_record th, std::optional<std::set<std::string>> modes) {
     header_list none;
+    c.keep_alive = false; // open until the client leaves or the server stops: no second request
     if (!co_await begin_chunked(c, "text/event-stream", std::move(none))) co_return;
     // The runs queued after `last` are relayed in order, starting with the one in flight.
     std::int64_t last = 0;
