@@ -2129,8 +2129,8 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     const graph_core& g = *child;
     auto& f = context_access::frame(ctx);
     run_state r(g);
-    std::string seg = *f.node + ":" + f.task_id;
-    r.session = checkpoint_session(f.saver, *f.thread_id, f.ns->empty() ? seg : *f.ns + "|" + seg);
+    std::string seg = names::task_segment(*f.node, f.task_id);
+    r.session = checkpoint_session(f.saver, *f.thread_id, names::child_namespace(*f.ns, seg));
     r.ns_path = *f.ns_path;
     r.ns_path.push_back(seg);
     r.track_delta = true;
