@@ -497,8 +497,12 @@ void read_update_field(const state_table& st, update_box& u, std::size_t i, cons
     }
 }
 
+} // namespace
+
+// The one state <-> JSON conversion (declared in detail/engine.hpp; json_graph exposes it).
 boost::json::object state_json(const state_table& st, const void* s) {
     boost::json::object o;
+    if (!s) return o;
     for (std::size_t i = 0; i < st.n; ++i) o[st.names[i]] = st.to_json(s, i, {});
     return o;
 }
@@ -517,6 +521,8 @@ update_box update_from_json(const state_table& st, const boost::json::object& o,
     }
     return u;
 }
+
+namespace {
 
 /// Adds `u`'s fields to the run's delta (a subgraph's output).
 void track(const state_table& st, run_state& r, const update_box& u) {
@@ -2129,8 +2135,8 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     const graph_core& g = *child;
     auto& f = context_access::frame(ctx);
     run_state r(g);
-    std::string seg = *f.node + ":" + f.task_id;
-    r.session = checkpoint_session(f.saver, *f.thread_id, f.ns->empty() ? seg : *f.ns + "|" + seg);
+    std::string seg = names::task_segment(*f.node, f.task_id);
+    r.session = checkpoint_session(f.saver, *f.thread_id, names::child_namespace(*f.ns, seg));
     r.ns_path = *f.ns_path;
     r.ns_path.push_back(seg);
     r.track_delta = true;

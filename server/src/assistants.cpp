@@ -42,7 +42,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
         co_return;
     }
     if (p.size() == 3 && p[2] == "graph") {
-        const topology& t = a->spec.core->topo;
+        const topology& t = a->graph.shape();
         if (auto f = c.query.get("format"); f && *f != "json") {
             if (*f != "dot" && *f != "svg") throw http_error(422, "query parameter 'format' must be json, dot or svg (got '" + *f + "')");
             // ?thread_id=T[&checkpoint_id=C]: the thread's path, next nodes, interrupts and failures drawn on it.
@@ -51,10 +51,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
                 auto th = co_await thread_or_404(c, *tid);
                 if (th.graph_id != a->spec.graph_id)
                     throw http_error(422, "thread '" + *tid + "' is not a thread of graph '" + a->spec.graph_id + "'");
-                auto req = std::make_unique<detail::state_request>();
-                req->graph = a->spec.core;
-                req->thread_id = th.key;
-                auto history = co_await detail::get_state_history(std::move(req));
+                auto history = co_await a->graph.get_state_history(th.key);
                 overlay = overlay_of_history(history, *tid, c.query.get("checkpoint_id").value_or(""));
             }
             std::ostringstream os;
@@ -91,7 +88,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
     }
     if (p.size() == 3 && p[2] == "schemas") {
         json::object props;
-        for (const auto& [name, kind] : a->spec.core->topo.fields) props[name] = json::object{{"description", kind}};
+        for (const auto& [name, kind] : a->graph.shape().fields) props[name] = json::object{{"description", kind}};
         json::object schema{{"title", a->spec.graph_id}, {"type", "object"}, {"properties", props}};
         reply(c, 200,
                             json::object{{"graph_id", a->spec.graph_id}, {"input_schema", schema}, {"output_schema", schema},

@@ -9,6 +9,7 @@
 #include <stategraph/context.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/detail/state_table.hpp>
+#include <stategraph/error.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
 
@@ -89,6 +90,13 @@ struct update_request {
     std::optional<std::string> checkpoint_id;
     bool allow_drift = false;
 };
+
+/// The state `s` (an `S*` of `st`'s type; null: no state) as a JSON object of every field.
+boost::json::object state_json(const state_table& st, const void* s);
+/// The update holding the fields of `o` (an overwrite's wire form `{"__overwrite__": v}` marks
+/// the field overwritten). @throws graph_error `code` naming the field, prefixed by `where`,
+/// for an unknown field (with the nearest name) or a value that does not fit the field's type.
+update_box update_from_json(const state_table& st, const boost::json::object& o, errc code, const std::string& where);
 
 boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req);
 boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> req);
