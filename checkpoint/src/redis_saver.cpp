@@ -247,6 +247,7 @@ struct redis_saver::impl {
     std::set<std::string> held;
     std::optional<asio::steady_timer> keeper;
     bool stopping = false;
+    std::atomic<std::uint64_t> round_trips{0}; ///< read from any thread
 
     explicit impl(redis_options o) : opt(std::move(o)) {
         try {
@@ -325,6 +326,7 @@ struct redis_saver::impl {
             std::replace_if(name.begin(), name.end(), [](unsigned char ch) { return ch <= ' '; }, '_');
             load.push_back(command{"CLIENT", "SETNAME", std::move(name)});
         }
+        round_trips.fetch_add(1, std::memory_order_relaxed);
         auto r = co_await c.run(load);
         for (const auto& x : r)
             if (x.is_error()) throw redis::protocol_error("setting the connection up: " + x.str);
@@ -354,6 +356,7 @@ struct redis_saver::impl {
                         else if (cmd[1] == lease_marker) cmd[1] = lease_sha;
                         else if (cmd[1] == read_marker) cmd[1] = read_sha;
                     }
+                round_trips.fetch_add(1, std::memory_order_relaxed);
                 auto r = co_await c->run(cmds);
                 for (const auto& x : r)
                     if (x.is_error() && x.str.rfind("NOSCRIPT", 0) == 0) reload = true;
@@ -1289,6 +1292,7 @@ redis_saver::~redis_saver() {
 
 const std::string& redis_saver::owner() const noexcept { return impl_->owner; }
 const redis_options& redis_saver::options() const noexcept { return impl_->opt; }
+std::uint64_t redis_saver::round_trips() const noexcept { return impl_->round_trips.load(std::memory_order_relaxed); }
 
 asio::awaitable<void> redis_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     auto ops = impl_->plan_put(thread_id, ns, cp);

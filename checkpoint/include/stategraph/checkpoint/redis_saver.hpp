@@ -119,6 +119,9 @@ public:
     const std::string& owner() const noexcept;
     /// @brief The options it was made with.
     const redis_options& options() const noexcept;
+    /// @brief Round trips to the server so far (one per pipelined round of commands, the lease
+    /// keeper's, retries' and script loads included): what a step costs, for the bench.
+    std::uint64_t round_trips() const noexcept;
 
 private:
     struct impl;
