@@ -159,20 +159,6 @@ constexpr std::string_view sql_put_blobs =
     "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
     "SELECT $1, $2, c, v, b FROM unnest($3::text[], $4::text[], $5::bytea[]) AS t(c, v, b) "
     "ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET value = excluded.value";
-// A step's whole write in one statement (its own transaction: no BEGIN, no COMMIT): the fence
-// first (the inserts read from it, so they run after it, and its error undoes the statement),
-// then the checkpoint row and the values. $1 thread, $2 ns, $3..$7 the checkpoint (id, parent,
-// step, source, record), $8..$11 the fence (owner, ours, gone, ttl), $12..$14 as sql_put_blobs'
-// $3..$5 (empty arrays: no values).
-constexpr std::string_view sql_put_step =
-    "WITH fence AS (SELECT stategraph_fence($1, $8, $9::boolean, $10, $11::bigint)), "
-    "cp AS (INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
-    "SELECT $1, $2, $3, $4, $5::bigint, $6, $7 FROM fence ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
-    "parent_id = excluded.parent_id, step = excluded.step, source = excluded.source, record = excluded.record), "
-    "vals AS (INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
-    "SELECT $1, $2, c, v, b FROM fence, unnest($12::text[], $13::text[], $14::bytea[]) AS t(c, v, b) "
-    "ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET value = excluded.value) "
-    "SELECT 1";
 constexpr std::string_view sql_put_graph =
     "INSERT INTO stategraph_graphs(version, value) VALUES($1, $2) ON CONFLICT (version) DO NOTHING";
 constexpr std::string_view sql_put_write =
@@ -690,10 +676,13 @@ struct postgres_saver::impl {
 
     // -- the operations -------------------------------------------------------------------------
     asio::awaitable<void> put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
-        // Everything is encoded before the round trip. A step is one statement (sql_put_step:
-        // fence, checkpoint row, values, in its own transaction); a checkpoint that also stores a
-        // graph's shape (once per signature) is BEGIN, fence, the rows, COMMIT.
-        std::vector<pg::statement> graph_rows;
+        // Everything is encoded before the round trip: BEGIN, fence, checkpoint row, values, COMMIT.
+        std::vector<pg::statement> batch;
+        batch.emplace_back(sql_begin);
+        batch.emplace_back(sql_fence); // filled per attempt
+        batch.emplace_back(sql_put_checkpoint);
+        batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
+        batch.back().bytes(seal_record(codec::encode_record(cp), thread, ns, cp));
         std::vector<std::string> graphs, channels, versions, stored;
         for (const auto& [channel, value] : cp.values) {
             const std::string name(channel);
@@ -708,8 +697,8 @@ struct postgres_saver::impl {
                     std::lock_guard lock(mutex);
                     if (stored_graphs.count(version)) continue;
                 }
-                graph_rows.emplace_back(sql_put_graph);
-                graph_rows.back().text(version).bytes(std::move(bytes));
+                batch.emplace_back(sql_put_graph);
+                batch.back().text(version).bytes(std::move(bytes));
                 graphs.push_back(version);
                 continue;
             }
@@ -717,34 +706,15 @@ struct postgres_saver::impl {
             versions.push_back(version);
             stored.push_back(std::move(bytes));
         }
-        auto record = seal_record(codec::encode_record(cp), thread, ns, cp);
-        const bool one_statement = graphs.empty();
-        std::vector<pg::statement> batch;
-        if (one_statement) {
-            batch.emplace_back(sql_put_step);
-            batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
-            batch.back().bytes(std::move(record));
-            batch.back().null().null().null().null(); // the fence's $8..$11, filled per attempt
-            batch.back().text(text_array(channels)).text(text_array(versions)).bytes(bytea_array(stored));
-        } else {
-            batch.emplace_back(sql_begin);
-            batch.emplace_back(sql_fence); // filled per attempt
-            batch.emplace_back(sql_put_checkpoint);
-            batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
-            batch.back().bytes(std::move(record));
-            for (auto& g : graph_rows) batch.push_back(std::move(g));
-            if (!stored.empty()) {
-                batch.emplace_back(sql_put_blobs);
-                batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
-                batch.back().bytes(bytea_array(stored));
-            }
-            batch.emplace_back(sql_commit);
+        if (!stored.empty()) {
+            batch.emplace_back(sql_put_blobs);
+            batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+            batch.back().bytes(bytea_array(stored));
         }
+        batch.emplace_back(sql_commit);
         call c{thread, "saving a checkpoint", {}};
         auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
-            auto f = fence(cc); // thread, owner, ours, gone, ttl
-            if (one_statement) std::move(f.params.begin() + 1, f.params.end(), batch[0].params.begin() + 7);
-            else batch[1] = std::move(f);
+            batch[1] = fence(cc);
             (void)co_await conn.run(batch, query_timeout());
             co_return true;
         };
