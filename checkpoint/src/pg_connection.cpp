@@ -229,6 +229,7 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
     }
     if (!PQpipelineSync(c)) throw connection_lost(conn_error(c));
     ++round_trips_;
+    if (total_) total_->fetch_add(1, std::memory_order_relaxed);
     co_await flush(c, deadline);
 
     std::vector<result> out;
@@ -425,6 +426,7 @@ asio::awaitable<pool::lease> pool::get() {
                         setup.back().text(search_path_);
                         (void)co_await c->run(setup, connect_timeout_);
                     }
+                    c->count_into(&round_trips_);
                 } catch (...) {
                     error = std::current_exception();
                 }

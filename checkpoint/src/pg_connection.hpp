@@ -10,6 +10,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -150,6 +151,8 @@ public:
     /// @brief Batches sent on this connection (each one round trip), and statements prepared.
     std::uint64_t round_trips() const noexcept { return round_trips_; }
     std::size_t prepared() const noexcept { return prepared_.size(); }
+    /// @brief Also counts this connection's round trips into `*total` from now on (a pool's sum).
+    void count_into(std::atomic<std::uint64_t>* total) noexcept { total_ = total; }
 
     /// At most this many statements are kept prepared per connection; SQL beyond them (text
     /// built per call) is sent unprepared.
@@ -160,6 +163,7 @@ private:
     pg_conn* c_;
     std::unordered_map<std::string, std::string> prepared_; ///< SQL text -> statement name
     std::uint64_t round_trips_ = 0;
+    std::atomic<std::uint64_t>* total_ = nullptr;
     std::uint64_t names_ = 0; ///< statement names handed out ("sg<n>"), never reused
 };
 
@@ -205,6 +209,9 @@ public:
     void clear();
     /// @brief Server process ids of the idle connections.
     std::vector<int> idle_pids() const;
+    /// @brief Round trips (batches) sent on this pool's connections so far, the set-up of new
+    /// connections not counted.
+    std::uint64_t round_trips() const noexcept { return round_trips_.load(std::memory_order_relaxed); }
 
 private:
     struct waiter;
@@ -222,6 +229,7 @@ private:
     std::vector<std::unique_ptr<connection>> idle_;
     std::size_t open_ = 0;
     std::deque<std::shared_ptr<waiter>> waiters_;
+    std::atomic<std::uint64_t> round_trips_{0};
 };
 
 /// @brief `name` as a quoted SQL identifier ("a""b").
