@@ -8,6 +8,10 @@
 
 #include <sqlite3.h>
 
+#if STATEGRAPH_SERVER_CHECKSUM_VFS
+#include "sqlite_checksum_vfs.hpp"
+#endif
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -27,13 +31,24 @@ class sqlite_backend final : public run_store_backend {
 public:
     explicit sqlite_backend(std::string path) : path_(std::move(path)) {
         const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-        if (sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+        // Through the SQLite saver's page checksums when built with it: the file may be the
+        // saver's own (its tables beside the checkpoints), whose pages every writer must keep
+        // checksummed, and a run store file of its own gets them too.
+#if STATEGRAPH_SERVER_CHECKSUM_VFS
+        const char* vfs = path_ == ":memory:" ? nullptr : checkpoint::detail::checksum_vfs();
+#else
+        const char* vfs = nullptr;
+#endif
+        if (sqlite3_open_v2(path_.c_str(), &db_, flags, vfs) != SQLITE_OK) {
             std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
             sqlite3_close(db_);
             db_ = nullptr;
             throw run_store_error("run store: cannot open SQLite file '" + path_ + "': " + msg, false);
         }
         sqlite3_busy_timeout(db_, 5000);
+#if STATEGRAPH_SERVER_CHECKSUM_VFS
+        if (vfs) checkpoint::detail::reserve_checksum_bytes(db_); // a new file only; one with pages keeps its layout
+#endif
         plain("PRAGMA journal_mode=WAL");
         plain("PRAGMA synchronous=NORMAL");
         plain("PRAGMA foreign_keys=OFF");

@@ -286,4 +286,36 @@ BOOST_AUTO_TEST_CASE(a_drain_hands_runs_back_and_starts_none) {
     BOOST_TEST(questions == order, boost::test_tools::per_element());
 }
 
+// The run store's tables in the checkpointer's own file: the store writes through the saver's
+// page checksums, so neither damages the other (a run store writing the file without them made
+// every page it touched read as damaged to the saver).
+BOOST_AUTO_TEST_CASE(runs_and_checkpoints_share_one_file) {
+    temp_dir d;
+    sg::checkpoint::sqlite_options so;
+    so.path = (d.path / "one.db").string();
+    auto o = test_options();
+    o.runs = srv::open_sqlite_run_store(so.path);
+    o.poll_interval = std::chrono::milliseconds(50);
+    {
+        running_server s(o, {}, std::make_shared<sg::checkpoint::sqlite_saver>(so));
+        auto tid = new_thread(s.port);
+        for (const char* q : {"one", "two", "three"}) {
+            auto w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", q}}}});
+            BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+            BOOST_TEST(json::parse(w.body).at("question") == q);
+        }
+        auto [log, unique] = log_and_unique_steps(s.port, tid);
+        BOOST_TEST(log.size() == 6u);
+        BOOST_TEST(unique);
+    }
+    // A fresh saver and store on the file read everything back, nothing damaged.
+    auto saver = std::make_shared<sg::checkpoint::sqlite_saver>(so);
+    sg::checkpoint::thread_query q;
+    auto threads = sg::checkpoint::testing::run(saver->list_threads(q));
+    BOOST_TEST(threads.size() == 1u);
+    auto store = srv::open_sqlite_run_store(so.path);
+    auto keys = sg::checkpoint::testing::run(store->thread_keys());
+    BOOST_TEST(keys.size() == 1u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
