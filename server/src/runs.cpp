@@ -707,6 +707,12 @@ void server::impl::record(live_run& run, std::string name, const json::value& da
 
 awaitable<void> server::impl::flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run) {
     run->flushing = true;
+    // Events of a step come close together: a moment's wait writes them in one transaction.
+    {
+        net::steady_timer gather(self->ex, std::chrono::milliseconds(2));
+        auto [gec] = co_await gather.async_wait(net::as_tuple(use_awaitable));
+        (void)gec;
+    }
     while (!run->buffered.empty() && !run->lost) {
         auto batch = std::move(run->buffered);
         run->buffered.clear();
