@@ -4,6 +4,11 @@
 #   find_package(stategraph 0.1 CONFIG REQUIRED COMPONENTS sqlite)
 #   target_link_libraries(app PRIVATE stategraph::dsl stategraph::sqlite)
 #
+# Install a Release and a Debug build into one prefix to give consumers both (see below):
+#
+#   cmake --install build-release --prefix /opt/stategraph
+#   cmake --install build-debug   --prefix /opt/stategraph
+#
 # core, checkpoint, graph, dsl and server need only Boost, Threads and (the server's run store) SQLite 3: they are always loaded, in
 # stategraphTargets.cmake. sqlite (SQLite 3), postgres (libpq), redis (hiredis), tiered (both of these) and nodes (OpenSSL)
 # have export files of their own,
@@ -14,7 +19,10 @@ include(CMakePackageConfigHelpers)
 set(stategraph_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/stategraph)
 
 # Installed names match the in-tree aliases: stategraph_graph is stategraph::graph everywhere.
-set(stategraph_base_parts core checkpoint graph dsl server)
+set(stategraph_base_parts core checkpoint graph dsl)
+if(TARGET stategraph_server)
+  list(APPEND stategraph_base_parts server)
+endif()
 set(stategraph_optional_parts)
 foreach(part sqlite postgres redis nodes)
   if(TARGET stategraph_${part})
@@ -28,6 +36,21 @@ endif()
 foreach(part IN LISTS stategraph_base_parts stategraph_optional_parts)
   set_target_properties(stategraph_${part} PROPERTIES EXPORT_NAME ${part})
 endforeach()
+
+# Release and Debug side by side in one prefix: a Debug build's libraries are named
+# libstategraph_<part>d.a (the others' libstategraph_<part>.a), and each install writes its own
+# stategraph*Targets-<config>.cmake beside the shared stategraph*Targets.cmake. Installing
+# build-release and build-debug into one prefix so leaves both; stategraphConfig.cmake then maps
+# the consumer's configuration to the matching one (an optimized one never to Debug silently).
+# A CMAKE_DEBUG_POSTFIX of the project's own wins.
+if(NOT DEFINED CMAKE_DEBUG_POSTFIX)
+  foreach(part IN LISTS stategraph_base_parts stategraph_optional_parts)
+    get_target_property(stategraph_type stategraph_${part} TYPE)
+    if(NOT stategraph_type STREQUAL "INTERFACE_LIBRARY")
+      set_target_properties(stategraph_${part} PROPERTIES DEBUG_POSTFIX d)
+    endif()
+  endforeach()
+endif()
 
 # One export set for the base, one per optional part. INCLUDES DESTINATION is the installed
 # include dir of every exported target (their INSTALL_INTERFACE; the source trees' include dirs
@@ -63,7 +86,7 @@ if("tiered" IN_LIST stategraph_optional_parts)
 endif()
 
 # Headers: every layer's include/ lands in one include/ (all under stategraph/).
-foreach(part core checkpoint graph dsl server)
+foreach(part IN LISTS stategraph_base_parts)
   set(exclude)
   if(part STREQUAL "checkpoint" AND NOT "sqlite" IN_LIST stategraph_optional_parts)
     list(APPEND exclude PATTERN sqlite_saver.hpp EXCLUDE)

@@ -36,17 +36,20 @@ sg::update<booking> draft(const booking& b) {
         .set<&booking::question>("Which day for " + b.request + "?")
         .set<&booking::trail>({"draft"});
 }
+// [snippet hitl_node]
 boost::asio::awaitable<sg::update<booking>> ask(const booking& b, sg::context& ctx) {
     auto day = co_await ctx.interrupt<std::string>(b.question); // stops here until answered
     std::vector<std::string> trail{"ask"}; // named: g++ 12 mishandles braced temporaries in coroutines
     co_return sg::update<booking>{}.set<&booking::day>(day).set<&booking::trail>(std::move(trail));
 }
+// [end]
 sg::update<booking> reply(const booking& b) {
     return sg::update<booking>{}
         .set<&booking::reply>("Booked " + b.request + " on " + b.day + ".")
         .set<&booking::trail>({"reply"});
 }
 
+// [snippet hitl_processes]
 // Process 1: start the thread; it stops at the interrupt.
 boost::asio::awaitable<bool> ask_mode(sg::compiled_graph<booking> app, sg::run_config cfg) {
     auto input = sg::update<booking>{}.set<&booking::request>("a table for two");
@@ -72,6 +75,7 @@ boost::asio::awaitable<bool> answer_mode(sg::compiled_graph<booking> app, sg::ru
     const std::vector<std::string> expected{"draft", "ask", "reply"};
     co_return !r.interrupted() && r.values.day == value && r.values.trail == expected;
 }
+// [end]
 
 int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);

@@ -28,6 +28,7 @@
 namespace sg = stategraph;
 using namespace sg::dsl;
 
+// [snippet map_reduce_state]
 struct corpus {
     std::string text;
     std::vector<std::string> chunks;
@@ -42,6 +43,7 @@ struct chunk { // a Send's payload: what one `count` task reads instead of the s
     std::string text;
 };
 BOOST_DESCRIBE_STRUCT(chunk, (), (index, text))
+// [end]
 
 sg::update<corpus> split(const corpus& c) {
     std::vector<std::string> lines;
@@ -49,11 +51,13 @@ sg::update<corpus> split(const corpus& c) {
     for (std::string line; std::getline(in, line);) lines.push_back(line);
     return sg::update<corpus>{}.set<&corpus::chunks>(std::move(lines));
 }
+// [snippet map_reduce_router]
 std::vector<sg::send> one_per_chunk(const corpus& c) {
     std::vector<sg::send> sends;
     for (int i = 0; i < static_cast<int>(c.chunks.size()); ++i) sends.emplace_back("count", chunk{i, c.chunks[i]});
     return sends;
 }
+// [end]
 sg::update<corpus> count(const chunk& piece) {
     std::istringstream words(piece.text);
     int n = 0;
@@ -67,10 +71,12 @@ sg::update<corpus> total(const corpus& c) {
 
 int main() {
     // clang-format off
+// [snippet map_reduce_graph]
     auto app = graph<corpus>("word_count",
         "split"_n = split,  "count"_n = count,  "total"_n = total | defer,
         start >> "split"_n >> fan_out(one_per_chunk, {"count"_n}),
         "count"_n >> "total"_n >> end).compile();
+// [end]
     // clang-format on
 
     auto input = sg::update<corpus>{}.set<&corpus::text>("the quick brown fox\njumps over\nthe lazy dog today");

@@ -45,7 +45,7 @@ boost::asio::awaitable<sg::update<job>> slow(const job& j, sg::context& ctx) {
 }
 
 boost::asio::awaitable<bool> run_twice(sg::compiled_graph<job> app) {
-    sg::run_config cfg; // named, also when empty: see "Examples" in README.md (g++ 12)
+    sg::run_config cfg; // named, also when empty: see "Running a graph from `main()`" in docs/getting-started.md (g++ 12)
     std::cout << "run 1 (5 ms of work):\n";
     auto quick = sg::update<job>{}.set<&job::work_ms>(5);
     auto r = co_await app.invoke(std::move(quick), cfg);

@@ -19,6 +19,7 @@
 #include <boost/json/object.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -73,6 +74,11 @@ struct checkpointer {
     std::filesystem::path dir;  ///< fresh temp dir (SQLite only), removed on destruction
     std::filesystem::path file; ///< the database file (SQLite only)
     boost::json::object config; ///< journal_mode, synchronous, sqlite version
+    /// Server checkpointers: round trips to their servers so far (null for the others).
+    std::function<std::uint64_t()> round_trips;
+    /// Server checkpointers: the loopback round trip to each server, measured now with
+    /// `round_trips` requests (null for the others); see server_floor.cpp.
+    std::function<boost::json::object(int round_trips)> floor;
 
     checkpointer() = default;
     checkpointer(const checkpointer&) = delete;
@@ -171,6 +177,11 @@ void add_sqlite_floor_scenario(std::vector<scenario>& out); // sqlite_commit (C+
 /// @brief The median cost of one SQLite commit (BEGIN IMMEDIATE; INSERT 2 KiB; COMMIT) on a
 /// fresh WAL file under `db_dir`, with synchronous FULL or NORMAL: {"us_per_commit","commits",...}.
 boost::json::object commit_floor(const std::string& db_dir, bool full, int commits);
+
+/// @brief One loopback round trip to a server, on a blocking connection of its own (median of
+/// `round_trips` after a warm-up): {"us_per_round_trip","round_trips","request"}.
+boost::json::object postgres_floor(const std::string& url, int round_trips); // STATEGRAPH_HAVE_POSTGRES only
+boost::json::object redis_floor(const std::string& url, int round_trips);
 
 /// @brief Peak resident set size of this process, in MB (getrusage).
 double peak_rss_mb();

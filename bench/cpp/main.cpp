@@ -69,6 +69,16 @@ std::string sqlite_pragma_text(const std::filesystem::path& file, const char* pr
                       "); scripts/bench starts one");
 }
 
+/// A server checkpointer's floor: {name: measure(url, n)}.
+template <class Measure>
+[[maybe_unused]] std::function<boost::json::object(int)> floor_of(const char* name, std::string url, Measure measure) {
+    return [name, url = std::move(url), measure](int n) {
+        boost::json::object o;
+        o[name] = measure(url, n);
+        return o;
+    };
+}
+
 /// A name no other run uses: "bench_<pid>_<microseconds>".
 [[maybe_unused]] std::string fresh_name() {
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -94,8 +104,12 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         cp->config["pool_size"] = o.pool_size;
         return std::make_shared<checkpoint::postgres_saver>(o);
     };
+    auto postgres_url = [] { return server_url("STATEGRAPH_BENCH_POSTGRES", "STATEGRAPH_TEST_POSTGRES"); };
     if (kind == "postgres") {
-        cp->saver = postgres();
+        auto s = postgres();
+        cp->saver = s;
+        cp->round_trips = [s] { return s->round_trips(); };
+        cp->floor = floor_of("postgres", postgres_url(), postgres_floor);
         return cp;
     }
 #endif
@@ -108,15 +122,27 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         cp->config["pool_size"] = o.pool_size;
         return std::make_shared<checkpoint::redis_saver>(o);
     };
+    auto redis_url = [] { return server_url("STATEGRAPH_BENCH_REDIS", "STATEGRAPH_TEST_REDIS"); };
     if (kind == "redis") {
-        cp->saver = redis();
+        auto s = redis();
+        cp->saver = s;
+        cp->round_trips = [s] { return s->round_trips(); };
+        cp->floor = floor_of("redis", redis_url(), redis_floor);
         return cp;
     }
 #endif
 #ifdef STATEGRAPH_HAVE_TIERED
     if (kind == "tiered") { // Redis first, PostgreSQL behind it (every write reaches both)
         auto back = postgres();
-        cp->saver = std::make_shared<checkpoint::tiered_saver>(redis(), std::move(back));
+        auto front = redis();
+        cp->round_trips = [back, front] { return back->round_trips() + front->round_trips(); };
+        cp->floor = [pg = floor_of("postgres", postgres_url(), postgres_floor),
+                     rd = floor_of("redis", redis_url(), redis_floor)](int n) {
+            auto o = pg(n);
+            o["redis"] = rd(n).at("redis");
+            return o;
+        };
+        cp->saver = std::make_shared<checkpoint::tiered_saver>(std::move(front), std::move(back));
         return cp;
     }
 #endif
@@ -393,6 +419,7 @@ int run_main(int argc, char** argv) {
         // with the machine's load, so a floor measured minutes apart would not compare.
         detail["floor"] = commit_floor(db_dir, kind == "sqlite_full", smoke ? 5 : 100);
     }
+    if (cp->floor) detail["floor"] = cp->floor(smoke ? 5 : 1000); // the same, for a server
     if (!detail.empty()) out["detail"] = std::move(detail);
     std::string line;
     write_json(line, out);

@@ -340,17 +340,29 @@ void add_scenarios(std::vector<scenario>& out) {
             auto g = build_chain<chain_state>(20, ctx.cp->saver);
             // One untimed invoke through a counting saver: storage calls per invoke.
             auto calls = std::make_shared<boost::json::object>();
+            auto trips = std::make_shared<boost::json::object>();
             if (ctx.cp->saver) {
                 auto counter = std::make_shared<counting_saver>(ctx.cp->saver);
                 auto counted = build_chain<chain_state>(20, counter);
+                // A server checkpointer's round trips per invoke, connections and scripts warm
+                // (the first invoke opens them).
+                if (ctx.cp->round_trips) drive(*io, chain_once(g, 20, durability::sync, "us_per_node"));
+                const std::uint64_t before = ctx.cp->round_trips ? ctx.cp->round_trips() : 0;
                 drive(*io, chain_once(counted, 20, durability::sync, "us_per_node"));
-                *calls = counter->take_calls().json();
+                const auto c = counter->take_calls();
+                *calls = c.json();
+                if (ctx.cp->round_trips) {
+                    const auto n = ctx.cp->round_trips() - before;
+                    (*trips)["per_invoke"] = n;
+                    (*trips)["per_checkpoint"] = c.put ? static_cast<double>(n) / static_cast<double>(c.put) : 0.0;
+                }
             }
             bench_run b;
             b.run = [io, g] { return drive(*io, chain_once(g, 20, durability::sync, "us_per_node")); };
-            b.detail = [calls] {
+            b.detail = [calls, trips] {
                 boost::json::object d;
                 if (!calls->empty()) d["saver_calls_per_invoke"] = *calls;
+                if (!trips->empty()) d["round_trips"] = *trips;
                 return d;
             };
             return b;

@@ -123,6 +123,8 @@ result::~result() {
     if (r_) PQclear(r_);
 }
 int result::rows() const noexcept { return r_ ? PQntuples(r_) : 0; }
+int result::columns() const noexcept { return r_ ? PQnfields(r_) : 0; }
+unsigned result::type(int col) const noexcept { return r_ ? PQftype(r_, col) : 0; }
 bool result::is_null(int row, int col) const noexcept { return !r_ || PQgetisnull(r_, row, col); }
 std::string_view result::bytes(int row, int col) const noexcept {
     if (is_null(row, col)) return {};
@@ -217,14 +219,17 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
                 name = &preparing.back().name;
             }
         }
-        const bool ok = name ? PQsendQueryPrepared(c, name->c_str(), n, values.data(), lengths.data(), formats.data(), 1)
+        const int result_format = s.text_results ? 0 : 1;
+        const bool ok = name ? PQsendQueryPrepared(c, name->c_str(), n, values.data(), lengths.data(), formats.data(),
+                                                   result_format)
                              : PQsendQueryParams(c, sql.c_str(), n, nullptr, values.data(), lengths.data(),
-                                                 formats.data(), 1);
+                                                 formats.data(), result_format);
         if (!ok) throw connection_lost(conn_error(c));
         sent.push_back(static_cast<long>(i));
     }
     if (!PQpipelineSync(c)) throw connection_lost(conn_error(c));
     ++round_trips_;
+    if (total_) total_->fetch_add(1, std::memory_order_relaxed);
     co_await flush(c, deadline);
 
     std::vector<result> out;
@@ -284,6 +289,26 @@ asio::awaitable<std::vector<result>> connection::run(const std::vector<statement
             prepared_.clear();
         }
         throw *failed;
+    }
+    co_return out;
+}
+
+asio::awaitable<std::vector<notification>> connection::notifications(std::chrono::milliseconds timeout) {
+    const auto deadline = clock::now() + timeout;
+    PGconn* c = c_;
+    if (PQstatus(c) != CONNECTION_OK) throw connection_lost(conn_error(c));
+    std::vector<notification> out;
+    auto take = [&] {
+        while (PGnotify* n = PQnotifies(c)) {
+            out.push_back({n->relname, n->extra ? n->extra : "", n->be_pid});
+            PQfreemem(n);
+        }
+    };
+    consume(c); // what already arrived
+    take();
+    if (out.empty() && co_await wait_socket(c, wait_for::read, deadline)) {
+        consume(c);
+        take();
     }
     co_return out;
 }
@@ -401,6 +426,7 @@ asio::awaitable<pool::lease> pool::get() {
                         setup.back().text(search_path_);
                         (void)co_await c->run(setup, connect_timeout_);
                     }
+                    c->count_into(&round_trips_);
                 } catch (...) {
                     error = std::current_exception();
                 }

@@ -10,6 +10,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,9 @@ struct statement {
     };
     std::string_view sql; ///< must outlive the batch (the saver's SQL strings)
     std::vector<param> params;
+    /// Its rows in text form (every type as the server prints it; `result::type` tells which),
+    /// not binary.
+    bool text_results = false;
 
     statement(std::string_view s) : sql(s) {}
     statement& text(std::string v) {
@@ -93,6 +97,9 @@ public:
     ~result();
 
     int rows() const noexcept;
+    int columns() const noexcept;
+    /// The type of column `col` (its pg_type OID: 16 bool, 20 int8, 21 int2, 23 int4, 25 text, ...).
+    unsigned type(int col) const noexcept;
     bool is_null(int row, int col) const noexcept;
     std::string_view bytes(int row, int col) const noexcept;
     std::string text(int row, int col) const { return std::string(bytes(row, col)); }
@@ -103,6 +110,12 @@ public:
 
 private:
     pg_result* r_ = nullptr;
+};
+
+/// @brief A notification (NOTIFY) received on a connection that LISTENs.
+struct notification {
+    std::string channel, payload;
+    int sender_pid = 0; ///< the server process of the session that sent it
 };
 
 /// @brief One non-blocking libpq connection.
@@ -126,6 +139,11 @@ public:
     boost::asio::awaitable<std::vector<result>> run(const std::vector<statement>& batch,
                                                     std::chrono::milliseconds timeout);
 
+    /// @brief The notifications received (on channels this connection LISTENs on), waiting up to
+    /// `timeout` for the first when none is there yet; none when the time passed. Throws
+    /// `connection_lost`.
+    boost::asio::awaitable<std::vector<notification>> notifications(std::chrono::milliseconds timeout);
+
     /// @brief Whether the connection is usable and outside any transaction (fit for the pool).
     bool idle() const noexcept;
     /// @brief The server process serving this connection.
@@ -133,6 +151,8 @@ public:
     /// @brief Batches sent on this connection (each one round trip), and statements prepared.
     std::uint64_t round_trips() const noexcept { return round_trips_; }
     std::size_t prepared() const noexcept { return prepared_.size(); }
+    /// @brief Also counts this connection's round trips into `*total` from now on (a pool's sum).
+    void count_into(std::atomic<std::uint64_t>* total) noexcept { total_ = total; }
 
     /// At most this many statements are kept prepared per connection; SQL beyond them (text
     /// built per call) is sent unprepared.
@@ -143,6 +163,7 @@ private:
     pg_conn* c_;
     std::unordered_map<std::string, std::string> prepared_; ///< SQL text -> statement name
     std::uint64_t round_trips_ = 0;
+    std::atomic<std::uint64_t>* total_ = nullptr;
     std::uint64_t names_ = 0; ///< statement names handed out ("sg<n>"), never reused
 };
 
@@ -188,6 +209,9 @@ public:
     void clear();
     /// @brief Server process ids of the idle connections.
     std::vector<int> idle_pids() const;
+    /// @brief Round trips (batches) sent on this pool's connections so far, the set-up of new
+    /// connections not counted.
+    std::uint64_t round_trips() const noexcept { return round_trips_.load(std::memory_order_relaxed); }
 
 private:
     struct waiter;
@@ -205,6 +229,7 @@ private:
     std::vector<std::unique_ptr<connection>> idle_;
     std::size_t open_ = 0;
     std::deque<std::shared_ptr<waiter>> waiters_;
+    std::atomic<std::uint64_t> round_trips_{0};
 };
 
 /// @brief `name` as a quoted SQL identifier ("a""b").

@@ -1506,6 +1506,8 @@ const std::string& postgres_saver::owner() const noexcept { return impl_->owner;
 const postgres_options& postgres_saver::options() const noexcept { return impl_->opt; }
 std::vector<int> postgres_saver::backend_pids() const { return impl_->pool.idle_pids(); }
 
+std::uint64_t postgres_saver::round_trips() const noexcept { return impl_->pool.round_trips(); }
+
 asio::awaitable<void> postgres_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     return impl_->put(thread_id, ns, cp);
 }

@@ -11,6 +11,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <variant>
@@ -109,25 +111,57 @@ reply convert(const redisReply& r) {
 void connection::reader_deleter::operator()(void* r) const noexcept { redisReaderFree(static_cast<redisReader*>(r)); }
 
 connection::connection(asio::any_io_executor ex, std::chrono::milliseconds timeout)
-    : socket_(ex), timer_(ex), timeout_(timeout), buffer_(16 * 1024) {}
+    : timeout_(timeout), buffer_(16 * 1024) {
+    bind_to(ex);
+}
 
-connection::~connection() = default;
+connection::~connection() { close(); }
 
 void connection::close() noexcept {
     boost::system::error_code ignored;
-    socket_.close(ignored);
+    if (socket_) socket_->close(ignored);
+    if (parked_ >= 0) ::close(parked_);
+    parked_ = -1;
     reader_.reset();
+}
+
+void connection::bind_to(const asio::any_io_executor& ex) {
+    if (socket_) return;
+    timer_.emplace(ex);
+    socket_.emplace(ex);
+    if (parked_ < 0) return;
+    boost::system::error_code ec;
+    socket_->assign(protocol_, parked_, ec);
+    if (ec) {
+        ::close(parked_);
+        reader_.reset();
+    }
+    parked_ = -1;
+}
+
+void connection::unbind() noexcept {
+    if (!socket_) return;
+    if (socket_->is_open()) {
+        boost::system::error_code ec;
+        const auto local = socket_->local_endpoint(ec);
+        if (!ec) protocol_ = local.protocol();
+        const int fd = ec ? -1 : socket_->release(ec);
+        if (ec) close();
+        else parked_ = fd;
+    }
+    socket_.reset();
+    timer_.reset();
 }
 
 asio::awaitable<void> connection::connect(const endpoint& where) {
     close();
-    asio::ip::tcp::resolver resolver(socket_.get_executor());
+    asio::ip::tcp::resolver resolver(socket_->get_executor());
     auto resolving = resolver.async_resolve(where.host, where.port, asio::as_tuple(asio::use_awaitable));
     auto [rec, results] = co_await std::move(resolving);
     if (rec) throw network_error("resolving " + where.host + ": " + rec.message());
-    timer_.expires_after(timeout_);
-    auto connecting = asio::async_connect(socket_, results, asio::as_tuple(asio::use_awaitable));
-    auto waiting = timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    timer_->expires_after(timeout_);
+    auto connecting = asio::async_connect(*socket_, results, asio::as_tuple(asio::use_awaitable));
+    auto waiting = timer_->async_wait(asio::as_tuple(asio::use_awaitable));
     auto done = co_await (std::move(connecting) || std::move(waiting));
     if (done.index() == 1) {
         close();
@@ -137,7 +171,7 @@ asio::awaitable<void> connection::connect(const endpoint& where) {
         close();
         throw network_error("connecting to " + where.host + ":" + where.port + ": " + ec.message());
     }
-    socket_.set_option(asio::ip::tcp::no_delay(true));
+    socket_->set_option(asio::ip::tcp::no_delay(true));
     reader_.reset(redisReaderCreate());
     if (!reader_) throw std::bad_alloc();
     if (where.db != 0) {
@@ -151,9 +185,9 @@ asio::awaitable<void> connection::connect(const endpoint& where) {
 }
 
 asio::awaitable<std::size_t> connection::read_some(char* data, std::size_t size) {
-    timer_.expires_after(timeout_);
-    auto reading = socket_.async_read_some(asio::buffer(data, size), asio::as_tuple(asio::use_awaitable));
-    auto waiting = timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    timer_->expires_after(timeout_);
+    auto reading = socket_->async_read_some(asio::buffer(data, size), asio::as_tuple(asio::use_awaitable));
+    auto waiting = timer_->async_wait(asio::as_tuple(asio::use_awaitable));
     auto done = co_await (std::move(reading) || std::move(waiting));
     if (done.index() == 1) {
         close();
@@ -168,10 +202,10 @@ asio::awaitable<std::size_t> connection::read_some(char* data, std::size_t size)
 }
 
 asio::awaitable<std::vector<reply>> connection::run(const std::vector<command>& cmds) {
-    if (!socket_.is_open() || !reader_) throw network_error("the Redis connection is not open");
+    if (!socket_ || !socket_->is_open() || !reader_) throw network_error("the Redis connection is not open");
     std::string out;
     for (const auto& c : cmds) out += format(c);
-    auto writing = asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
+    auto writing = asio::async_write(*socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
     auto [wec, written] = co_await std::move(writing);
     (void)written;
     if (wec) {

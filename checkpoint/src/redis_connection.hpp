@@ -12,6 +12,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -88,8 +89,15 @@ public:
     /// @brief Sends every command in one write and reads one reply per command, in order
     /// (pipelining). Error replies are returned, not thrown.
     boost::asio::awaitable<std::vector<reply>> run(const std::vector<command>& cmds);
-    bool is_open() const noexcept { return socket_.is_open(); }
+    bool is_open() const noexcept { return socket_ ? socket_->is_open() : parked_ >= 0; }
     void close() noexcept;
+    /// @brief Makes the connection wait on `ex` (the executor of the coroutine about to use it),
+    /// keeping it open: the socket is registered with that executor's context until `unbind`.
+    /// Nothing when it is bound already.
+    void bind_to(const boost::asio::any_io_executor& ex);
+    /// @brief Leaves the executor it was bound to (that context may then go away), keeping the
+    /// connection open; `bind_to` binds it again. Never while an operation is under way.
+    void unbind() noexcept;
 
 private:
     struct reader_deleter {
@@ -97,8 +105,10 @@ private:
     };
     boost::asio::awaitable<std::size_t> read_some(char* data, std::size_t size);
 
-    boost::asio::ip::tcp::socket socket_;
-    boost::asio::steady_timer timer_;
+    std::optional<boost::asio::ip::tcp::socket> socket_; ///< bound (see `bind_to`)
+    std::optional<boost::asio::steady_timer> timer_;
+    int parked_ = -1; ///< the open socket's descriptor while unbound
+    boost::asio::ip::tcp protocol_ = boost::asio::ip::tcp::v4();
     std::chrono::milliseconds timeout_;
     std::unique_ptr<void, reader_deleter> reader_;
     std::vector<char> buffer_;

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <charconv>
 #include <deque>
+#include <mutex>
 #include <map>
 #include <optional>
 #include <set>
@@ -239,14 +240,26 @@ struct redis_saver::impl {
     asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
     std::thread runner;
 
-    // -- touched only on the saver's thread --------------------------------------------------
+    // Calls run on their callers' executors (no hand-off to a thread of the saver's: each would
+    // cost two cross-thread wake-ups per call); a pooled connection is bound to the executor of
+    // the coroutine that takes it. The saver's own thread (`io`) runs only the lease keeper and
+    // the shutdown.
+    /// A caller asleep in `take` while every connection is out: woken by `give` (a cancel posted
+    /// to its executor). Its timer's limit only bounds a wake-up lost to a context run by
+    /// several threads (the cancel running before the wait began).
+    struct pool_waiter {
+        asio::steady_timer timer;
+        explicit pool_waiter(const asio::any_io_executor& ex) : timer(ex, std::chrono::milliseconds(50)) {}
+    };
+    std::mutex mutex; ///< guards the members down to `held`
     std::vector<std::unique_ptr<redis::connection>> idle;
     std::size_t made = 0;
-    std::deque<asio::steady_timer*> waiters;
+    std::deque<std::shared_ptr<pool_waiter>> waiters;
     std::string write_sha, lease_sha, read_sha;
     std::set<std::string> held;
-    std::optional<asio::steady_timer> keeper;
-    bool stopping = false;
+    std::optional<asio::steady_timer> keeper; ///< touched only on the saver's thread
+    std::atomic<bool> stopping{false};
+    std::atomic<std::uint64_t> round_trips{0}; ///< read from any thread
 
     explicit impl(redis_options o) : opt(std::move(o)) {
         try {
@@ -290,28 +303,55 @@ struct redis_saver::impl {
     }
 
     // -- connections ------------------------------------------------------------------------
+    /// A connection for the calling coroutine, bound to its executor: an idle one, a new one
+    /// while fewer than `pool_size` were made, or the first one given back.
     asio::awaitable<std::unique_ptr<redis::connection>> take() {
-        while (idle.empty() && made >= opt.pool_size) {
-            asio::steady_timer t(io, asio::steady_timer::time_point::max());
-            waiters.push_back(&t);
-            auto waiting = t.async_wait(asio::as_tuple(asio::use_awaitable));
+        const asio::any_io_executor ex = co_await asio::this_coro::executor;
+        for (;;) {
+            std::unique_ptr<redis::connection> c;
+            std::shared_ptr<pool_waiter> w;
+            bool fresh = false;
+            {
+                std::lock_guard lock(mutex);
+                if (!idle.empty()) {
+                    c = std::move(idle.back());
+                    idle.pop_back();
+                } else if (made < opt.pool_size) {
+                    ++made;
+                    fresh = true;
+                } else {
+                    w = std::make_shared<pool_waiter>(ex);
+                    waiters.push_back(w);
+                }
+            }
+            if (c) {
+                c->bind_to(ex);
+                co_return c;
+            }
+            if (fresh) co_return std::make_unique<redis::connection>(ex, opt.timeout);
+            auto waiting = w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
             co_await std::move(waiting);
-            std::erase(waiters, &t);
+            std::lock_guard lock(mutex);
+            std::erase(waiters, w);
         }
-        if (!idle.empty()) {
-            auto c = std::move(idle.back());
-            idle.pop_back();
-            co_return c;
-        }
-        ++made;
-        co_return std::make_unique<redis::connection>(io.get_executor(), opt.timeout);
     }
 
+    /// Gives a connection back, unbound from its caller's executor (whose context may end
+    /// once the call returns), and wakes the first caller waiting for one.
     void give(std::unique_ptr<redis::connection> c) {
-        idle.push_back(std::move(c));
-        if (!waiters.empty()) {
-            waiters.front()->cancel();
-            waiters.pop_front();
+        c->unbind();
+        std::shared_ptr<pool_waiter> w;
+        {
+            std::lock_guard lock(mutex);
+            idle.push_back(std::move(c));
+            if (!waiters.empty()) {
+                w = std::move(waiters.front());
+                waiters.pop_front();
+            }
+        }
+        if (w) {
+            auto ex = w->timer.get_executor();
+            asio::post(ex, [w] { w->timer.cancel(); });
         }
     }
 
@@ -325,9 +365,11 @@ struct redis_saver::impl {
             std::replace_if(name.begin(), name.end(), [](unsigned char ch) { return ch <= ' '; }, '_');
             load.push_back(command{"CLIENT", "SETNAME", std::move(name)});
         }
+        round_trips.fetch_add(1, std::memory_order_relaxed);
         auto r = co_await c.run(load);
         for (const auto& x : r)
             if (x.is_error()) throw redis::protocol_error("setting the connection up: " + x.str);
+        std::lock_guard lock(mutex);
         write_sha = r[0].str;
         lease_sha = r[1].str;
         read_sha = r[2].str;
@@ -348,12 +390,16 @@ struct redis_saver::impl {
                     co_await c->connect(ep);
                     co_await load_scripts(*c, true);
                 }
-                for (auto& cmd : cmds)
-                    if (cmd.size() > 1 && cmd[0] == "EVALSHA") {
-                        if (cmd[1] == write_marker) cmd[1] = write_sha;
-                        else if (cmd[1] == lease_marker) cmd[1] = lease_sha;
-                        else if (cmd[1] == read_marker) cmd[1] = read_sha;
-                    }
+                {
+                    std::lock_guard lock(mutex);
+                    for (auto& cmd : cmds)
+                        if (cmd.size() > 1 && cmd[0] == "EVALSHA") {
+                            if (cmd[1] == write_marker) cmd[1] = write_sha;
+                            else if (cmd[1] == lease_marker) cmd[1] = lease_sha;
+                            else if (cmd[1] == read_marker) cmd[1] = read_sha;
+                        }
+                }
+                round_trips.fetch_add(1, std::memory_order_relaxed);
                 auto r = co_await c->run(cmds);
                 for (const auto& x : r)
                     if (x.is_error() && x.str.rfind("NOSCRIPT", 0) == 0) reload = true;
@@ -378,7 +424,8 @@ struct redis_saver::impl {
                 co_return std::move(*out);
             }
             if (attempt >= opt.attempts || stopping) break;
-            asio::steady_timer pause(io, std::chrono::milliseconds(20 << std::min(attempt, 5)));
+            asio::steady_timer pause(co_await asio::this_coro::executor,
+                                     std::chrono::milliseconds(20 << std::min(attempt, 5)));
             auto pausing = pause.async_wait(asio::as_tuple(asio::use_awaitable));
             co_await std::move(pausing);
         }
@@ -417,7 +464,7 @@ struct redis_saver::impl {
     /// `lease_lost`, and `thread_busy` unless `f` is `nobody` (then "BUSY" is returned).
     asio::awaitable<std::string> fenced(std::string thread, std::vector<command> ops, fence f, bool* retried = nullptr) {
         for (int round = 0;; ++round) {
-            const bool ours = held.count(thread) != 0;
+            const bool ours = is_held(thread);
             command cmd{"EVALSHA", std::string(write_marker)};
             auto keys = thread_keys(thread);
             cmd.push_back(std::to_string(keys.size() + 1));
@@ -1177,13 +1224,29 @@ struct redis_saver::impl {
                                        std::to_string(r[2].integer) + " ms more",
                                    {thread});
         }
-        held.insert(thread);
+        {
+            std::lock_guard lock(mutex);
+            held.insert(thread);
+        }
         start_keeper();
     }
 
     asio::awaitable<void> release_op(std::string thread) {
-        held.erase(thread);
+        {
+            std::lock_guard lock(mutex);
+            held.erase(thread);
+        }
         co_await lease_call(thread, "release", owner);
+    }
+
+    bool is_held(const std::string& thread) {
+        std::lock_guard lock(mutex);
+        return held.count(thread) != 0;
+    }
+
+    std::vector<std::string> held_now() {
+        std::lock_guard lock(mutex);
+        return {held.begin(), held.end()};
     }
 
     asio::awaitable<std::optional<std::string>> break_op(std::string thread) {
@@ -1195,10 +1258,13 @@ struct redis_saver::impl {
         co_return r.str.substr(1);
     }
 
+    /// Starts the lease keeper on the saver's thread, once.
     void start_keeper() {
-        if (keeper || stopping) return;
-        keeper.emplace(io);
-        asio::co_spawn(io, keep_leases(), asio::detached);
+        asio::post(io, [this] {
+            if (keeper || stopping) return;
+            keeper.emplace(io);
+            asio::co_spawn(io, keep_leases(), asio::detached);
+        });
     }
 
     /// Renews the held leases every third of their time to live until the saver stops.
@@ -1209,7 +1275,7 @@ struct redis_saver::impl {
             auto waiting = keeper->async_wait(asio::as_tuple(asio::use_awaitable));
             co_await std::move(waiting);
             if (stopping) break;
-            const std::vector<std::string> threads(held.begin(), held.end());
+            const auto threads = held_now();
             for (const auto& t : threads) {
                 try {
                     co_await lease_call(t, "renew", owner);
@@ -1221,7 +1287,7 @@ struct redis_saver::impl {
     }
 
     asio::awaitable<void> shutdown() {
-        const std::vector<std::string> threads(held.begin(), held.end());
+        const auto threads = held_now();
         opt.attempts = 1;
         for (const auto& t : threads) {
             try {
@@ -1230,48 +1296,19 @@ struct redis_saver::impl {
                 // Unreachable: the lease expires on its own.
             }
         }
-        held.clear();
         stopping = true;
         if (keeper) keeper->cancel();
+        std::lock_guard lock(mutex);
+        held.clear();
         for (auto& c : idle) c->close();
         idle.clear();
     }
 
-    /// Runs `op` on the saver's thread; the caller resumes on its own executor.
-    ///
-    /// The caller's executor is kept busy by a work guard that travels with the completion and
-    /// dies on the caller's side, and the saver's thread touches nothing of the caller's once its
-    /// `post` returned: the completion waits for that moment before it resumes the caller. So a
-    /// caller that resumes and at once destroys its io_context (a context per call, as
-    /// `run_sync` makes) never does so while the saver's thread is still signalling it.
+    /// Runs `op` in the awaiting coroutine, on its executor (see `take`).
     template <class T>
     asio::awaitable<T> call(asio::awaitable<T>& op) {
-        struct outcome {
-            std::conditional_t<std::is_void_v<T>, bool, std::optional<T>> value{};
-            std::exception_ptr error;
-            std::atomic<bool> posted{false};
-        };
-        auto out = std::make_shared<outcome>();
-        auto initiate = [this, &op, out](auto handler) {
-            auto work = asio::make_work_guard(asio::get_associated_executor(handler));
-            auto done = [out, handler = std::move(handler), work = std::move(work)](std::exception_ptr e,
-                                                                                   auto&&... v) mutable {
-                out->error = e;
-                if constexpr (!std::is_void_v<T>)
-                    if (!e) out->value.emplace(std::move(v)...);
-                auto ex = work.get_executor();
-                asio::post(ex, [out, handler = std::move(handler), work = std::move(work)]() mutable {
-                    out->posted.wait(false);
-                    std::move(handler)();
-                });
-                out->posted.store(true);
-                out->posted.notify_one();
-            };
-            asio::co_spawn(io, std::move(op), std::move(done));
-        };
-        co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(initiate, asio::use_awaitable);
-        if (out->error) std::rethrow_exception(out->error);
-        if constexpr (!std::is_void_v<T>) co_return std::move(*out->value);
+        if constexpr (std::is_void_v<T>) co_await std::move(op);
+        else co_return co_await std::move(op);
     }
 };
 
@@ -1289,6 +1326,7 @@ redis_saver::~redis_saver() {
 
 const std::string& redis_saver::owner() const noexcept { return impl_->owner; }
 const redis_options& redis_saver::options() const noexcept { return impl_->opt; }
+std::uint64_t redis_saver::round_trips() const noexcept { return impl_->round_trips.load(std::memory_order_relaxed); }
 
 asio::awaitable<void> redis_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     auto ops = impl_->plan_put(thread_id, ns, cp);

@@ -393,6 +393,9 @@ struct sqlite_saver::impl {
     bool flush_posted = false; ///< a flush is posted and has not started (guarded by `queue_mutex`)
     /// Graph versions stored by the batch's transaction so far; they join `stored_graphs` when it commits.
     std::vector<std::string> batch_graphs;
+    /// Leases taken by `acquire` calls inside the batch's transaction so far; they join `held`
+    /// when it commits (a batch that fails to commit took no lease).
+    std::vector<std::string> batch_leases;
 
     /// Threads whose lease this saver took and has not released (guarded by `mutex`); `lost`:
     /// those of them another owner took over. Writes on a thread in `held` must find our lease.
@@ -625,6 +628,16 @@ struct sqlite_saver::impl {
     void graph_stored(const transaction& t, const std::string& version) {
         if (t.nested()) batch_graphs.push_back(version);
         else stored_graphs.insert(version);
+    }
+
+    /// The lease of `thread` is ours once `t` committed: at once, or when the batch does.
+    void lease_taken(const transaction& t, const std::string& thread) {
+        if (t.nested()) {
+            batch_leases.push_back(thread);
+            return;
+        }
+        held.insert(thread);
+        lost.erase(thread);
     }
 
     /// Reports an error of an uncached statement (keeping its message), then finalizes it.
@@ -1779,8 +1792,7 @@ struct sqlite_saver::impl {
             s.run();
         }
         t.commit();
-        held.insert(thread);
-        lost.erase(thread);
+        lease_taken(t, thread);
         start_keeper();
     }
 
@@ -2025,6 +2037,7 @@ struct sqlite_saver::impl {
     void write_batch(std::vector<std::unique_ptr<job>>& jobs) {
         static const std::string none;
         batch_graphs.clear();
+        batch_leases.clear();
         if (jobs.size() == 1) {
             try {
                 jobs.front()->run();
@@ -2042,11 +2055,13 @@ struct sqlite_saver::impl {
                 const char* what = j->what ? j->what : "running a call";
                 stmt(*this, sql_savepoint, who, what).run();
                 const auto graphs_before = batch_graphs.size();
+                const auto leases_before = batch_leases.size();
                 try {
                     j->run();
                 } catch (...) {
                     j->error = std::current_exception();
                     batch_graphs.resize(graphs_before);
+                    batch_leases.resize(leases_before);
                     inline_rows.clear();
                     // SQLite rolled the whole transaction back (an I/O error, a full disk): the
                     // batch fails; otherwise only this call's work is undone.
@@ -2057,12 +2072,17 @@ struct sqlite_saver::impl {
             }
             t.commit();
             stored_graphs.insert(batch_graphs.begin(), batch_graphs.end());
+            for (const auto& thread : batch_leases) {
+                held.insert(thread);
+                lost.erase(thread);
+            }
         } catch (...) {
             const auto e = std::current_exception();
             for (auto& j : jobs)
                 if (!j->error) j->error = batch_error(e, j->thread ? *j->thread : none, jobs.size());
         }
         batch_graphs.clear();
+        batch_leases.clear();
         inline_rows.clear();
     }
 

@@ -21,12 +21,32 @@ tiered_saver::tiered_saver(std::shared_ptr<saver> front, std::shared_ptr<saver> 
 
 tiered_saver::~tiered_saver() = default;
 
+std::optional<bool> tiered_saver::kept_takes(const std::string& thread) {
+    std::lock_guard lock(mutex_);
+    auto it = leased_.find(thread);
+    return it == leased_.end() ? std::nullopt : it->second;
+}
+
+void tiered_saver::keep_takes(const std::string& thread, bool takes) {
+    std::lock_guard lock(mutex_);
+    if (auto it = leased_.find(thread); it != leased_.end()) it->second = takes;
+}
+
+void tiered_saver::forget_takes(const std::string& thread) {
+    std::lock_guard lock(mutex_);
+    if (auto it = leased_.find(thread); it != leased_.end()) it->second.reset();
+}
+
 boost::asio::awaitable<bool> tiered_saver::front_takes(const std::string& thread) {
+    if (const auto kept = kept_takes(thread)) co_return *kept; // asked once per lease
+    bool takes = true;
     auto in_front = front_->holds_thread(thread);
-    if (co_await std::move(in_front)) co_return true;
-    auto in_back = back_->holds_thread(thread);
-    const bool held = co_await std::move(in_back);
-    co_return !held; // a new thread: both get it from its first write
+    if (!co_await std::move(in_front)) {
+        auto in_back = back_->holds_thread(thread);
+        takes = !co_await std::move(in_back); // a new thread: both get it from its first write
+    }
+    keep_takes(thread, takes);
+    co_return takes;
 }
 
 boost::asio::awaitable<void> tiered_saver::write_front(const std::string& thread,
@@ -38,9 +58,11 @@ boost::asio::awaitable<void> tiered_saver::write_front(const std::string& thread
     } catch (const std::exception& e) {
         reason = e.what();
     }
+    forget_takes(thread);
     try {
         auto drop = front_->delete_thread(thread);
         co_await std::move(drop);
+        keep_takes(thread, false); // the back holds it, the front no longer does
         co_return; // the front no longer has the thread: reads fall back to the back
     } catch (const std::exception& e) {
         reason += "; dropping the thread from the front failed too: ";
@@ -96,6 +118,7 @@ boost::asio::awaitable<std::vector<checkpoint_tuple>> tiered_saver::list(std::st
 }
 
 boost::asio::awaitable<void> tiered_saver::delete_thread(std::string thread_id) {
+    forget_takes(thread_id);
     auto front_delete = front_->delete_thread(thread_id);
     co_await std::move(front_delete);
     auto back_delete = back_->delete_thread(std::move(thread_id));
@@ -103,6 +126,7 @@ boost::asio::awaitable<void> tiered_saver::delete_thread(std::string thread_id) 
 }
 
 boost::asio::awaitable<void> tiered_saver::prune(std::string thread_id, std::size_t keep_last) {
+    forget_takes(thread_id);
     auto back_prune = back_->prune(thread_id, keep_last);
     co_await std::move(back_prune);
     auto in_front = front_->holds_thread(thread_id);
@@ -128,6 +152,7 @@ boost::asio::awaitable<bool> tiered_saver::holds_thread(std::string thread_id) {
 }
 
 boost::asio::awaitable<void> tiered_saver::copy_thread(std::string from, std::string to) {
+    forget_takes(to);
     auto back_copy = back_->copy_thread(from, to);
     co_await std::move(back_copy);
     auto in_front = front_->holds_thread(from);
@@ -140,6 +165,7 @@ boost::asio::awaitable<void> tiered_saver::copy_thread(std::string from, std::st
 boost::asio::awaitable<std::size_t> tiered_saver::rewind_thread(std::string thread_id, std::string checkpoint_id) {
     // The back is the record: rewound first, in its own transaction. The front follows when it
     // holds the thread; should it fail, it drops the thread and reads fall back to the back.
+    forget_takes(thread_id);
     auto back_rewind = back_->rewind_thread(thread_id, checkpoint_id);
     const auto removed = co_await std::move(back_rewind);
     auto in_front = front_->holds_thread(thread_id);
@@ -168,6 +194,10 @@ boost::asio::awaitable<sweep_result> tiered_saver::sweep(ttl_policy policy) {
     front_policy.action = ttl_action::delete_thread;
     auto front_sweep = front_->sweep(front_policy);
     (void)co_await std::move(front_sweep);
+    {
+        std::lock_guard lock(mutex_); // the front may have lost any thread
+        for (auto& [thread, takes] : leased_) takes.reset();
+    }
     co_return result;
 }
 
@@ -214,16 +244,25 @@ boost::asio::awaitable<void> tiered_saver::acquire(std::string thread_id) {
     co_await std::move(a);
     // A writer that died between the back's write and the front's left the front behind: with
     // the lease held, compare the counts and drop a front copy that differs (reads fall back).
+    // What is learnt (the front holds the thread, or only the back does) is kept for the lease.
     std::string failure;
     try {
+        std::optional<bool> takes;
         auto in_front = front_->stats(thread_id);
         const auto f = co_await std::move(in_front);
-        if (!holds_anything(f)) co_return;
-        auto in_back = back_->stats(thread_id);
-        const auto b = co_await std::move(in_back);
-        if (f.checkpoints == b.checkpoints && f.writes == b.writes) co_return;
-        auto drop = front_->delete_thread(thread_id);
-        co_await std::move(drop);
+        if (holds_anything(f)) {
+            auto in_back = back_->stats(thread_id);
+            const auto b = co_await std::move(in_back);
+            if (f.checkpoints == b.checkpoints && f.writes == b.writes) {
+                takes = true;
+            } else {
+                auto drop = front_->delete_thread(thread_id);
+                co_await std::move(drop);
+                if (holds_anything(b)) takes = false;
+            }
+        }
+        std::lock_guard lock(mutex_);
+        leased_.insert_or_assign(thread_id, takes);
         co_return;
     } catch (const std::exception& e) {
         failure = e.what();
@@ -235,11 +274,19 @@ boost::asio::awaitable<void> tiered_saver::acquire(std::string thread_id) {
 }
 
 boost::asio::awaitable<void> tiered_saver::release(std::string thread_id) {
+    {
+        std::lock_guard lock(mutex_);
+        leased_.erase(thread_id);
+    }
     auto r = back_->release(std::move(thread_id));
     co_await std::move(r);
 }
 
 boost::asio::awaitable<std::optional<std::string>> tiered_saver::break_lease(std::string thread_id) {
+    {
+        std::lock_guard lock(mutex_);
+        leased_.erase(thread_id);
+    }
     auto b = back_->break_lease(std::move(thread_id));
     co_return co_await std::move(b);
 }

@@ -20,7 +20,7 @@
 // --stream tasks,checkpoints (any of values, updates, custom, tasks, checkpoints, messages, debug)
 // prints the turn's events of those stream modes first, one JSON object per line:
 // {"mode", "ns", "step", "node", "data"}.
-// break-lease removes the lease a process holds on the chat (see the README's "Leases"): for a
+// break-lease removes the lease a process holds on the chat (see docs/persistence-and-resume.md, "Leases"): for a
 // holder on a crashed host; a dead process on this host is taken over by the next call anyway.
 // --checkpointer redis://HOST:PORT[/DB] or postgresql://... (chat, resume, state, history,
 // break-lease) keeps the checkpoints on a Redis server (keys under "global_supervisor:") or in

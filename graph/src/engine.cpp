@@ -387,6 +387,12 @@ struct run_state {
     /// continuing the thread applies it. Empty (no fields) when there is none.
     boost::json::object start_input;
     bool has_start_input = false;
+    /// Fields of `start_input` that the input (or fork) checkpoint `carried_id` stored as their
+    /// channel values, at its own id (fields never written before; see write_record): when the
+    /// first step leaves such a field equal to that value, its checkpoint names that version
+    /// instead of storing the value again, so an input is stored once.
+    field_mask carried;
+    std::string carried_id;
     std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
     // Durability (run_config::durability). async: `out` holds the newest checkpoint, built and
     // not yet put; its put runs beside the next step's nodes (`put_queued`). exit: the newest
@@ -507,8 +513,12 @@ void read_update_field(const state_table& st, update_box& u, std::size_t i, cons
     }
 }
 
+} // namespace
+
+// The one state <-> JSON conversion (declared in detail/engine.hpp; json_graph exposes it).
 boost::json::object state_json(const state_table& st, const void* s) {
     boost::json::object o;
+    if (!s) return o;
     for (std::size_t i = 0; i < st.n; ++i) o[st.names[i]] = st.to_json(s, i, {});
     return o;
 }
@@ -527,6 +537,8 @@ update_box update_from_json(const state_table& st, const boost::json::object& o,
     }
     return u;
 }
+
+namespace {
 
 /// What a `values` event shows: the graph's output schema at the top level when it declares one
 /// (as LangGraph streams its output keys), else the whole state.
@@ -711,9 +723,22 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
         std::fill(r.versions.begin(), r.versions.end(), std::string());
         std::fill(r.saved_size.begin(), r.saved_size.end(), std::size_t(-1)); // next save: whole values
         std::fill(r.delta_chain.begin(), r.delta_chain.end(), 0);
+        // An input (or fork) checkpoint's fields at its own id are its input, not applied yet
+        // (write_record): they go back into `start_input`, the state keeps its value before.
+        const bool takes_input = cp.source == "input" || cp.source == "fork";
+        boost::json::object carried_input;
+        r.carried.reset();
+        r.carried_id.clear();
         for (const auto& [channel, version] : cp.versions) {
             if (channel == names::graph) {
                 r.graph_version = version;
+                continue;
+            }
+            if (takes_input && version == cp.id) {
+                const auto* v = cp.values.if_contains(channel);
+                if (!v) throw_stored(r.thread_id(), cp.id, "values", "the input field '" + channel + "' has no stored value");
+                carried_input[channel] = *v;
+                if (int i = st.index_of(channel); i >= 0) r.carried.set(static_cast<std::size_t>(i));
                 continue;
             }
             int i = st.index_of(channel);
@@ -746,16 +771,21 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
         }
         r.has_start_input = false;
         r.start_input.clear();
-        if (cp.source == "input" || cp.source == "fork")
-            if (const auto* w = cp.metadata.if_contains(names::writes)) {
-                const auto* in = w->is_object() ? w->get_object().if_contains(names::start_task) : nullptr;
-                if (!in || !in->is_object()) throw_stored(r.thread_id(), cp.id, "metadata", "an input that is not an object");
+        if (takes_input) {
+            const auto* w = cp.metadata.if_contains(names::writes);
+            if (w || !carried_input.empty()) {
+                const auto* in = w && w->is_object() ? w->get_object().if_contains(names::start_task) : nullptr;
+                if (w && (!in || !in->is_object()))
+                    throw_stored(r.thread_id(), cp.id, "metadata", "an input that is not an object");
+                if (in) r.start_input = in->get_object();
+                for (auto& [key, value] : carried_input) r.start_input[key] = std::move(value);
                 // validated now: a malformed input is reported when the checkpoint is read
-                (void)update_from_json(st, in->get_object(), errc::corrupt_checkpoint,
+                (void)update_from_json(st, r.start_input, errc::corrupt_checkpoint,
                                        "thread '" + r.thread_id() + "', checkpoint " + cp.id + ", input");
-                r.start_input = in->get_object();
                 r.has_start_input = true;
+                if (r.carried.any()) r.carried_id = cp.id;
             }
+        }
         field = "pending writes";
         check_pending(g, t, drifted);
     } catch (const graph_error&) {
@@ -851,8 +881,26 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
     if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
     cp.metadata[names::source] = source;
     if (r.has_start_input && (std::string_view(source) == "input" || std::string_view(source) == "fork")) {
+        // The input, not applied yet. A field never written before goes in as its channel value
+        // at this checkpoint's id (which no field of an input checkpoint has otherwise: it writes
+        // none), so that the first step can name that version instead of storing the value
+        // again; the rest goes in the record (restore() puts both back together). Not with exit
+        // durability, where this checkpoint may never be written.
+        boost::json::object inline_input(sp);
+        r.carried.reset();
+        r.carried_id = id;
+        for (const auto& [key, value] : r.start_input) {
+            const int i = st.index_of(key);
+            if (r.mode != durability::exit && i >= 0 && r.versions[static_cast<std::size_t>(i)].empty()) {
+                cp.values[key] = boost::json::value(value, sp);
+                cp.versions.insert_or_assign(std::string(key), id);
+                r.carried.set(static_cast<std::size_t>(i));
+                continue;
+            }
+            inline_input[key] = boost::json::value(value, sp);
+        }
         boost::json::object w(sp);
-        w[names::start_task] = boost::json::value(r.start_input, sp);
+        w[names::start_task] = std::move(inline_input);
         cp.metadata[names::writes] = std::move(w);
     }
     r.have_checkpoint = true;
@@ -1791,7 +1839,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
 boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, update_box& input, std::int64_t step) {
     const auto& g = env.g;
     const auto& st = *g.st;
-    const field_mask changed = input.fields();
+    field_mask changed = input.fields();
     forget_saved_sizes(r, input.overwrites());
     frontier next;
     next.barriers = r.fr.barriers;
@@ -1809,6 +1857,21 @@ boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, upda
         st.apply(r.state.get(), input.get());
         successors(g, -1, r.state.get(), next);
     }
+    if (r.session && r.carried.any() && r.carried_id == r.cp_id && r.mode != durability::exit) {
+        // A field the input checkpoint stored as its value, and that the input left equal to
+        // it (no reducer changed it): this checkpoint names that version, nothing stored again.
+        for (std::size_t i = 0; i < st.n; ++i) {
+            if (!r.carried.test(i) || !changed.test(i)) continue;
+            const auto* in = r.start_input.if_contains(st.names[i]);
+            if (!in || st.to_json(r.state.get(), i, {}) != *in) continue;
+            changed.reset(i);
+            r.versions[i] = r.carried_id;
+            r.out.versions.insert_or_assign(std::string(st.names[i]), r.carried_id);
+            r.saved_size[i] = st.sequence_size(r.state.get(), i);
+            r.delta_chain[i] = 0;
+        }
+    }
+    r.carried.reset();
     r.has_start_input = false;
     r.start_input.clear();
     r.fr = std::move(next);
@@ -1963,6 +2026,12 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     s.checkpoint_id = t.cp.id;
     s.parent_checkpoint_id = t.cp.parent_id;
     s.metadata = t.cp.metadata;
+    if (r.has_start_input) {
+        // The whole input, as the checkpoint was written before its fields became values.
+        auto& w = s.metadata[names::writes];
+        if (!w.is_object()) w = boost::json::object{};
+        w.as_object()[names::start_task] = r.start_input;
+    }
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
     std::set<int> waiting; // nodes with a task of this step not finished (not run, interrupted, failed)
@@ -2019,7 +2088,7 @@ update_box merge_update_from_json(const state_table& st, const boost::json::obje
         if (i < 0) {
             auto near = nearest_name(std::string(k), st.names);
             throw unknown_member_error(code,
-                                       where + ": unknown field '" + std::string(k) + "' of the state " + st.type_name +
+                                       where + ": unknown field '" + std::string(k) + "'" +
                                            (near.empty() ? "" : " (did you mean '" + near + "'?)"),
                                        std::string(k), st.type_name);
         }
@@ -2226,8 +2295,8 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     const graph_core& g = *child;
     auto& f = context_access::frame(ctx);
     run_state r(g);
-    std::string seg = *f.node + ":" + f.task_id;
-    r.session = checkpoint_session(f.saver, *f.thread_id, f.ns->empty() ? seg : *f.ns + "|" + seg);
+    std::string seg = names::task_segment(*f.node, f.task_id);
+    r.session = checkpoint_session(f.saver, *f.thread_id, names::child_namespace(*f.ns, seg));
     r.ns_path = *f.ns_path;
     r.ns_path.push_back(seg);
     r.track_delta = true;

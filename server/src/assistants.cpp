@@ -42,7 +42,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
         co_return;
     }
     if (p.size() == 3 && p[2] == "graph") {
-        const topology& t = a->spec.core->topo;
+        const topology& t = a->graph.shape();
         if (auto f = c.query.get("format"); f && *f != "json") {
             if (*f != "dot" && *f != "svg") throw http_error(422, "query parameter 'format' must be json, dot or svg (got '" + *f + "')");
             // ?thread_id=T[&checkpoint_id=C]: the thread's path, next nodes, interrupts and failures drawn on it.
@@ -51,10 +51,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
                 auto th = co_await thread_or_404(c, *tid);
                 if (th.graph_id != a->spec.graph_id)
                     throw http_error(422, "thread '" + *tid + "' is not a thread of graph '" + a->spec.graph_id + "'");
-                auto req = std::make_unique<detail::state_request>();
-                req->graph = a->spec.core;
-                req->thread_id = th.key;
-                auto history = co_await detail::get_state_history(std::move(req));
+                auto history = co_await a->graph.get_state_history(th.key);
                 overlay = overlay_of_history(history, *tid, c.query.get("checkpoint_id").value_or(""));
             }
             std::ostringstream os;
@@ -92,7 +89,7 @@ awaitable<void> server::impl::route_assistants(call& c) {
     if (p.size() == 3 && p[2] == "schemas") {
         // JSON Schema of the state, and of what callers send and get back: the graph's input and
         // output schemas when it declares them (state_graph::input_schema / output_schema), else the state.
-        const auto& core = *a->spec.core;
+        const auto& core = *a->graph.core();
         json::object state = core.state_schema;
         state["title"] = a->spec.graph_id;
         const json::value input = core.input ? json::value(core.input->json_schema) : json::value(state);

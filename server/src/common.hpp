@@ -5,8 +5,9 @@
 #include <stategraph/server/server.hpp>
 #include <stategraph/server/run_store.hpp>
 
+#include <stategraph/checkpoint/reserved.hpp>
 #include <stategraph/checkpoint/saver.hpp>
-#include <stategraph/detail/engine.hpp>
+#include <stategraph/json_graph.hpp>
 #include <stategraph/drain.hpp>
 #include <stategraph/error.hpp>
 #include <stategraph/topology.hpp>
@@ -60,6 +61,9 @@ using net::use_awaitable;
 using namespace boost::asio::experimental::awaitable_operators;
 
 namespace sgsrv {
+
+/// Reserved names shared with the engine: `__interrupt__`, `__error__`, the namespace format.
+namespace reserved = stategraph::checkpoint::reserved;
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers: ids, clocks, JSON fields
@@ -212,54 +216,16 @@ inline std::string percent_decode(std::string_view s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// State JSON through the engine's per-state table
-
-inline json::object state_to_json(const detail::state_table& st, const void* s) {
-    json::object o;
-    if (!s) return o;
-    for (std::size_t i = 0; i < st.n; ++i) o[st.names[i]] = st.to_json(s, i, {});
-    return o;
-}
-
-/// An update from client JSON; a mistake is a 422 naming the field.
-inline detail::update_box update_of(const detail::state_table& st, const json::object& values, const std::string& what) {
-    detail::update_box u(st);
-    for (const auto& [k, v] : values) {
-        int i = st.index_of(k);
-        if (i < 0) {
-            std::string names;
-            for (const auto& n : st.names) names += (names.empty() ? "" : ", ") + n;
-            throw http_error(422, what + ": unknown state field '" + std::string(k) + "' (the fields are: " + names + ")");
-        }
-        try {
-            st.from_json(u.values(), static_cast<std::size_t>(i), v, errc::invalid_input, what + "." + std::string(k));
-        } catch (const std::exception& e) {
-            throw http_error(422, what + ": field '" + std::string(k) + "' does not fit the state: " + e.what());
-        }
-        st.mark(u.get(), static_cast<std::size_t>(i));
-    }
-    return u;
-}
-
-/// Checks a run's input as the engine will read it (the graph's input schema, or state fields),
-/// against a new thread's state: a member or field that does not fit is a 422 naming it.
-inline void check_input(const assistant_spec& a, const json::object& in) {
-    detail::state_box blank(*a.core->st);
-    try {
-        (void)detail::read_input(*a.core, in, nullptr, blank.get(), errc::invalid_input, "input");
-    } catch (const graph_error& e) {
-        throw http_error(422, e.what());
-    }
-}
+// Thread state as LangGraph's JSON (the state itself comes as JSON from json_graph)
 
 /// A run's `interrupt_before` / `interrupt_after`: "*" or a list of node names of the graph.
-inline json::array breakpoint_list(const assistant_spec& a, const char* key, const json::value& v) {
+inline json::array breakpoint_list(const json_graph& g, const std::string& graph_id, const char* key, const json::value& v) {
     json::array out;
     auto add = [&](const json::value& n) {
         if (!n.is_string()) throw http_error(422, std::string("field '") + key + "' must be \"*\" or a list of node names");
         const std::string name(n.get_string());
-        if (name != "*" && a.core->find(name) < 0)
-            throw http_error(422, std::string("field '") + key + "': '" + name + "' is not a node of graph '" + a.graph_id + "'");
+        if (name != "*" && !g.has_node(name))
+            throw http_error(422, std::string("field '") + key + "': '" + name + "' is not a node of graph '" + graph_id + "'");
         out.push_back(n);
     };
     if (v.is_array())
@@ -280,9 +246,9 @@ inline json::value checkpoint_ref(const std::string& thread_id, const std::strin
 }
 
 /// A snapshot as LangGraph's ThreadState.
-inline json::object thread_state(const detail::state_table& st, const std::string& thread_id, const detail::snapshot_data& d) {
+inline json::object thread_state(const std::string& thread_id, const json_snapshot& d) {
     json::object o;
-    o["values"] = state_to_json(st, d.values.get());
+    o["values"] = d.values;
     json::array next;
     for (const auto& n : d.next) next.push_back(json::string(n));
     o["next"] = std::move(next);
@@ -534,7 +500,7 @@ inline std::string sse_text(const sse_event& e, std::size_t id) {
 
 inline bool wanted(const std::set<std::string>& modes, const std::string& name) {
     if (name == "metadata" || name == "error" || name == "end") return true;
-    auto base = name.substr(0, name.find('|'));
+    auto base = name.substr(0, name.find(reserved::ns_separator));
     return modes.count(base) != 0;
 }
 

@@ -17,7 +17,7 @@ struct assistant_rec {
     assistant_spec spec;
     std::string assistant_id;
     std::string created_at;
-    const detail::state_table& table() const { return *spec.core->st; }
+    json_graph graph; ///< the spec's graph with JSON in and out (made from `spec.core`)
 };
 
 /// A run this instance executes (claimed from the run store).
@@ -54,7 +54,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     waiter_list drained_wake;  ///< drain: a live run ended
     std::list<beast::tcp_stream*> sessions;
     std::size_t open_connections = 0;
-    bool dispatching = false, beating = false;
+    bool dispatching = false, beating = false, listening = false;
 
     impl(net::any_io_executor e, server_options o);
 
@@ -117,7 +117,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
     void on_engine_event(live_run& run, const stream_event& e);
     static awaitable<void> flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run);
     awaitable<void> flush_all(std::shared_ptr<live_run> run);
-    static awaitable<std::string> rollback_anchor(std::shared_ptr<checkpoint::saver> saver, std::string thread_id);
+    /// The newest checkpoint id of the thread's namespaces that a resume continues ("": none).
+    static awaitable<std::string> rollback_anchor(std::shared_ptr<assistant_rec> a, std::string thread_id);
     static awaitable<void> roll_back(std::shared_ptr<checkpoint::saver> saver, std::string thread_id, std::string anchor);
     /// Runs whose worker was this host's process that is gone (a restart after SIGKILL): their
     /// claims expire now, not after the lease.

@@ -351,7 +351,8 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
     const std::string read_thread =
         "SELECT " + std::string(thread_cols) + " FROM sg_threads WHERE key = ?1" + std::string(be_->lock_rows());
     const std::string insert_thread = "INSERT INTO sg_threads (" + std::string(thread_cols) +
-                                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+                                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (key) "
+                                      "DO NOTHING";
     const std::string queued_sql = "SELECT run_id, cancel FROM sg_runs WHERE thread_key = ?1 AND " + std::string(busy_where) +
                                    " ORDER BY seq" + std::string(be_->lock_rows());
     const std::string insert_run = "INSERT INTO sg_runs (" + std::string(run_cols) +
@@ -371,9 +372,20 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
                 co_return;
             }
             auto p = thread_params(*rules.create);
-            co_await s.exec(insert_thread, std::move(p));
-            th = *rules.create;
-            out.created_thread = true;
+            if (co_await s.exec(insert_thread, std::move(p)) > 0) {
+                th = *rules.create;
+                out.created_thread = true;
+            } else {
+                // Another instance inserted it after the read (on PostgreSQL its row was not yet
+                // committed, so the read did not see it): the run goes on that thread.
+                params again{run.thread_key};
+                auto made = co_await s.query(read_thread, std::move(again));
+                if (made.empty() || (thread_of(made.front()).temporary && !rules.create->temporary)) {
+                    out.refused = submit_refusal::thread_missing;
+                    co_return;
+                }
+                th = thread_of(made.front());
+            }
         }
         const std::string graph = th->graph_id.empty() ? rules.graph_id : th->graph_id;
         if (!rules.graph_id.empty() && !th->graph_id.empty() && th->graph_id != rules.graph_id) {
@@ -669,7 +681,9 @@ awaitable<bool> run_store::finish(const run_record& run, std::string worker, con
                             std::move(tp));
         }
         co_await settle_thread_status(s, run.thread_key, when);
-        co_await trim_finished(s, opts_.max_finished_runs);
+        // The oldest finished runs go in batches (every 32nd run, and whenever few are kept),
+        // not on every finish: counting them reads the whole index.
+        if (run.seq % 32 == 0 || opts_.max_finished_runs < 1000) co_await trim_finished(s, opts_.max_finished_runs);
     };
     co_await be_->transaction(work);
     if (held) co_await be_->notify("sg_runs", "done:" + run.run_id);
@@ -739,8 +753,10 @@ awaitable<bool> run_store::append_events(std::string run_id, std::string worker,
                             std::move(ep));
         }
         const auto keep = static_cast<std::int64_t>(std::max<std::size_t>(opts_.max_events_per_run, 1));
-        params tp{run_id, events.back().id + 1 - keep};
-        co_await s.exec("DELETE FROM sg_run_events WHERE run_id = ?1 AND id < ?2", std::move(tp));
+        if (events.back().id + 1 > keep) { // beyond the bound: the oldest go
+            params tp{run_id, events.back().id + 1 - keep};
+            co_await s.exec("DELETE FROM sg_run_events WHERE run_id = ?1 AND id < ?2", std::move(tp));
+        }
     };
     co_await be_->transaction(work);
     if (held) co_await be_->notify("sg_events", run_id);

@@ -8,6 +8,10 @@
 
 #include <sqlite3.h>
 
+#if STATEGRAPH_SERVER_CHECKSUM_VFS
+#include "sqlite_checksum_vfs.hpp"
+#endif
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -27,13 +31,24 @@ class sqlite_backend final : public run_store_backend {
 public:
     explicit sqlite_backend(std::string path) : path_(std::move(path)) {
         const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-        if (sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+        // Through the SQLite saver's page checksums when built with it: the file may be the
+        // saver's own (its tables beside the checkpoints), whose pages every writer must keep
+        // checksummed, and a run store file of its own gets them too.
+#if STATEGRAPH_SERVER_CHECKSUM_VFS
+        const char* vfs = path_ == ":memory:" ? nullptr : checkpoint::detail::checksum_vfs();
+#else
+        const char* vfs = nullptr;
+#endif
+        if (sqlite3_open_v2(path_.c_str(), &db_, flags, vfs) != SQLITE_OK) {
             std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
             sqlite3_close(db_);
             db_ = nullptr;
             throw run_store_error("run store: cannot open SQLite file '" + path_ + "': " + msg, false);
         }
         sqlite3_busy_timeout(db_, 5000);
+#if STATEGRAPH_SERVER_CHECKSUM_VFS
+        if (vfs) checkpoint::detail::reserve_checksum_bytes(db_); // a new file only; one with pages keeps its layout
+#endif
         plain("PRAGMA journal_mode=WAL");
         plain("PRAGMA synchronous=NORMAL");
         plain("PRAGMA foreign_keys=OFF");
@@ -93,8 +108,22 @@ public:
     }
 
     awaitable<std::vector<sql_row>> query(std::string_view sql, std::vector<sql_value> params) override {
-        std::unique_lock lock(mutex_);
-        co_return run(sql, params, nullptr);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        std::chrono::milliseconds pause{5};
+        for (;;) {
+            {
+                std::unique_lock lock(mutex_);
+                try {
+                    co_return run(sql, params, nullptr);
+                } catch (const run_store_error& e) {
+                    if (!e.transient() || std::chrono::steady_clock::now() >= deadline) throw;
+                }
+            }
+            // busy (another process recovering the WAL, a checkpoint): again shortly
+            net::steady_timer t(co_await net::this_coro::executor, pause);
+            co_await t.async_wait(net::use_awaitable);
+            pause = std::min(pause * 2, std::chrono::milliseconds(200));
+        }
     }
 
     std::string_view lock_rows() const override { return ""; }

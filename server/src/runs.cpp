@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, std::string>> server::impl::location_headers(
 }
 
 json::value server::impl::result_of(const run_record& r) {
-    if (!r.error.is_null()) return json::object{{"__error__", r.error}};
+    if (!r.error.is_null()) return json::object{{reserved::error, r.error}};
     return r.result;
 }
 
@@ -148,7 +148,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     // Per-run breakpoints (replacing the graph's compiled ones for the run): "*" or node names.
     json::object breakpoints;
     for (const char* k : {"interrupt_before", "interrupt_after"})
-        if (const auto* v = field(body, k)) breakpoints[k] = breakpoint_list(a->spec, k, *v);
+        if (const auto* v = field(body, k)) breakpoints[k] = breakpoint_list(a->graph, a->spec.graph_id, k, *v);
     const auto recursion_limit = opt_int(config, "recursion_limit", a->spec.options.recursion_limit, 1, 10000);
     std::optional<std::string> from = opt_string(body, "checkpoint_id");
     if (auto cp = opt_object(body, "checkpoint"))
@@ -193,12 +193,8 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
         if (!th || th->graph_id.empty())
             throw http_error(400, "thread '" + target.thread_id + "' has no pending interrupt to resume (it has never run)");
         std::vector<std::string> pending;
-        auto sreq = std::make_unique<detail::state_request>();
-        sreq->graph = a->spec.core;
-        sreq->thread_id = th->key;
-        auto snap = co_await detail::get_state(std::move(sreq));
-        for (const auto& t : snap.tasks)
-            for (const auto& i : t.interrupts) pending.push_back(i.id);
+        auto waiting = co_await a->graph.pending_interrupts(th->key);
+        for (const auto& i : waiting) pending.push_back(i.id);
         if (pending.empty()) throw http_error(400, "thread '" + th->thread_id + "' has no pending interrupt to resume");
         const json::value& value = *command->if_contains("resume");
         bool by_id = value.is_object() && !value.get_object().empty();
@@ -216,7 +212,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     } else if (input) {
         json::object in = input->get_object();
         if (a->spec.options.input_adapter) in = a->spec.options.input_adapter(std::move(in), target.key);
-        check_input(a->spec, in); // an input that does not fit is a 422 now
+        a->graph.check_input(in, "input"); // an input that does not fit is a 422 now
         spec["input"] = std::move(in);
         run.kwargs["input"] = *input;
     }
@@ -277,16 +273,25 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
 
 awaitable<void> server::impl::relay(call& c, run_record run, std::set<std::string> modes, std::int64_t after, bool cancel_on_disconnect) {
     auto headers = location_headers(run, true);
+    // The socket is watched for the client leaving: no second request on it, and the answer says
+    // so (Connection: close), or a client would send its next request on a socket being closed.
+    c.keep_alive = false;
     if (!co_await begin_chunked(c, "text/event-stream", std::move(headers))) co_return;
-    c.keep_alive = false; // the socket is watched for the client leaving: no second request on it
     auto loop = relay_events(c, run.run_id, std::move(modes), after);
-    auto watch = [](call& cc) -> awaitable<bool> {
+    // Ends when the client leaves (true). A read cancelled by the server stopping is not the
+    // client leaving: the events loop then ends the stream itself, with an error event saying so.
+    auto watch = [](call& cc, const impl* self) -> awaitable<bool> {
         char byte = 0;
         auto [ec, n] = co_await cc.stream->socket().async_read_some(net::buffer(&byte, 1), net::as_tuple(use_awaitable));
         (void)n;
-        co_return ec != net::error::operation_aborted;
+        if (ec != net::error::operation_aborted) co_return true;
+        if (!self->stopping) co_return false; // the stream ended first
+        net::steady_timer t(co_await net::this_coro::executor, std::chrono::seconds(30));
+        auto [tec] = co_await t.async_wait(net::as_tuple(use_awaitable));
+        (void)tec;
+        co_return false;
     };
-    auto watching = watch(c);
+    auto watching = watch(c, this);
     auto ended = co_await (std::move(loop) || std::move(watching));
     const bool left = ended.index() == 1 ? std::get<1>(ended) : !std::get<0>(ended);
     if (left && cancel_on_disconnect) {
@@ -370,6 +375,7 @@ awaitable<bool> server::impl::relay_events(call& c, std::string run_id, std::set
 
 awaitable<void> server::impl::relay_thread(call& c, thread_record th, std::optional<std::set<std::string>> modes) {
     header_list none;
+    c.keep_alive = false; // open until the client leaves or the server stops: no second request
     if (!co_await begin_chunked(c, "text/event-stream", std::move(none))) co_return;
     // The runs queued after `last` are relayed in order, starting with the one in flight.
     std::int64_t last = 0;
@@ -442,7 +448,7 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
     for (;;) {
         auto r = co_await store->get_run(run.run_id);
         if (!r) {
-            json::value gone = json::object{{"__error__", json::object{{"error", "RunNotFound"},
+            json::value gone = json::object{{reserved::error, json::object{{"error", "RunNotFound"},
                                                                          {"message", "run '" + run.run_id + "' was deleted"}}}};
             std::string body = serialize_strict(gone);
             if (co_await write_chunk(c, body)) co_await end_chunked(c);
@@ -455,7 +461,7 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
         }
         if (stopping) {
             json::value gone = json::object{
-                {"__error__", json::object{{"error", "ServerDraining"},
+                {reserved::error, json::object{{"error", "ServerDraining"},
                                            {"message", "this server instance is shutting down before run '" + run.run_id +
                                                            "' ended; the run goes on: join it through another instance"}}}};
             std::string body = serialize_strict(gone);
@@ -594,7 +600,7 @@ void server::impl::start_workers() {
     auto self = shared_from_this();
     std::weak_ptr<impl> weak = self;
     auto ex2 = ex;
-    (void)store->backend().listen([weak, ex2](std::string channel, std::string payload) {
+    if (!listening) listening = store->backend().listen([weak, ex2](std::string channel, std::string payload) {
         net::post(ex2, [weak, channel = std::move(channel), payload = std::move(payload)] {
             if (auto s = weak.lock()) s->on_notification(channel, payload);
         });
@@ -688,7 +694,7 @@ awaitable<void> server::impl::heartbeat_loop(std::shared_ptr<impl> self) {
 }
 
 void server::impl::record(live_run& run, std::string name, const json::value& data) {
-    if (name == "values" && name.find('|') == std::string::npos) run.last_values = data;
+    if (name == "values" && name.find(reserved::ns_separator) == std::string::npos) run.last_values = data;
     run.buffered.push_back(run_event{run.next_event++, std::move(name), serialize_strict(data)});
     if (!run.flushing) {
         auto it = local.find(run.rec.run_id);
@@ -702,6 +708,12 @@ void server::impl::record(live_run& run, std::string name, const json::value& da
 
 awaitable<void> server::impl::flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run) {
     run->flushing = true;
+    // Events of a step come close together: a moment's wait writes them in one transaction.
+    {
+        net::steady_timer gather(self->ex, std::chrono::milliseconds(2));
+        auto [gec] = co_await gather.async_wait(net::as_tuple(use_awaitable));
+        (void)gec;
+    }
     while (!run->buffered.empty() && !run->lost) {
         auto batch = std::move(run->buffered);
         run->buffered.clear();
@@ -751,23 +763,15 @@ void server::impl::on_engine_event(live_run& run, const stream_event& e) {
     case stream_mode::messages: name = "messages"; data = e.data; break;
     default: return;
     }
-    for (const auto& n : e.ns) name += "|" + n;
+    for (const auto& n : e.ns) name.append(1, reserved::ns_separator).append(n);
     record(run, std::move(name), data);
 }
 
-awaitable<std::string> server::impl::rollback_anchor(std::shared_ptr<checkpoint::saver> saver, std::string thread_id) {
-    const std::optional<std::string> newest;
-    std::vector<std::string> namespaces{std::string()}; // the root first (g++ 12: no temporaries in co_await)
+awaitable<std::string> server::impl::rollback_anchor(std::shared_ptr<assistant_rec> a, std::string thread_id) {
+    // The newest checkpoint of the thread and of the subgraphs a resume would continue.
+    auto heads = co_await a->graph.subgraph_namespaces(thread_id);
     std::string anchor;
-    for (std::size_t i = 0; i < namespaces.size() && i < 256; ++i) {
-        const std::string ns = namespaces[i];
-        auto head = co_await saver->get(thread_id, ns, newest);
-        if (!head) continue;
-        if (head->cp.id > anchor) anchor = head->cp.id;
-        for (const auto& w : head->writes)
-            if (w.channel == "__interrupt__")
-                namespaces.push_back((ns.empty() ? std::string() : ns + "|") + w.task_name + ":" + w.task_id);
-    }
+    for (const auto& h : heads) anchor = std::max(anchor, h.checkpoint_id);
     co_return anchor;
 }
 
@@ -795,11 +799,11 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
         std::string anchor;
         bool anchor_failed = false;
         if (a && !rec.cancel.size()) {
-            auto saver = a->spec.core->saver;
+            auto saver = a->graph.checkpointer();
             const bool first_start = rec.anchor.is_null();
             if (first_start) {
                 try {
-                    anchor = co_await rollback_anchor(saver, rec.thread_key);
+                    anchor = co_await rollback_anchor(a, rec.thread_key);
                 } catch (const std::exception&) {
                     anchor_failed = true; // no rollback without a known place to return to
                 }
@@ -824,28 +828,28 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             }
             if (resumed) {
                 if (!anchor_failed) {
-                    auto now_at = co_await rollback_anchor(saver, rec.thread_key);
+                    auto now_at = co_await rollback_anchor(a, rec.thread_key);
                     progressed = now_at != anchor;
                 }
             }
-            auto req = std::make_unique<detail::run_request>();
-            req->graph = a->spec.core;
-            req->cfg.thread_id = rec.thread_key;
+            json_run req;
+            req.config.thread_id = rec.thread_key;
             if (const auto* n = rec.spec.if_contains("recursion_limit"); n && n->is_int64())
-                req->cfg.recursion_limit = static_cast<int>(n->get_int64());
-            else req->cfg.recursion_limit = a->spec.options.recursion_limit;
+                req.config.recursion_limit = static_cast<int>(n->get_int64());
+            else req.config.recursion_limit = a->spec.options.recursion_limit;
             if (!progressed) {
-                if (auto cp = string_of(rec.spec, "checkpoint_id"); !cp.empty()) req->cfg.checkpoint_id = cp;
+                if (auto cp = string_of(rec.spec, "checkpoint_id"); !cp.empty()) req.config.checkpoint_id = cp;
                 if (const auto* in = rec.spec.if_contains("input"); in && in->is_object()) {
-                    req->input.what = detail::run_input::kind::values;
-                    req->input.json = in->get_object(); // read against the thread's state by the engine
+                    req.input = in->get_object(); // read against the thread's state by the engine
                 } else if (const auto* m = rec.spec.if_contains("resume_map"); m && m->is_object()) {
-                    req->input.what = detail::run_input::kind::resume;
-                    req->input.resume.is_map = true;
-                    for (const auto& [k, v] : m->get_object()) req->input.resume.by_id[std::string(k)] = v;
+                    resume_input resume;
+                    resume.is_map = true;
+                    for (const auto& [k, v] : m->get_object()) resume.by_id[std::string(k)] = v;
+                    req.input = std::move(resume);
                 } else if (const auto* r = rec.spec.if_contains("resume")) {
-                    req->input.what = detail::run_input::kind::resume;
-                    req->input.resume.value = *r;
+                    resume_input resume;
+                    resume.value = *r;
+                    req.input = std::move(resume);
                 }
             }
             for (const char* k : {"interrupt_before", "interrupt_after"})
@@ -853,23 +857,23 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     std::vector<std::string> names;
                     for (const auto& n : b->get_array())
                         if (n.is_string()) names.emplace_back(n.get_string());
-                    (std::string_view(k) == "interrupt_before" ? req->interrupt_before : req->interrupt_after) = std::move(names);
+                    (std::string_view(k) == "interrupt_before" ? req.interrupt_before : req.interrupt_after) = std::move(names);
                 }
-            req->modes = stream_mode::values | stream_mode::updates;
+            req.modes = stream_mode::values | stream_mode::updates;
             static const std::map<std::string, stream_mode> engine_modes = {
                 {"custom", stream_mode::custom}, {"tasks", stream_mode::tasks}, {"checkpoints", stream_mode::checkpoints},
                 {"debug", stream_mode::debug},   {"messages", stream_mode::messages}};
             for (const auto& m : run->modes)
-                if (auto it = engine_modes.find(m); it != engine_modes.end()) req->modes = req->modes | it->second;
+                if (auto it = engine_modes.find(m); it != engine_modes.end()) req.modes = req.modes | it->second;
             live_run* raw = run.get();
             impl* me_impl = self.get();
-            req->on_event = [me_impl, raw](const stream_event& e) { me_impl->on_engine_event(*raw, e); };
+            req.on_event = [me_impl, raw](const stream_event& e) { me_impl->on_engine_event(*raw, e); };
             try {
-                auto outcome = co_await detail::run_graph(std::move(req));
+                auto outcome = co_await a->graph.invoke(std::move(req));
                 if (outcome.status == run_status::interrupted && run->cancel_action.empty()) {
-                    json::object v = a->spec.core->output ? std::move(outcome.output)
-                                                          : state_to_json(a->table(), outcome.values.get());
-                    v["__interrupt__"] = interrupts_json(outcome.interrupts);
+                    // The output schema when the graph declares one (as the values events show it).
+                    json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
+                    v[reserved::interrupt] = interrupts_json(outcome.interrupts);
                     run->last_values = v;
                     self->record(*run, "values", v);
                 }
@@ -956,7 +960,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             // the run's, which a waiter still reads, and goes with them (run_store's trimming).
             if (th && th->temporary && !flag_of(rec.spec, "keep_thread"))
                 if (auto a2 = self->find_assistant(rec.graph_id)) {
-                    auto saver = a2->spec.core->saver;
+                    auto saver = a2->graph.checkpointer();
                     co_await saver->delete_thread(rec.thread_key);
                 }
         }

@@ -286,7 +286,8 @@ void server::add(assistant_spec spec) {
         throw std::invalid_argument("server::add: graph '" + spec.graph_id + "' has no checkpointer (use make_assistant)");
     if (impl_->find_assistant(spec.graph_id))
         throw std::invalid_argument("server::add: graph id '" + spec.graph_id + "' is already served");
-    auto a = std::make_shared<assistant_rec>(assistant_rec{std::move(spec), "", now_iso()});
+    json_graph graph(spec.core);
+    auto a = std::make_shared<assistant_rec>(assistant_rec{std::move(spec), "", now_iso(), std::move(graph)});
     a->assistant_id = assistant_uuid(a->spec.graph_id);
     impl_->assistants.push_back(std::move(a));
 }

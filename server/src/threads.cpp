@@ -98,10 +98,7 @@ json::object server::impl::run_json(const run_record& r) {
 awaitable<thread_record> server::impl::refreshed(thread_record th) {
     auto a = graph_of(th);
     if (!a) co_return th;
-    auto req = std::make_unique<detail::state_request>();
-    req->graph = a->spec.core;
-    req->thread_id = th.key;
-    auto snap = co_await detail::get_state(std::move(req));
+    auto snap = co_await a->graph.get_state(th.key);
     th.state_updated_at = run_store::now();
     th.interrupts = {};
     if (snap.checkpoint_id.empty()) { // nothing stored (yet, or again after a rollback)
@@ -109,7 +106,7 @@ awaitable<thread_record> server::impl::refreshed(thread_record th) {
         if (th.status != "error") th.status = "idle";
         co_return th;
     }
-    th.values = state_to_json(a->table(), snap.values.get());
+    th.values = std::move(snap.values);
     for (const auto& t : snap.tasks)
         if (!t.interrupts.empty()) th.interrupts[t.id] = interrupts_json(t.interrupts);
     if (th.status != "error") th.status = snap.next.empty() ? "idle" : "interrupted";
@@ -119,7 +116,7 @@ awaitable<thread_record> server::impl::refreshed(thread_record th) {
 awaitable<void> server::impl::drop_thread(thread_record th) {
     (void)co_await store->delete_thread(th.key);
     if (auto a = graph_of(th)) {
-        auto saver = a->spec.core->saver;
+        auto saver = a->graph.checkpointer();
         co_await saver->delete_thread(th.key);
     }
 }
@@ -138,7 +135,7 @@ awaitable<void> server::impl::adopt_threads(std::shared_ptr<impl> self) {
     std::size_t adopted = 0;
     // 1. Records of servers before the run store.
     try {
-        auto saver = self->assistants.front()->spec.core->saver;
+        auto saver = self->assistants.front()->graph.checkpointer();
         const std::string index_ns(old_index_ns), index_key("ids");
         auto index = co_await saver->cache_get(index_ns, index_key);
         if (index && index->is_array())
@@ -175,7 +172,7 @@ awaitable<void> server::impl::adopt_threads(std::shared_ptr<impl> self) {
     // 2. Without API keys (their owner is not known): threads in the checkpointers with no record.
     if (self->opts.api_keys.empty())
         for (auto a : self->assistants) {
-            auto saver = a->spec.core->saver;
+            auto saver = a->graph.checkpointer();
             checkpoint::thread_query q;
             std::vector<checkpoint::thread_info> list;
             try {
@@ -295,7 +292,7 @@ awaitable<void> server::impl::route_threads(call& c) {
                                           (runs.empty() ? std::string() : " (" + runs.front().run_id + ")") + "; cancel it first");
             }
             if (auto a = graph_of(th)) {
-                auto saver = a->spec.core->saver;
+                auto saver = a->graph.checkpointer();
                 co_await saver->delete_thread(th.key);
             }
             c.status = 204;
@@ -328,7 +325,7 @@ awaitable<void> server::impl::route_threads(call& c) {
         copy.interrupts = th.interrupts;
         copy.status = th.status == "busy" ? "idle" : th.status;
         if (auto a = graph_of(th)) {
-            auto saver = a->spec.core->saver;
+            auto saver = a->graph.checkpointer();
             co_await saver->copy_thread(th.key, copy.key);
             copy = co_await refreshed(std::move(copy));
         }
@@ -342,11 +339,8 @@ awaitable<void> server::impl::route_threads(call& c) {
             reply(c, 200, empty_thread_state());
             co_return;
         }
-        auto req = std::make_unique<detail::state_request>();
-        req->graph = a->spec.core;
-        req->thread_id = th.key;
-        auto snap = co_await detail::get_state(std::move(req));
-        reply(c, 200, snap.checkpoint_id.empty() ? empty_thread_state() : thread_state(a->table(), th.thread_id, snap));
+        auto snap = co_await a->graph.get_state(th.key);
+        reply(c, 200, snap.checkpoint_id.empty() ? empty_thread_state() : thread_state(th.thread_id, snap));
         co_return;
     }
     // At a checkpoint: GET .../state/{checkpoint_id}, or POST .../state/checkpoint {checkpoint: {checkpoint_id}}.
@@ -360,37 +354,32 @@ awaitable<void> server::impl::route_threads(call& c) {
             cp_id = *id;
         }
         if (!a) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th.thread_id + "'");
-        auto req = std::make_unique<detail::state_request>();
-        req->graph = a->spec.core;
-        req->thread_id = th.key;
-        req->checkpoint_id = cp_id;
-        auto snap = co_await detail::get_state(std::move(req));
+        const std::optional<std::string> at = cp_id;
+        auto snap = co_await a->graph.get_state(th.key, at);
         if (snap.checkpoint_id.empty()) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th.thread_id + "'");
-        reply(c, 200, thread_state(a->table(), th.thread_id, snap));
+        reply(c, 200, thread_state(th.thread_id, snap));
         co_return;
     }
     if (what == "state" && p.size() == 3 && verb == http::verb::post) {
         json::object body = body_object(c);
         if (!a) throw http_error(422, "thread '" + th.thread_id + "' has no graph yet: create it with metadata.graph_id, or run it first");
         if (th.status == "busy") throw http_error(409, "thread '" + th.thread_id + "' has a run in flight; update its state when it ends");
-        auto req = std::make_unique<detail::update_request>();
-        req->graph = a->spec.core;
-        req->thread_id = th.key;
+        json_update req;
+        req.thread_id = th.key;
         if (auto* v = field(body, "values")) {
             if (!v->is_object()) wrong_type("values", "an object (state fields)", *v);
-            // Read against the checkpoint's state: a nested struct's members left out keep theirs.
-            req->json = v->get_object();
-        } else {
-            req->values = detail::update_box(a->table());
+            // Read against the checkpoint's state: a nested struct's members left out keep theirs;
+            // a field or member that does not fit: graph_error(invalid_input), a 422.
+            req.values = v->get_object();
         }
         if (auto n = opt_string(body, "as_node")) {
-            if (!a->spec.core->topo.find(*n)) throw http_error(422, "as_node '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
-            req->as_node = *n;
+            if (!a->graph.shape().find(*n)) throw http_error(422, "as_node '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
+            req.as_node = *n;
         }
-        if (auto id = opt_string(body, "checkpoint_id")) req->checkpoint_id = *id;
+        if (auto id = opt_string(body, "checkpoint_id")) req.checkpoint_id = *id;
         if (auto cp = opt_object(body, "checkpoint"))
-            if (auto id = opt_string(*cp, "checkpoint_id")) req->checkpoint_id = *id;
-        auto id = co_await detail::update_state(std::move(req));
+            if (auto id = opt_string(*cp, "checkpoint_id")) req.checkpoint_id = *id;
+        auto id = co_await a->graph.update_state(std::move(req));
         auto fresh = co_await refreshed(th);
         (void)co_await store->put_thread(fresh);
         reply(c, 200, json::object{{"checkpoint", checkpoint_ref(th.thread_id, id)}});
@@ -411,15 +400,13 @@ awaitable<void> server::impl::route_threads(call& c) {
         auto meta = opt_object(body, "metadata");
         json::array out;
         if (a) {
-            auto req = std::make_unique<detail::state_request>();
-            req->graph = a->spec.core;
-            req->thread_id = th.key;
-            req->list.before = before;
-            if (!meta) req->list.limit = static_cast<std::size_t>(limit);
-            auto list = co_await detail::get_state_history(std::move(req));
+            checkpoint::list_options list_opts;
+            list_opts.before = before;
+            if (!meta) list_opts.limit = static_cast<std::size_t>(limit);
+            auto list = co_await a->graph.get_state_history(th.key, std::move(list_opts));
             for (const auto& d : list) {
                 if (out.size() >= static_cast<std::size_t>(limit)) break;
-                auto s = thread_state(a->table(), th.thread_id, d);
+                auto s = thread_state(th.thread_id, d);
                 if (meta && !contains(s["metadata"], *meta)) continue;
                 out.push_back(std::move(s));
             }

@@ -171,4 +171,56 @@ BOOST_AUTO_TEST_CASE(pool_waiters_are_woken_by_the_connection_given_back_in_orde
     BOOST_TEST(pool.idle_pids().size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(text_results_carry_their_column_types) {
+    asio::io_context io;
+    auto c = run_on(io, open());
+    std::vector<pg::statement> b;
+    b.emplace_back("SELECT $1::bigint, 7::int2, true, 'x'::text, 1.5::numeric, NULL::int4");
+    b.back().integer(-42);
+    b.back().text_results = true;
+    auto r = run_on(io, run(*c, std::move(b)));
+    const auto& row = r.at(0);
+    BOOST_REQUIRE_EQUAL(row.columns(), 6);
+    BOOST_TEST(row.type(0) == 20u); // int8
+    BOOST_TEST(row.type(1) == 21u); // int2
+    BOOST_TEST(row.type(2) == 16u); // bool
+    BOOST_TEST(row.type(3) == 25u); // text
+    BOOST_TEST(row.text(0, 0) == "-42"); // printed, not binary
+    BOOST_TEST(row.text(0, 2) == "t");
+    BOOST_TEST(row.text(0, 4) == "1.5");
+    BOOST_TEST(row.is_null(0, 5));
+    // The same text prepared once serves both forms.
+    auto binary = run_on(io, run(*c, select_plus(1)));
+    BOOST_TEST(binary.at(0).integer(0, 0) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(notifications_arrive_on_a_listening_connection) {
+    asio::io_context io;
+    auto listener = run_on(io, open());
+    auto sender = run_on(io, open());
+    std::vector<pg::statement> listen;
+    listen.emplace_back("LISTEN sg_test_channel");
+    (void)run_on(io, run(*listener, std::move(listen)));
+    // Nothing yet: the wait ends empty at its timeout.
+    const auto before = std::chrono::steady_clock::now();
+    BOOST_TEST(run_on(io, listener->notifications(100ms)).empty());
+    BOOST_TEST((std::chrono::steady_clock::now() - before >= 90ms));
+    std::vector<pg::statement> notify;
+    notify.emplace_back("SELECT pg_notify('sg_test_channel', $1)");
+    notify.back().text("hello");
+    (void)run_on(io, run(*sender, notify));
+    auto got = run_on(io, listener->notifications(5s));
+    BOOST_REQUIRE_EQUAL(got.size(), 1u);
+    BOOST_TEST(got[0].channel == "sg_test_channel");
+    BOOST_TEST(got[0].payload == "hello");
+    BOOST_TEST(got[0].sender_pid == sender->backend_pid());
+    // A connection that drops says so.
+    stategraph::checkpoint::pg_testing::admin admin;
+    admin.query("SELECT pg_terminate_backend($1)", {std::to_string(listener->backend_pid())});
+    auto wait_a_while = [&] {
+        for (int i = 0; i < 50; ++i) (void)run_on(io, listener->notifications(100ms));
+    };
+    BOOST_CHECK_THROW(wait_a_while(), pg::connection_lost);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

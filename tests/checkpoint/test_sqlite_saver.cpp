@@ -1758,6 +1758,62 @@ BOOST_AUTO_TEST_CASE(a_failed_batch_fails_every_writer_each_named) {
     BOOST_TEST(code == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_lease_taken_in_a_failed_batch_is_not_held) {
+    // An acquire queued beside writes (the saver busy) runs inside their batch's transaction;
+    // the batch then fails to commit (RLIMIT_FSIZE): the acquire fails with it, and the saver must
+    // not count the lease as its own. Were it held in memory with no row behind it, this saver's
+    // next write on the thread would be refused as lease_lost.
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const int code = code_of_child([&] {
+        std::signal(SIGXFSZ, SIG_IGN);
+        sqlite_saver s(options_for(path));
+        put(s, "warm", "", next_cp(nullptr, 0, "loop", json::object{{"a", 1}}));
+        const rlimit old = limit_file_size_near(path);
+        auto first = writers_for({"w0"});
+        auto big = writers_for({"w1", "w2", "w3"});
+        for (auto& w : big) w.cp = next_cp(nullptr, 0, "loop", json::object{{"big", std::string(200000, 'b')}});
+        std::optional<stategraph::checkpoint_error> acquired_error;
+        bool acquired = false;
+        auto take = [&]() -> boost::asio::awaitable<void> {
+            try {
+                co_await s.acquire("x");
+                acquired = true;
+            } catch (const stategraph::checkpoint_error& e) {
+                acquired_error = e;
+            }
+        };
+        {
+            // In one event-loop turn: w0's put queues (and posts the flush), the acquire finds
+            // the saver busy and queues behind it, then the big writes: one batch.
+            boost::asio::io_context io;
+            boost::asio::co_spawn(io, write_one(s, first[0]), boost::asio::detached);
+            boost::asio::co_spawn(io, take(), boost::asio::detached);
+            for (auto& w : big) boost::asio::co_spawn(io, write_one(s, w), boost::asio::detached);
+            io.run();
+        }
+        setrlimit(RLIMIT_FSIZE, &old);
+        if (acquired) return 2; // the batch was meant to fail
+        if (!acquired_error || acquired_error->kind() != errc::storage_failure) return 3;
+        std::fprintf(stderr, "[child] expected failure: %s\n", acquired_error->what());
+        for (const auto& w : big)
+            if (w.stored) return 4;
+        // Not held: a write on the thread (no lease row, nobody's lease) is stored.
+        try {
+            put(s, "x", "", next_cp(nullptr, 0, "loop", json::object{{"a", 2}}));
+        } catch (const stategraph::checkpoint_error& e) {
+            std::fprintf(stderr, "[child] unexpected: %s\n", e.what());
+            return 5;
+        }
+        if (!get(s, "x", "").has_value()) return 6;
+        // And the lease can be taken for real afterwards.
+        run(s.acquire("x"));
+        put(s, "x", "", next_cp(nullptr, 1, "loop", json::object{{"a", 3}}));
+        return 0;
+    });
+    BOOST_TEST(code == 0);
+}
+
 BOOST_AUTO_TEST_CASE(writers_on_two_threads_share_commits_and_lose_nothing) {
     // Two io_contexts on two threads, eight runs each, every run ten checkpoints and a pending
     // write after each: a flush on one thread commits the other's writes too (and hands their

@@ -4,6 +4,12 @@
 #                 (TIERED: the tiered component's too)
 #   find_package  PREFIX: build consumer/ against the installed package
 #   subdirectory  STATEGRAPH_SOURCE_DIR: build consumer/ with add_subdirectory() of the sources
+#   configs       STATEGRAPH_SOURCE_DIR, BINARY, GENERATOR, CXX, LAUNCHER, CONSUMER (configs/):
+#                 builds the graph libraries alone (no server, no optional parts) in Release and
+#                 in Debug (BINARY/lib-<config>, kept between runs), installs both into one
+#                 BINARY/prefix, then builds CONSUMER in Release, Debug and RelWithDebInfo and
+#                 checks that each linked the matching libraries (Debug: libstategraph_graphd.a;
+#                 the optimized ones: libstategraph_graph.a) and runs
 # The consumer modes also take SOURCE (consumer/), BINARY (its build dir, emptied first),
 # GENERATOR, CXX, LAUNCHER (ccache, may be empty), SANITIZE and TIERED (also build and run
 # consumer_tiered, which must print "consumer_tiered: ok"); they build at -O0 and run the
@@ -29,9 +35,13 @@ if(MODE STREQUAL "install")
     set(config --config ${CONFIG})
   endif()
   run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${PREFIX} ${config})
+  set(d) # a Debug build's libraries end in "d" (stategraph_install.cmake)
+  if(CONFIG STREQUAL "Debug")
+    set(d d)
+  endif()
   foreach(f ${LIBDIR}/cmake/stategraph/stategraphConfig.cmake ${LIBDIR}/cmake/stategraph/stategraphConfigVersion.cmake
             ${LIBDIR}/cmake/stategraph/stategraphTargets.cmake ${LIBDIR}/cmake/stategraph/stategraphSqliteTargets.cmake
-            ${LIBDIR}/libstategraph_core.a ${LIBDIR}/libstategraph_graph.a
+            ${LIBDIR}/libstategraph_core${d}.a ${LIBDIR}/libstategraph_graph${d}.a
             ${INCLUDEDIR}/stategraph/error.hpp ${INCLUDEDIR}/stategraph/detail/names.hpp
             ${INCLUDEDIR}/stategraph/state_graph.hpp ${INCLUDEDIR}/stategraph/checkpoint/sqlite_saver.hpp
             ${INCLUDEDIR}/stategraph/dsl/dsl.hpp ${INCLUDEDIR}/stategraph/server/server.hpp
@@ -41,7 +51,7 @@ if(MODE STREQUAL "install")
     endif()
   endforeach()
   if(TIERED)
-    foreach(f ${LIBDIR}/cmake/stategraph/stategraphTieredTargets.cmake ${LIBDIR}/libstategraph_tiered.a
+    foreach(f ${LIBDIR}/cmake/stategraph/stategraphTieredTargets.cmake ${LIBDIR}/libstategraph_tiered${d}.a
               ${INCLUDEDIR}/stategraph/checkpoint/tiered_saver.hpp)
       if(NOT EXISTS ${PREFIX}/${f})
         message(FATAL_ERROR "installed tree lacks ${f} (the tiered component)")
@@ -49,6 +59,61 @@ if(MODE STREQUAL "install")
     endforeach()
   endif()
   message(STATUS "installed into ${PREFIX}")
+  return()
+endif()
+
+if(MODE STREQUAL "configs")
+  set(prefix ${BINARY}/prefix)
+  file(REMOVE_RECURSE ${prefix})
+  set(launcher)
+  if(LAUNCHER)
+    set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+  endif()
+  foreach(config Release Debug)
+    set(lib ${BINARY}/lib-${config})
+    run("configuring the ${config} libraries" ${CMAKE_COMMAND} -S ${STATEGRAPH_SOURCE_DIR} -B ${lib} -G ${GENERATOR}
+        -DCMAKE_CXX_COMPILER=${CXX} ${launcher} -DCMAKE_BUILD_TYPE=${config} -DSTATEGRAPH_INSTALL=ON
+        -DSTATEGRAPH_BUILD_TESTS=OFF -DSTATEGRAPH_BUILD_EXAMPLES=OFF -DSTATEGRAPH_BUILD_BENCH=OFF
+        -DSTATEGRAPH_WITH_SERVER=OFF -DSTATEGRAPH_WITH_SQLITE=OFF -DSTATEGRAPH_WITH_NODES=OFF
+        -DSTATEGRAPH_WITH_REDIS=OFF -DSTATEGRAPH_WITH_POSTGRES=OFF)
+    run("building the ${config} libraries" ${CMAKE_COMMAND} --build ${lib} --parallel 2)
+    run("installing the ${config} libraries" ${CMAKE_COMMAND} --install ${lib} --prefix ${prefix})
+  endforeach()
+  file(GLOB libdir LIST_DIRECTORIES true ${prefix}/lib*)
+  foreach(f libstategraph_graph.a libstategraph_graphd.a cmake/stategraph/stategraphTargets-release.cmake
+            cmake/stategraph/stategraphTargets-debug.cmake)
+    if(NOT EXISTS ${libdir}/${f})
+      message(FATAL_ERROR "the prefix holding both configurations lacks ${libdir}/${f}")
+    endif()
+  endforeach()
+  foreach(config Release Debug RelWithDebInfo)
+    set(app ${BINARY}/app-${config})
+    file(REMOVE_RECURSE ${app})
+    run("configuring the ${config} consumer" ${CMAKE_COMMAND} -S ${CONSUMER} -B ${app} -G ${GENERATOR}
+        -DCMAKE_CXX_COMPILER=${CXX} ${launcher} -DCMAKE_BUILD_TYPE=${config} -DCMAKE_PREFIX_PATH=${prefix})
+    run("building the ${config} consumer" ${CMAKE_COMMAND} --build ${app} --verbose)
+    set(trace "${out}")
+    file(READ ${app}/linked-${config}.txt linked)
+    string(STRIP "${linked}" linked)
+    set(expected ${libdir}/libstategraph_graph.a)
+    if(config STREQUAL "Debug")
+      set(expected ${libdir}/libstategraph_graphd.a)
+    endif()
+    if(NOT linked STREQUAL expected)
+      message(FATAL_ERROR "the ${config} consumer was given ${linked}, not ${expected}")
+    endif()
+    get_filename_component(name ${expected} NAME)
+    string(REGEX MATCHALL "libstategraph_graphd?\\.a" opened "${trace}")
+    list(REMOVE_DUPLICATES opened)
+    if(NOT opened STREQUAL name)
+      message(FATAL_ERROR "the ${config} consumer's linker opened ${opened}, not only ${name}:\n${trace}")
+    endif()
+    run("running the ${config} consumer" ${app}/configs_app)
+    if(NOT out MATCHES "configs_app: ok")
+      message(FATAL_ERROR "the ${config} consumer did not report ok:\n${out}")
+    endif()
+    message(STATUS "${config} consumer: linked ${name}, ran ok")
+  endforeach()
   return()
 endif()
 
@@ -71,7 +136,7 @@ if(MODE STREQUAL "find_package")
 elseif(MODE STREQUAL "subdirectory")
   list(APPEND args -DSTATEGRAPH_SOURCE_DIR=${STATEGRAPH_SOURCE_DIR})
 else()
-  message(FATAL_ERROR "MODE must be install, find_package or subdirectory")
+  message(FATAL_ERROR "MODE must be install, find_package, subdirectory or configs")
 endif()
 
 run("configuring the consumer" ${CMAKE_COMMAND} ${args})

@@ -56,6 +56,13 @@ std::string status_of(unsigned short port, const std::string& tid, const std::st
     return r.status == 200u ? std::string(r.json().at("status").as_string()) : "http " + std::to_string(r.status);
 }
 
+/// A run's status as the run store has it (no server needed).
+std::string status_of_store(const temp_dir& d, const std::string& rid) {
+    auto store = srv::open_sqlite_run_store((d.path / "runs.db").string());
+    auto r = sg::checkpoint::testing::run(store->get_run(rid));
+    return r ? r->status : "absent";
+}
+
 /// Waits (bounded) until the run leaves pending and running; its last status.
 std::string wait_finished(unsigned short port, const std::string& tid, const std::string& rid, int seconds = 30) {
     std::string s;
@@ -240,11 +247,25 @@ BOOST_AUTO_TEST_CASE(a_drain_hands_runs_back_and_starts_none) {
         runs.push_back(start_run(a.port, tid, ask_for("third", "enqueue")));
         for (int i = 0; i < 100 && status_of(a.port, tid, runs[0]) != "running"; ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        // Clients waiting on the running run through this instance: a join and a stream.
+        auto joined = std::async(std::launch::async, [&] { return get(a.port, "/threads/" + tid + "/runs/" + runs[0] + "/join"); });
+        auto streamed = std::async(std::launch::async, [&] { return get(a.port, "/threads/" + tid + "/runs/" + runs[0] + "/stream"); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         std::promise<void> drained;
         auto started = std::chrono::steady_clock::now();
         net::post(a.io, [&] { a.server->drain([&] { drained.set_value(); }); });
         BOOST_TEST_REQUIRE((drained.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready));
         BOOST_TEST((std::chrono::steady_clock::now() - started < std::chrono::seconds(5)));
+        // Each is told the instance stopped before the run ended: never a silent partial result.
+        auto j = joined.get();
+        BOOST_TEST(j.status == 200u);
+        BOOST_TEST(json::parse(j.body).at("__error__").at("error") == "ServerDraining", j.body);
+        auto events = parse_sse(streamed.get().body);
+        BOOST_TEST_REQUIRE(!events.empty());
+        BOOST_TEST(events.back().event == "error");
+        BOOST_TEST(events.back().data.at("error") == "ServerDraining");
+        // The queued runs were not started here; the drained one went back to the queue.
+        for (const auto& rid : runs) BOOST_TEST(status_of_store(d, rid) == "pending", rid);
     }
     stategraph::cancel_drain(); // the drain flag is process-wide; the next instance runs normally
     running_server b(instance_options(d, 8, std::chrono::milliseconds(1000)), {}, chat_saver(d));
@@ -263,6 +284,38 @@ BOOST_AUTO_TEST_CASE(a_drain_hands_runs_back_and_starts_none) {
     questions.erase(std::remove(questions.begin(), questions.end(), std::string()), questions.end());
     const std::vector<std::string> order{"slow", "second", "third"};
     BOOST_TEST(questions == order, boost::test_tools::per_element());
+}
+
+// The run store's tables in the checkpointer's own file: the store writes through the saver's
+// page checksums, so neither damages the other (a run store writing the file without them made
+// every page it touched read as damaged to the saver).
+BOOST_AUTO_TEST_CASE(runs_and_checkpoints_share_one_file) {
+    temp_dir d;
+    sg::checkpoint::sqlite_options so;
+    so.path = (d.path / "one.db").string();
+    auto o = test_options();
+    o.runs = srv::open_sqlite_run_store(so.path);
+    o.poll_interval = std::chrono::milliseconds(50);
+    {
+        running_server s(o, {}, std::make_shared<sg::checkpoint::sqlite_saver>(so));
+        auto tid = new_thread(s.port);
+        for (const char* q : {"one", "two", "three"}) {
+            auto w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", q}}}});
+            BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+            BOOST_TEST(json::parse(w.body).at("question") == q);
+        }
+        auto [log, unique] = log_and_unique_steps(s.port, tid);
+        BOOST_TEST(log.size() == 6u);
+        BOOST_TEST(unique);
+    }
+    // A fresh saver and store on the file read everything back, nothing damaged.
+    auto saver = std::make_shared<sg::checkpoint::sqlite_saver>(so);
+    sg::checkpoint::thread_query q;
+    auto threads = sg::checkpoint::testing::run(saver->list_threads(q));
+    BOOST_TEST(threads.size() == 1u);
+    auto store = srv::open_sqlite_run_store(so.path);
+    auto keys = sg::checkpoint::testing::run(store->thread_keys());
+    BOOST_TEST(keys.size() == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -65,17 +65,24 @@ struct run_result {
     bool drained() const { return status == run_status::drained; }
 };
 
-/// @brief What `get_state` and `get_state_history` return.
+/// @brief What `get_state` and `get_state_history` return: one checkpoint of a thread, as
+/// LangGraph's `StateSnapshot`.
+/// @code
+/// auto snap = co_await app.get_state("ticket-1");          // or run_sync(app.get_state("ticket-1"))
+/// if (!snap.next.empty()) std::cout << "waiting before " << snap.next.front() << '\n';
+/// for (auto const& t : snap.tasks)
+///     for (auto const& i : t.interrupts) std::cout << t.name << " asks " << boost::json::serialize(i.value) << '\n';
+/// @endcode
 template <class S>
 struct state_snapshot {
-    S values{};
-    std::vector<std::string> next;
-    std::vector<task_snapshot> tasks;
-    std::int64_t step = -1;
-    std::string source;
-    std::string checkpoint_id;
-    std::string parent_checkpoint_id;
-    boost::json::object metadata;
+    S values{};                        ///< the state at this checkpoint (a default `S` for a thread with none)
+    std::vector<std::string> next;     ///< nodes that run when the thread continues; empty when it has ended
+    std::vector<task_snapshot> tasks;  ///< this step's tasks: their pending interrupts, errors, finished writes
+    std::int64_t step = -1;            ///< superstep number, as LangGraph counts: -1 for the input checkpoint, then 0, 1, ...
+    std::string source;                ///< how the checkpoint was made: "input", "loop", "update" (update_state) or "fork"
+    std::string checkpoint_id;         ///< its id: pass it as `run_config::checkpoint_id` to replay or fork from here; empty for a thread with none
+    std::string parent_checkpoint_id;  ///< the checkpoint before it (empty for the first)
+    boost::json::object metadata;      ///< the checkpoint's metadata as LangGraph writes it: `source`, `step`, and `writes` (the input) on an input checkpoint
 };
 
 /// @brief Options of `compile()`.
@@ -244,8 +251,21 @@ public:
 
     /// @brief The graph's shape (for drawing and validation).
     const topology& shape() const { return core_->topo; }
-    /// @brief Graphviz DOT of the graph.
+    /// @brief Writes the graph as Graphviz DOT to @p os (a `std::ofstream`, `std::cout`, a
+    /// `std::ostringstream`); include `<fstream>` or `<sstream>` yourself. Render it with
+    /// `dot -Tsvg graph.dot -o graph.svg`.
+    /// @code
+    /// std::ofstream out("triage.dot");
+    /// app.write_dot(out);
+    /// @endcode
+    /// Conditional edges are dashed and labelled with their route key, joins drawn as junction
+    /// points, breakpoints red, stages and subgraphs as clusters (see `stategraph::write_dot`).
+    /// Thread safety: const; any thread, concurrently with runs.
     void write_dot(std::ostream& os) const { stategraph::write_dot(os, core_->topo, dot_options{}); }
+    /// @brief The same, with a thread's path, its current nodes, pending interrupts or failed
+    /// nodes highlighted and a caption (`dot_options`).
+    /// @param os where the DOT text goes
+    /// @param o what to highlight
     void write_dot(std::ostream& os, const dot_options& o) const { stategraph::write_dot(os, core_->topo, o); }
     /// @brief Mermaid flowchart of the graph.
     void write_mermaid(std::ostream& os) const { stategraph::write_mermaid(os, core_->topo); }

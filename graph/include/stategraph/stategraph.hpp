@@ -8,6 +8,7 @@
 #include <stategraph/context.hpp>
 #include <stategraph/drain.hpp>
 #include <stategraph/error.hpp>
+#include <stategraph/json_graph.hpp>
 #include <stategraph/json_shape.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/reducer.hpp>

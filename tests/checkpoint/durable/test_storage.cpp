@@ -175,6 +175,59 @@ BOOST_DATA_TEST_CASE(bytes_per_node_stay_flat_as_another_field_grows, savers(), 
         for (auto b : list) BOOST_TEST(b < 64u, "stored bytes of a tick at level " << level << ": " << b);
 }
 
+// Issue 25: an input that no node touches is stored once. The input checkpoint carries the
+// input's fields (never written before) as their values; the first step's checkpoint names those
+// versions instead of storing the values again. History, forks and snapshots read as before.
+BOOST_DATA_TEST_CASE(an_untouched_input_is_stored_once, savers(), kind) {
+    using stor::st;
+    saver_env env(kind);
+    sg::state_graph<st> g("tick_once");
+    g.add_node("tick", [](const st& s) { return stor::upd{}.set<&st::small>(s.small + 1); });
+    g.add_edge(sg::START, "tick").add_edge("tick", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    const std::string payload(1u << 20, 'p');
+    auto r = run(app.invoke(stor::upd{}.set<&st::big>(payload), thread("t")));
+    BOOST_TEST(r.values.big == payload);
+    BOOST_TEST(r.values.small == 1);
+    const auto stats = run(env.saver->stats("t"));
+    const auto stored = stats.bytes + stats.record_bytes;
+    BOOST_TEST_MESSAGE(kind << ": a 1 MiB input stored as " << stats.bytes << " bytes of values and "
+                            << stats.record_bytes << " of records");
+    BOOST_TEST(stored < payload.size() + payload.size() / 2); // once, not twice
+
+    // History: the input checkpoint shows the state before the input, `__start__` next and the
+    // whole input in its metadata; the first step's shows it applied.
+    auto h = run(app.get_state_history("t"));
+    BOOST_REQUIRE_EQUAL(h.size(), 3u); // input, START, tick
+    const auto& in = h.back();
+    BOOST_TEST(in.step == -1);
+    BOOST_TEST(in.next == (std::vector<std::string>{"__start__"}));
+    BOOST_TEST(in.values.big.empty());
+    const auto* writes = in.metadata.if_contains("writes");
+    BOOST_REQUIRE(writes);
+    const auto* start = writes->as_object().if_contains("__start__");
+    BOOST_REQUIRE(start);
+    BOOST_TEST(start->as_object().at("big").as_string() == payload);
+    BOOST_TEST(h[1].values.big == payload);
+    BOOST_TEST(h[1].next == (std::vector<std::string>{"tick"}));
+
+    // A fork from the input checkpoint applies the input again and runs.
+    auto cfg = thread("t");
+    cfg.checkpoint_id = in.checkpoint_id;
+    auto f = run(app.invoke(sg::continue_run, cfg));
+    BOOST_TEST(f.values.big == payload);
+    BOOST_TEST(f.values.small == 1);
+    BOOST_TEST(run(app.get_state("t")).values.big == payload);
+
+    // A second input on the thread replaces the field (already written: stored as before).
+    const std::string second(1000, 'q');
+    auto r2 = run(app.invoke(stor::upd{}.set<&st::big>(second), thread("t")));
+    BOOST_TEST(r2.values.big == second);
+    BOOST_TEST(r2.values.small == 2);
+    auto h2 = run(app.get_state_history("t"));
+    BOOST_TEST(h2.back().values.big.empty()); // the first input checkpoint still reads as before
+}
+
 // A list under the append reducer is stored as the items each step appended (a delta that
 // extends the previous version), with a whole copy after a bounded run of deltas and after a
 // thread is loaded again; every checkpoint still reads back whole, after pruning too.

@@ -1,9 +1,9 @@
-// LangGraph conformance, the project's own cases (issue 12's fixes and the README's deliberate
-// differences): tests/conformance/langgraphjs/golden/NN_name.json, recorded on LangGraph.js 1.7.3
+// LangGraph conformance, the project's own cases (issue 12's fixes and the deliberate
+// differences of docs/reference/semantics.md): tests/conformance/langgraphjs/golden/NN_name.json, recorded on LangGraph.js 1.7.3
 // by that folder's run_all.sh. Same approach as test_conformance_core.cpp: each test builds the
 // graph its golden file describes, makes the same calls in the same order and compares. Where we
 // deliberately differ, the golden run is patched in the test and the patch is explained in a
-// comment starting with "DIFFERENCE:" (and in the README's list of differences).
+// comment starting with "DIFFERENCE:" (and in docs/reference/semantics.md's list).
 #include <stategraph/state_graph.hpp>
 
 #include <boost/test/unit_test.hpp>

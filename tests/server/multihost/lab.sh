@@ -180,7 +180,7 @@ lab_start() {
   : >"$LAB_WORK/$name.out"
   echo "--- start $(date +%T.%N)" >>"$LAB_WORK/$name.log"
   ip netns exec "$LAB_PREFIX-$name" "$LAB_BIN" --host "$addr" --port 8123 --checkpointer "$LAB_PG_URL" \
-    --runs "$LAB_PG_URL" --instance "$name.$(date +%s%3N)" --workers "$LAB_WORKERS" --lease-ms "$LAB_LEASE_MS" \
+    --runs "$LAB_PG_URL" --instance "$name.$(date +%s%3N)" --workers "$LAB_WORKERS" --lease-ms "$LAB_LEASE_MS" --max-attempts "${LAB_MAX_ATTEMPTS:-1000}" \
     --node-ms "$LAB_NODE_MS" --pool "$LAB_POOL" --trace "$LAB_TRACE" "$@" \
     >"$LAB_WORK/$name.out" 2>>"$LAB_WORK/$name.log" </dev/null &
   local pid=$!

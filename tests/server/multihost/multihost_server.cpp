@@ -9,9 +9,10 @@
 //   multihost_server --checkpointer postgresql://...|sqlite:FILE|memory [--runs postgresql://...|sqlite:FILE]
 //                    [--host H]
 //                    [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N]
-//                    [--pool N] [--trace FILE]
+//                    [--pool N] [--trace FILE] [--max-attempts N]
 //
 // memory and sqlite:FILE are for the benchmark's one-host rows (bench.sh).
+// --max-attempts N: claims of one run at most (run_store_options::max_attempts); the kill loop raises it.
 // --workers N: runs executed at once (server_options::max_runs_in_flight); 0: API only.
 // --lease-ms N: how long a killed instance's claims (run store) and thread leases (checkpointer)
 //   live before another instance takes them over.
@@ -116,7 +117,7 @@ int usage(const std::string& why) {
     std::cerr << "multihost_server: " << why
               << "\nusage: multihost_server --checkpointer postgresql://...|sqlite:FILE|memory [--runs postgresql://...|sqlite:FILE]"
                  " [--host H]"
-                 " [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N] [--pool N]"
+                 " [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N] [--pool N] [--max-attempts N]"
                  " [--trace FILE]\n";
     return 2;
 }
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
     so.host = "127.0.0.1";
     so.port = 8123;
     std::string checkpointer, runs, trace_file;
-    long lease_ms = 3000, workers = 64, pool = 16;
+    long lease_ms = 3000, workers = 64, pool = 16, max_attempts = 3;
     try {
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
             else if (a == "--lease-ms") lease_ms = std::stol(v);
             else if (a == "--node-ms") cfg.node_ms = std::stoi(v);
             else if (a == "--pool") pool = std::stol(v);
+            else if (a == "--max-attempts") max_attempts = std::stol(v);
             else if (a == "--trace") trace_file = v;
             else return usage("unknown argument " + a);
         }
@@ -182,6 +184,7 @@ int main(int argc, char** argv) {
 #if STATEGRAPH_MULTIHOST_HAVE_RUN_STORE
             srv::run_store_options store;
             store.lease = std::chrono::milliseconds(lease_ms);
+            store.max_attempts = static_cast<int>(max_attempts);
             if (is_pg(runs)) {
                 srv::postgres_run_store_options ro;
                 ro.conninfo = runs;

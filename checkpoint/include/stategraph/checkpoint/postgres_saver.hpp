@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -111,6 +112,9 @@ public:
     const postgres_options& options() const noexcept;
     /// @brief Server process ids of the connections open now (for tests that kill them).
     std::vector<int> backend_pids() const;
+    /// @brief Round trips to the server so far (one per pipeline sent, the lease keeper's and
+    /// retries' included; the set-up of new connections not): what a step costs, for the bench.
+    std::uint64_t round_trips() const noexcept;
 
 private:
     struct impl;

@@ -72,8 +72,10 @@ struct redis_options {
 /// cannot be reached after `attempts` tries, or answered with an error), `corrupt_checkpoint`,
 /// `thread_busy`, `lease_lost`, `thread_not_found`, `thread_exists`.
 ///
-/// Thread safety: all members may be called concurrently from any thread. The network work runs
-/// on the saver's own thread; the awaiting coroutine resumes on its own executor.
+/// Thread safety: all members may be called concurrently from any thread. A call runs in the
+/// awaiting coroutine, on its executor: the pooled connection it takes waits on that executor
+/// (no hand-off to another thread per call). The saver's own thread only renews the held leases
+/// and shuts down.
 class redis_saver final : public saver {
 public:
     /// @brief Parses the options and starts the saver's thread; connects lazily (the first call).
@@ -119,6 +121,9 @@ public:
     const std::string& owner() const noexcept;
     /// @brief The options it was made with.
     const redis_options& options() const noexcept;
+    /// @brief Round trips to the server so far (one per pipelined round of commands, the lease
+    /// keeper's, retries' and script loads included): what a step costs, for the bench.
+    std::uint64_t round_trips() const noexcept;
 
 private:
     struct impl;

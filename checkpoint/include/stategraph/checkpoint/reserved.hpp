@@ -1,9 +1,11 @@
 #pragma once
 /// @file checkpoint/reserved.hpp
 /// @brief Names the engine and every saver agree on, defined once: the reserved channels of
-/// pending writes and checkpoint values, and the keys of a checkpoint's frontier and metadata.
+/// pending writes and checkpoint values, the keys of a checkpoint's frontier and metadata, and
+/// the form of a subgraph's checkpoint namespace (`node:task|node:task`).
 /// A state field may not use a reserved channel name (they all start with "__").
 
+#include <string>
 #include <string_view>
 
 namespace stategraph::checkpoint::reserved {
@@ -43,5 +45,30 @@ inline constexpr std::string_view node = "node";
 inline constexpr std::string_view arg = "arg";
 inline constexpr std::string_view id = "id";
 inline constexpr std::string_view value = "value";
+
+// -- subgraph namespaces ----------------------------------------------------------------------------
+/// A subgraph run by task `task_id` of node `node` keeps its checkpoints in the namespace
+/// `node:task_id`, below its parent's: `parent|node:task_id` (the root graph's namespace is "").
+/// Streamed events name the same segments (`stream_event::ns`), and the server's event names
+/// join them the same way (`updates|node:task_id`).
+inline constexpr char ns_separator = '|';   ///< between the segments of a nested namespace
+inline constexpr char task_separator = ':'; ///< between a segment's node and its task id
+
+/// @brief The namespace segment of the subgraph run by task `task_id` of node `node`.
+inline std::string task_segment(std::string_view node, std::string_view task_id) {
+    std::string s;
+    s.reserve(node.size() + 1 + task_id.size());
+    s.append(node).push_back(task_separator);
+    s.append(task_id);
+    return s;
+}
+
+/// @brief The namespace `segment` below `parent` ("" is the root's, whose children are the bare segment).
+inline std::string child_namespace(std::string_view parent, std::string_view segment) {
+    std::string s(parent);
+    if (!s.empty()) s.push_back(ns_separator);
+    s.append(segment);
+    return s;
+}
 
 } // namespace stategraph::checkpoint::reserved

@@ -10,6 +10,11 @@
 ///   ...) fails the call with nothing written to the front. Then the front gets the same write,
 ///   but only when it holds the thread (or the thread is new: the back had nothing of it either),
 ///   asked with `holds_thread` (on Redis one `EXISTS`; never `stats`, which reads every value).
+///   While this saver holds the thread's lease (`acquire` to `release`) the answer is asked once
+///   and kept, not asked again before every write: a step then costs one round trip to each tier,
+///   not two to the front. The kept answer is forgotten by this saver's own `delete_thread`,
+///   `prune`, `rewind_thread`, `copy_thread` (its target), `sweep` and by a front write that
+///   failed (the thread is then dropped from the front and stays out of it for the lease).
 ///   So the front holds, per thread, either everything the back holds or nothing at all: a thread
 ///   that the front lost (evicted, `FLUSHDB`, its TTL) is not written there half again, and stays
 ///   served by the back. When the front fails a write after the back took it, the thread is
@@ -39,12 +44,18 @@
 /// front that loses data loses only speed. Limits: a reader that takes no lease may see a front
 /// left one write behind by a killed writer until the next `acquire` (or the front's TTL). Races: a front flushed between the check "does the
 /// front hold the thread" and the front's write keeps only that write of the thread; a later
-/// read may then see a partial front. Other processes flushing Redis while a run writes should
-/// delete the thread's keys under its lease, or accept that window.
+/// read may then see a partial front. Under a lease that check is made once, so the window is
+/// the lease's whole span: other processes flushing Redis (or sweeping the front) while a run
+/// writes should delete the thread's keys under its lease, or accept that window; the next
+/// `acquire` compares the tiers and drops a front copy that differs.
 
 #include <stategraph/checkpoint/saver.hpp>
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 
 namespace stategraph::checkpoint {
 
@@ -97,8 +108,18 @@ private:
     /// The front's `rewind_thread`, as a write for `write_front`.
     boost::asio::awaitable<void> rewind_front(std::string thread_id, std::string checkpoint_id);
 
+    /// The kept answer of `front_takes` for `thread` (nullopt: not leased here, or not known).
+    std::optional<bool> kept_takes(const std::string& thread);
+    /// Keeps `takes` for `thread` while its lease is held here (nothing otherwise).
+    void keep_takes(const std::string& thread, bool takes);
+    /// Forgets the kept answer of `thread` (asked again at its next write).
+    void forget_takes(const std::string& thread);
+
     std::shared_ptr<saver> front_;
     std::shared_ptr<saver> back_;
+    /// Threads whose back lease this saver holds, with the answer of `front_takes` once known.
+    std::mutex mutex_;
+    std::map<std::string, std::optional<bool>> leased_;
 };
 
 } // namespace stategraph::checkpoint

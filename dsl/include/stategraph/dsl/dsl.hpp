@@ -26,6 +26,9 @@
 /// fit, a state without Boost.Describe metadata, route keys of the wrong type) stop the build
 /// with a message saying what to write instead; mistakes in names and shape are reported
 /// together by `compile()`.
+///
+/// It also brings `stategraph::run_sync` (`<stategraph/run_sync.hpp>`), to run a call from
+/// `main()`: `auto r = stategraph::run_sync(app.invoke(input, {.thread_id = "t"}));`.
 
 #include <stategraph/dsl/checks.hpp>
 #include <stategraph/dsl/flow.hpp>
@@ -35,3 +38,4 @@
 #include <stategraph/dsl/route.hpp>
 #include <stategraph/dsl/schema.hpp>
 #include <stategraph/dsl/stage.hpp>
+#include <stategraph/run_sync.hpp>

@@ -9,6 +9,7 @@
 #include <stategraph/context.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/detail/state_table.hpp>
+#include <stategraph/error.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
 
@@ -31,10 +32,10 @@ enum class run_status { done, interrupted, drained };
 
 /// @brief A task of the step a checkpoint is waiting on (see `state_snapshot`).
 struct task_snapshot {
-    std::string id;
-    std::string name;
-    std::vector<interrupt_info> interrupts;
-    std::optional<std::string> error;
+    std::string id;                          ///< the task's id (stable across retries and resumes)
+    std::string name;                        ///< the node it runs
+    std::vector<interrupt_info> interrupts;  ///< its pending interrupts: `id` (for `resume_map`), `node`, `value` (the payload)
+    std::optional<std::string> error;        ///< the message of the error it failed with, if it did
     std::optional<boost::json::object> result; ///< writes of a task that already finished
 };
 
@@ -103,6 +104,13 @@ struct update_request {
     std::optional<std::string> checkpoint_id;
     bool allow_drift = false;
 };
+
+/// The state `s` (an `S*` of `st`'s type; null: no state) as a JSON object of every field.
+boost::json::object state_json(const state_table& st, const void* s);
+/// The update holding the fields of `o` (an overwrite's wire form `{"__overwrite__": v}` marks
+/// the field overwritten). @throws graph_error `code` naming the field, prefixed by `where`,
+/// for an unknown field (with the nearest name) or a value that does not fit the field's type.
+update_box update_from_json(const state_table& st, const boost::json::object& o, errc code, const std::string& where);
 
 boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req);
 boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> req);

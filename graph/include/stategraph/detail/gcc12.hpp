@@ -2,7 +2,7 @@
 /// @file detail/gcc12.hpp
 /// @brief What g++ 12 gets wrong in `co_await` expressions, as traits the public API checks in
 /// `static_assert`s, so that a spelling that would crash under g++ 12 does not compile there and
-/// says what to write instead (see the README, "Running a graph from `main()`").
+/// says what to write instead (see docs/getting-started.md, "Running a graph from `main()`").
 
 #include <type_traits>
 

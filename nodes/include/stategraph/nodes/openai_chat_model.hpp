@@ -54,9 +54,20 @@ struct std::is_error_code_enum<stategraph::nodes::chat_error> : std::true_type {
 namespace stategraph::nodes {
 
 /// @brief Connection settings of an openai_chat_model.
+/// @code
+/// nodes::openai_chat_model model({.base_url = "http://127.0.0.1:8080/v1",   // llama.cpp, vLLM, Ollama: plain http works
+///                                 .model = "qwen2.5-7b-instruct"});
+/// nodes::openai_chat_model openai({.base_url = "https://api.openai.com/v1",
+///                                  .api_key = api_key /* from a secret store or the environment, never the code */, .model = "gpt-4o-mini"});
+/// @endcode
 struct openai_options {
-    /// @brief API root, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`;
-    /// the request goes to `{base_url}/chat/completions`.
+    /// @brief API root up to and including the version segment: it must end in `/v1` (with or
+    /// without a trailing `/`), e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
+    /// The request goes to `{base_url}/chat/completions`, so a root without `/v1` reaches
+    /// `/chat/completions` and most servers answer 404 (`chat_error::http_status`).
+    /// Both schemes work: `http://` is plain TCP (a model server on this host or a private
+    /// network), `https://` is TLS with SNI and peer verification. An unknown scheme or a
+    /// malformed URL throws `chat_error::bad_url` from the constructor.
     std::string base_url;
     /// @brief Sent as `Authorization: Bearer <api_key>`; the header is omitted when empty.
     std::string api_key;

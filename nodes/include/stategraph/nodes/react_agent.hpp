@@ -27,13 +27,22 @@ enum class on_step_limit {
     final_message,  ///< @brief Append LangGraph's "Sorry, need more steps to process this request." and end.
 };
 
-/// @brief Settings of a ReAct agent.
+/// @brief Settings of a ReAct agent (the third argument of `react_agent`); every field has a
+/// default, so name only the ones you change.
+/// @code
+/// auto agent = nodes::react_agent<&desk::messages>(model, tools,
+///     {.name = "support", .system_prompt = "You answer customers of an online shop.", .max_steps = 6,
+///      .at_limit = nodes::on_step_limit::final_message,
+///      .permissions = nodes::permission_rules({}, {}, {"refund(*)"})});   // ask a human before each refund
+/// @endcode
+/// An aggregate: build it outside a `co_await` expression (g++ 12 destroys an aggregate
+/// temporary standing in one twice).
 struct react_options {
     std::string name = "react_agent";  ///< @brief Graph name (drawings, error messages).
-    std::string system_prompt;         ///< @brief First message of every model call.
-    int max_steps = 10;                ///< @brief Model calls per user turn (since the last "user" message).
-    on_step_limit at_limit = on_step_limit::error;
-    permission_rules permissions;      ///< @brief Checked before each tool call (see tool_node).
+    std::string system_prompt;         ///< @brief First message of every model call; empty: none is sent.
+    int max_steps = 10;                ///< @brief Model calls per user turn (since the last "user" message); keep the run's recursion_limit above 2 * max_steps + 1.
+    on_step_limit at_limit = on_step_limit::error; ///< @brief What a call past max_steps does: throw (default) or end with a final message.
+    permission_rules permissions;      ///< @brief Checked before each tool call (see tool_node): allow, deny, or ask a human (an interrupt). Default: allow all.
 };
 
 /// @brief How many assistant messages follow the last user message.

@@ -37,11 +37,17 @@ auto tool_result_impl() {
 }
 template <class F>
 using tool_value_t = typename tool_awaited<typename decltype(tool_result_impl<F>())::type>::type;
+/// Whether Boost.JSON can convert what the tool gives (checked once the signature fits).
+template <class F>
+inline constexpr bool tool_result_converts = boost::json::has_value_from<std::decay_t<tool_value_t<F>>>::value;
 }  // namespace detail
 
 /// @brief A callable that can be a tool: `R f(boost::json::object const& args)` or
 /// `R f(boost::json::object const& args, stategraph::context& ctx)`, where R (or what an
 /// `awaitable<R>` gives) converts to JSON (a string, a number, a described struct, a json::value).
+/// A struct of your own converts once it is listed with `BOOST_DESCRIBE_STRUCT(T, (), (fields...))`
+/// or has a `tag_invoke(boost::json::value_from_tag, boost::json::value&, T const&)` beside it;
+/// without either, `tool(...)` stops the build with a message saying so.
 template <class F>
 concept tool_function = (detail::tool_with_context<F> || detail::tool_without_context<F>) &&
                         !std::is_void_v<detail::tool_value_t<F>>;
@@ -71,10 +77,16 @@ public:
                       "or fn(const boost::json::object& args, stategraph::context& ctx) and return a value that "
                       "converts to JSON (std::string, a number, boost::json::value, a described struct) or an "
                       "awaitable of one");
+        if constexpr (tool_function<F>)
+            static_assert(detail::tool_result_converts<F>,
+                          "stategraph::nodes::tool: the function's result type has no conversion to JSON; give it "
+                          "one: BOOST_DESCRIBE_STRUCT(T, (), (fields...)) for a plain struct, or "
+                          "`void tag_invoke(boost::json::value_from_tag, boost::json::value& out, T const& v)` beside T "
+                          "(found by ADL), or return std::string or boost::json::value");
         definition_.name = std::move(name);
         definition_.description = std::move(description);
         definition_.parameters = std::move(parameters);
-        if constexpr (tool_function<F>) fn_ = wrap(std::move(fn));
+        if constexpr (tool_function<F> && detail::tool_result_converts<F>) fn_ = wrap(std::move(fn));
         journaled_ = !detail::tool_with_context<F>;
     }
 

@@ -10,11 +10,14 @@
 /// srv.listen();
 /// io.run();
 /// @endcode
-/// Threads are kept in each graph's checkpointer; the thread records (metadata, status) and the
-/// runs live in the server's memory. At `listen`, the threads already stored in the graphs'
-/// checkpointers are found again (without API keys; their metadata is reduced to graph_id and
-/// assistant_id). Thread safety: every call, and the server itself, runs on
-/// the executor's one thread.
+/// Link `stategraph::server` (CMake). Threads are kept in each graph's checkpointer; the thread
+/// records (metadata, status), the runs, their queue and their events live in a run store
+/// (`server_options::runs`, <stategraph/server/run_store.hpp>): SQLite for one host, PostgreSQL for
+/// many; any instance on the same store serves any request, and its workers claim queued runs
+/// (a dead instance's runs are taken over). At `listen`, threads already stored in the graphs'
+/// checkpointers without a record are adopted (without API keys; their metadata is reduced to
+/// graph_id and assistant_id). Wire SIGTERM to `drain` (docs/examples/serve.cpp). Thread safety:
+/// every call, and the server itself, runs on the executor's one thread.
 
 #include <stategraph/server/assistant.hpp>
 #include <stategraph/server/error.hpp>
@@ -38,18 +41,23 @@ public:
     /// @throws std::invalid_argument when the graph id is taken.
     void add(assistant_spec spec);
 
-    /// @brief Binds `host:port` and starts accepting; returns the bound port (the chosen one
-    /// when the port is 0). @throws boost::system::system_error when the address is in use.
+    /// @brief Binds `host:port` and starts accepting, and starts this instance's workers (unless
+    /// `max_runs_in_flight` is 0); returns the bound port (the chosen one when the port is 0).
+    /// A worker-only instance (`serve_api` false) binds nothing and returns 0.
+    /// @throws boost::system::system_error when the address is in use.
     unsigned short listen();
 
-    /// @brief Stops accepting and closes idle connections; running runs go on to their end.
+    /// @brief Stops accepting and closes idle connections; this instance claims no more runs,
+    /// and those running go on to their end.
     void stop();
 
-    /// @brief Graceful shutdown (what SIGTERM should do): stops accepting, asks every run of the
-    /// process to stop at its next superstep boundary with everything saved
-    /// (`stategraph::request_drain`, process-wide), and calls `done` once no run is in flight.
-    /// A drained run ends `interrupted`; a server started later on the same checkpointer finds
-    /// the thread again, and a run with no input continues it.
+    /// @brief Graceful shutdown (what SIGTERM should do): stops accepting, starts no queued run,
+    /// asks every run of the process to stop at its next superstep boundary with everything
+    /// saved (`stategraph::request_drain`, process-wide) and hands each back to the queue
+    /// (pending, for any instance on the run store), then calls `done` once none is in flight
+    /// here, or after `server_options::drain_timeout` (a run still in a node then keeps its claim
+    /// until it expires, and another instance takes it over). Clients waiting on a handed-back
+    /// run through this instance are told `ServerDraining`.
     void drain(std::function<void()> done);
 
     /// @brief The bound port (0 before `listen`).

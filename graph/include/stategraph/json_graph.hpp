@@ -1,0 +1,184 @@
+#pragma once
+/// @file json_graph.hpp
+/// @brief `json_graph`: a compiled graph of any state type seen through JSON (type-erased), for
+/// code that does not know the state type at compile time, such as an HTTP server: invoke with
+/// JSON input or a resume, read the state and its history as JSON, update it from JSON, list the
+/// pending interrupts and the subgraph namespaces, and read the graph's shape and fields.
+///
+/// State and updates go through the engine's own conversion (the one `checkpoints` and streamed
+/// `values` use), so a field reads and writes here exactly as it is stored.
+///
+/// Every call returns an awaitable and is a plain function: its arguments are moved into the
+/// call before anything is awaited, so temporaries are safe under g++ 12.
+/// @code
+/// stategraph::json_graph g(app);                     // any compiled_graph<S>
+/// stategraph::json_run run;
+/// run.input = boost::json::object{{"question", "hi"}};
+/// run.config.thread_id = "chat-42";
+/// auto r = co_await g.invoke(std::move(run));        // r.values is a JSON object
+/// @endcode
+///
+/// Errors are the engine's: `graph_error` with an `errc`. A JSON value that does not fit the
+/// state throws `invalid_input` naming the field (`graph_error::names()` holds it first).
+
+#include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/command.hpp>
+#include <stategraph/compiled_graph.hpp>
+#include <stategraph/context.hpp>
+#include <stategraph/detail/engine.hpp>
+#include <stategraph/detail/graph_core.hpp>
+#include <stategraph/run_config.hpp>
+#include <stategraph/stream.hpp>
+#include <stategraph/topology.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace stategraph {
+
+/// @brief One call of `json_graph::invoke`: what goes in, how it runs, what it streams.
+struct json_run {
+    /// Continue the thread (`continue_run`), new values (the graph's input schema when it
+    /// declares one, else state fields; read against the thread's state: a nested struct's
+    /// members left out keep their values), or a resume (one value, or values by interrupt id:
+    /// `resume_map`).
+    std::variant<continue_input, boost::json::object, resume_input> input;
+    /// The thread, the checkpoint to start from (replay or fork), the recursion limit, ...
+    run_config config;
+    /// The stream modes `on_event` receives (none: `on_event` is not called).
+    stream_mode modes = stream_mode::none;
+    /// Called for each streamed event, on the executor of the awaiting coroutine.
+    stream_handler on_event;
+    /// Breakpoints of this call, replacing the graph's compiled ones of their kind ("*": every node).
+    std::optional<std::vector<std::string>> interrupt_before, interrupt_after;
+};
+
+/// @brief What `json_graph::invoke` returns: a `run_result` whose `values` is the state as a
+/// JSON object (every field).
+using json_result = run_result<boost::json::object>;
+
+/// @brief A checkpoint of a thread: a `state_snapshot` whose `values` is the state as a JSON
+/// object (every field).
+using json_snapshot = state_snapshot<boost::json::object>;
+
+/// @brief One call of `json_graph::update_state`.
+struct json_update {
+    std::string thread_id;
+    boost::json::object values;           ///< state fields (none: a checkpoint with no change); nested members left out kept
+    std::optional<std::string> as_node;   ///< the node the values come from (default: the last writer)
+    std::optional<std::string> checkpoint_id; ///< the checkpoint to update (default: the latest)
+    bool allow_drift = false;             ///< update a thread written by another graph shape
+};
+
+/// @brief A checkpoint namespace of a thread and its newest checkpoint there.
+struct namespace_head {
+    std::string ns; ///< "" for the graph itself, `node:task` (and `…|node:task`) for a subgraph
+    std::string checkpoint_id;
+};
+
+/// @brief A compiled graph of any state type, with JSON in and out. Cheap to copy (a shared
+/// handle); safe to use from many coroutines at once, as `compiled_graph` is.
+///
+/// Cancellation: a call stops when the awaiting coroutine's cancellation slot is emitted (as
+/// `compiled_graph::invoke` does): tasks in flight are cancelled, and what was saved stays.
+class json_graph {
+public:
+    json_graph() = default;
+    /// @brief The JSON face of `g`.
+    template <class S>
+    explicit json_graph(const compiled_graph<S>& g) : json_graph(g.core()) {}
+    /// @brief The JSON face of a compiled graph's engine tables (`compiled_graph::core()`, or
+    /// a server `assistant_spec`'s `core`).
+    /// @throws std::invalid_argument when `core` is null.
+    explicit json_graph(std::shared_ptr<const detail::graph_core> core);
+
+    // -- running ---------------------------------------------------------------------------------
+
+    /// @brief Runs the graph until it ends, interrupts or drains.
+    /// @throws graph_error `invalid_input` naming the field when `run.input`'s values do not fit
+    /// the state (thrown by this call, before anything runs); the engine's errors otherwise
+    /// (`nothing_to_resume`, `unknown_interrupt_id`, `checkpoint_not_found`, `recursion_limit`,
+    /// `node_failed`, ...).
+    boost::asio::awaitable<json_result> invoke(json_run run) const;
+
+    // -- state -----------------------------------------------------------------------------------
+
+    /// @brief The thread's state at its latest checkpoint (writes of tasks that finished in the
+    /// unfinished step applied). @throws thread_error `thread_not_found`, `no_checkpointer`.
+    boost::asio::awaitable<json_snapshot> get_state(std::string thread_id) const;
+    /// @brief The thread's state at checkpoint `checkpoint_id` (the latest when empty).
+    /// @throws thread_error `checkpoint_not_found` naming the thread.
+    boost::asio::awaitable<json_snapshot> get_state(std::string thread_id, std::optional<std::string> checkpoint_id) const;
+    /// @brief The thread's checkpoints, newest first (empty for an unknown thread).
+    boost::asio::awaitable<std::vector<json_snapshot>> get_state_history(std::string thread_id) const;
+    boost::asio::awaitable<std::vector<json_snapshot>> get_state_history(std::string thread_id,
+                                                                         checkpoint::list_options options) const;
+    /// @brief Writes `u.values` as if node `u.as_node` had returned them, in a new checkpoint
+    /// with source "update"; returns its id.
+    /// @throws graph_error `invalid_input` naming the field (thrown by this call), `unknown_node`
+    /// for an `as_node` that is not a node, `thread_not_found`, `checkpoint_not_found`,
+    /// `graph_drift` (unless `allow_drift`).
+    boost::asio::awaitable<std::string> update_state(json_update u) const;
+    /// @brief The interrupts the thread's latest checkpoint waits on (what a resume answers).
+    /// @throws thread_error `thread_not_found` for a thread with no checkpoint.
+    boost::asio::awaitable<std::vector<interrupt_info>> pending_interrupts(std::string thread_id) const;
+    /// @brief The thread's checkpoint namespaces that a resume continues: the graph's own ("")
+    /// first, then, depth first, each subgraph namespace holding an interrupted task's subgraph,
+    /// with the newest checkpoint of each (namespaces with none are left out).
+    /// @throws thread_error `no_checkpointer`.
+    boost::asio::awaitable<std::vector<namespace_head>> subgraph_namespaces(std::string thread_id) const;
+
+    // -- conversions -----------------------------------------------------------------------------
+
+    /// @brief Checks that `values` fits the state as an update, as `invoke` and `update_state`
+    /// would read it. @throws graph_error `invalid_input` naming the field, with `where` first in
+    /// the message (as "input: unknown field 'x' (did you mean 'y'?)").
+    void check_values(const boost::json::object& values, std::string_view where) const;
+    /// @brief Checks that `input` fits the graph's input (its input schema, else the state's
+    /// fields), as `invoke` reads it. @throws graph_error `invalid_input` (an
+    /// `unknown_member_error` for a member a struct lacks) with `where` first in the message.
+    void check_input(const boost::json::object& input, std::string_view where) const;
+    /// @brief A typed state as JSON, as this face shows it (every field).
+    template <class S>
+    static boost::json::object to_json(const S& state) {
+        return detail::state_json(detail::table_of<S>(), &state);
+    }
+    /// @brief A typed update from JSON, as this face reads it.
+    /// @throws graph_error `invalid_input` naming the field.
+    template <class S>
+    static update<S> update_from_json(const boost::json::object& values) {
+        auto box = detail::update_from_json(detail::table_of<S>(), values, errc::invalid_input, "update");
+        return std::move(*static_cast<update<S>*>(box.get()));
+    }
+
+    // -- shape -----------------------------------------------------------------------------------
+
+    /// @brief Whether the face holds a graph.
+    explicit operator bool() const noexcept { return core_ != nullptr; }
+    /// @brief The graph's shape: nodes, edges, routes, stages, breakpoints.
+    const topology& shape() const;
+    /// @brief The state's fields, in declaration order.
+    const std::vector<std::string>& fields() const;
+    /// @brief Whether `name` is a node of the graph.
+    bool has_node(const std::string& name) const;
+    /// @brief The checkpointer the graph was compiled with (may be null).
+    const std::shared_ptr<checkpoint::saver>& checkpointer() const;
+    /// @brief The graph signature stamped on every checkpoint.
+    const std::string& signature() const;
+    /// @brief The engine's tables.
+    const std::shared_ptr<const detail::graph_core>& core() const noexcept { return core_; }
+
+private:
+    const detail::graph_core& g() const;
+    std::shared_ptr<const detail::graph_core> core_;
+};
+
+} // namespace stategraph
