@@ -42,6 +42,14 @@ boost::asio::awaitable<void> hitl(sg::compiled_graph<turn> app) {
     r = co_await app.invoke(sg::resume("Thomas Berger"), {.thread_id = "chat-42"});
     // `ask` runs again from its start; interrupt() now returns "Thomas Berger"
     // [end]
+    // [snippet hitl_command]
+    // LangGraph's Command(resume=..., update=..., goto=...): answer and correct the state at once,
+    auto answer = sg::command<turn>{}.with(sg::resume("Thomas Berger")).with(sg::update<turn>{}.set<&turn::status>("checked"));
+    r = co_await app.invoke(std::move(answer), {.thread_id = "chat-42"});
+    // or, on a finished thread, set a field and run one node again (then its edges).
+    auto again = sg::command<turn>{}.with(sg::update<turn>{}.set<&turn::question>("Which Anna?")).go_to("ask");
+    r = co_await app.invoke(std::move(again), {.thread_id = "chat-42"});
+    // [end]
 }
 
 // [snippet node_context]

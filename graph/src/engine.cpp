@@ -382,6 +382,9 @@ struct run_state {
     bool track_delta = false;
     update_box delta;
     std::map<std::string, boost::json::value> resume_answers; // pending interrupt id -> answer
+    /// Fields a Command given with a resume changed before the resumed step ran: saved with
+    /// that step's checkpoint.
+    field_mask command_changed;
     /// The input of an input checkpoint: written into its metadata, and read back when that
     /// checkpoint is the newest (the process died before the first step's checkpoint), so that
     /// continuing the thread applies it. Empty (no fields) when there is none.
@@ -725,7 +728,7 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
         std::fill(r.delta_chain.begin(), r.delta_chain.end(), 0);
         // An input (or fork) checkpoint's fields at its own id are its input, not applied yet
         // (write_record): they go back into `start_input`, the state keeps its value before.
-        const bool takes_input = cp.source == "input" || cp.source == "fork";
+        const bool takes_input = (cp.source == "input" || cp.source == "fork") && !cp.metadata.contains(names::command);
         boost::json::object carried_input;
         r.carried.reset();
         r.carried_id.clear();
@@ -880,6 +883,8 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
     cp.metadata[names::step] = step;
     if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
     cp.metadata[names::source] = source;
+    // An input checkpoint with no input to run was written by a Command (its update applied).
+    if (!r.has_start_input && std::string_view(source) == "input") cp.metadata[names::command] = true;
     if (r.has_start_input && (std::string_view(source) == "input" || std::string_view(source) == "fork")) {
         // The input, not applied yet. A field never written before goes in as its channel value
         // at this checkpoint's id (which no field of an input checkpoint has otherwise: it writes
@@ -1781,7 +1786,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         // route: a router reads the state as of the step's start plus its own node's writes.
         check_conflicts(g, tasks);
         forget_saved_sizes(r, settle_overwrites(g, tasks));
-        field_mask changed;
+        field_mask changed = std::exchange(r.command_changed, field_mask{});
         for (const auto& t : tasks) changed |= t.out_fields;
         frontier next;
         next.barriers = r.fr.barriers;
@@ -1884,6 +1889,76 @@ boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, upda
     }
 }
 
+/// A Command as the call's input (LangGraph's `Command(update, goto, resume)`), as LangGraph
+/// runs one (project case 58): with a resume, the update is applied before the resumed step's
+/// tasks run and the goto targets join that step (no checkpoint of their own); without one, an
+/// input checkpoint one step on holds the update applied and what runs next (the nodes the
+/// thread was waiting on, their tasks new, plus the goto targets), and the run goes on from it.
+/// Returns whether the first step passes its static breakpoints (a resume's does).
+boost::asio::awaitable<bool> apply_command(const call_env& env, run_state& r, run_input& in) {
+    const auto& g = env.g;
+    const auto& st = *g.st;
+    const bool has_update = in.json || static_cast<bool>(in.values);
+    if (!in.has_resume && !has_update && in.go_to.empty() && in.sends.empty() && in.json_sends.empty())
+        throw thread_error(errc::invalid_input,
+                           "thread '" + r.thread_id() + "': a command input needs a resume, an update or a goto", {r.thread_id()});
+    // Every target is checked before anything changes.
+    frontier targets;
+    for (const auto& n : in.go_to) add_target(g, n, targets, "command.goto");
+    for (auto& [node, arg] : in.json_sends) {
+        const int id = g.find(node);
+        if (id < 0) add_target(g, node, targets, "command.goto"); // throws invalid_route
+        try {
+            in.sends.push_back(restored_send(g, id, arg));
+        } catch (const graph_error&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw graph_error(errc::invalid_input,
+                              "command.goto: the input of a Send to node '" + node + "' does not fit it: " + e.what(), {node});
+        }
+    }
+    for (const auto& s : in.sends) check_send(g, s, "command.goto");
+    auto add_targets = [&](frontier& f) {
+        for (const auto& n : in.go_to) add_target(g, n, f, "command.goto");
+        for (auto& s : in.sends) f.push.push_back(std::move(s));
+    };
+    auto apply_update = [&]() -> field_mask {
+        if (in.json) in.values = merge_update_from_json(st, *in.json, r.state.get(), errc::invalid_input, "command.update");
+        if (!in.values) return {};
+        const field_mask fields = in.values.fields();
+        forget_saved_sizes(r, in.values.overwrites());
+        track(st, r, in.values);
+        st.apply(r.state.get(), in.values.get());
+        return fields;
+    };
+    if (in.has_resume) {
+        if (!r.have_checkpoint)
+            throw thread_error(errc::thread_not_found, "cannot resume thread '" + r.thread_id() + "': it has no checkpoint",
+                               {r.thread_id()});
+        apply_resume(r, in.resume);
+        r.command_changed |= apply_update();
+        add_targets(r.fr);
+        co_return true;
+    }
+    if (r.has_start_input) {
+        // The newest checkpoint is an input whose first step was never saved: it goes first.
+        auto input = update_from_json(st, r.start_input, errc::corrupt_checkpoint,
+                                      "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", input");
+        co_await apply_input(env, r, input, r.step + 1);
+    }
+    const std::int64_t base = r.have_checkpoint ? r.step : -2;
+    const field_mask changed = apply_update();
+    add_targets(r.fr);
+    r.last_writers.clear();
+    if (r.session) {
+        co_await save(g, r, checkpoint::new_checkpoint_id(), base + 1, "input", changed);
+    } else {
+        r.pending.clear(); // the tasks waiting run again, as new tasks
+        r.step = base + 1, r.have_checkpoint = true;
+    }
+    co_return false;
+}
+
 boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r, run_input& in) {
     const auto& g = env.g;
     const auto& st = *g.st;
@@ -1926,7 +2001,9 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     }
 
     bool skip_breakpoint = false;
-    if (in.what == run_input::kind::values) {
+    if (in.what == run_input::kind::command) {
+        skip_breakpoint = co_await apply_command(env, r, in);
+    } else if (in.what == run_input::kind::values) {
         // A caller's JSON is read against the state it starts from (members left out keep it).
         if (in.json) in.values = read_input(g, *in.json, in.json_type, r.state.get(), errc::invalid_input, "input");
         // New input: abandons pending tasks and interrupts; runs from START.

@@ -120,6 +120,16 @@ boost::asio::awaitable<json_result> json_graph::invoke(json_run run) const {
     } else if (auto* resume = std::get_if<resume_input>(&run.input)) {
         req->input.what = detail::run_input::kind::resume;
         req->input.resume = std::move(*resume);
+    } else if (auto* c = std::get_if<json_command>(&run.input)) {
+        req->input.what = detail::run_input::kind::command;
+        // The update is read against the thread's state once it is loaded (nested members kept).
+        req->input.json = std::move(c->update);
+        req->input.go_to = std::move(c->go_to);
+        req->input.json_sends = std::move(c->sends);
+        if (c->resume) {
+            req->input.has_resume = true;
+            req->input.resume = std::move(*c->resume);
+        }
     }
     return run_json(std::move(req));
 }

@@ -50,6 +50,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::map<std::string, std::shared_ptr<live_run>> local; ///< run id -> the runs executing here
     std::map<std::string, waiter_list> run_watch;           ///< run id -> who waits for news of it
     waiter_list runs_changed;  ///< thread streams: a run was queued or ended (here or, notified, elsewhere)
+    /// Waiters of single runs, besides their own `run_watch` list: news that names no run
+    /// (claims expired, runs ended by a sweep). A waiter is not woken by other runs' news (with
+    /// many clients waiting, each notification would otherwise re-read every waiting run).
+    waiter_list any_run_wake;
     waiter_list dispatch_wake; ///< the dispatcher: a run was queued, a worker is free
     waiter_list drained_wake;  ///< drain: a live run ended
     std::list<beast::tcp_stream*> sessions;

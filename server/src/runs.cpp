@@ -85,7 +85,7 @@ json::value server::impl::result_of(const run_record& r) {
 
 awaitable<void> server::impl::wait_run(const std::string& run_id, std::chrono::milliseconds timeout) {
     auto& list = run_watch[run_id];
-    co_await wait_on(&list, &runs_changed, timeout);
+    co_await wait_on(&list, &any_run_wake, timeout);
     if (auto it = run_watch.find(run_id); it != run_watch.end() && it->second.empty()) run_watch.erase(it);
 }
 
@@ -98,6 +98,7 @@ void server::impl::on_notification(const std::string& channel, const std::string
     // claims expired: the dispatcher looks for work, streams and waiters look again.
     wake(dispatch_wake);
     wake(runs_changed);
+    if (payload == "ended" || payload == "expired") wake(any_run_wake); // news of no one run
     auto colon = payload.find(':');
     const std::string id = colon == std::string::npos ? payload : payload.substr(colon + 1);
     wake_run(id);
@@ -186,10 +187,23 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
 
     // What the worker runs (validated here: every mistake is a 4xx before anything is queued).
     json::object spec;
+    // LangGraph's Command: resume, update and goto, alone or together (see command<S>).
+    const json::value* cmd_update = command ? field(*command, "update") : nullptr;
+    const json::value* cmd_goto = command ? field(*command, "goto") : nullptr;
+    if (cmd_update && cmd_update->is_null()) cmd_update = nullptr;
+    if (cmd_goto && cmd_goto->is_null()) cmd_goto = nullptr;
+    if (command && input) throw http_error(422, "send either 'input' or 'command', not both");
+    if (command) {
+        for (const auto& [k, v] : *command)
+            if (k != "resume" && k != "update" && k != "goto" && k != "graph")
+                throw http_error(422, "field 'command." + std::string(k) + "' is not a field of a command (resume, update, goto)");
+        if (const auto* gr = field(*command, "graph"); gr && !gr->is_null())
+            throw http_error(422, "field 'command.graph': a run's command applies to its own graph (Command.PARENT is for a "
+                                  "subgraph's node)");
+        if (!field(*command, "resume") && !cmd_update && !cmd_goto)
+            throw http_error(422, "field 'command' needs 'resume', 'update' or 'goto'");
+    }
     if (command && field(*command, "resume")) {
-        if (input) throw http_error(422, "send either 'input' or 'command.resume', not both");
-        if (field(*command, "goto") || field(*command, "update"))
-            throw http_error(422, "command.goto and command.update are not supported by this server yet (command.resume is)");
         if (!th || th->graph_id.empty())
             throw http_error(400, "thread '" + target.thread_id + "' has no pending interrupt to resume (it has never run)");
         std::vector<std::string> pending;
@@ -206,9 +220,61 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
                                       " pending interrupts: resume with a map {interrupt id: value}");
         if (by_id) spec["resume_map"] = value;
         else spec["resume"] = value;
+    }
+    if (cmd_update || cmd_goto) {
+        json::object c;
+        if (cmd_update) {
+            // An object of state fields, or LangGraph's list of [field, value] pairs.
+            json::object u;
+            if (cmd_update->is_object()) {
+                u = cmd_update->get_object();
+            } else if (cmd_update->is_array()) {
+                for (const auto& pair : cmd_update->get_array()) {
+                    const auto* kv = pair.if_array();
+                    if (!kv || kv->size() != 2 || !(*kv)[0].is_string())
+                        throw http_error(422, "field 'command.update' must be an object of state fields or a list of "
+                                              "[field, value] pairs");
+                    u[(*kv)[0].get_string()] = (*kv)[1];
+                }
+            } else {
+                wrong_type("command.update", "an object of state fields", *cmd_update);
+            }
+            a->graph.check_values(u, "command.update"); // a field that does not fit is a 422 now
+            c["update"] = std::move(u);
+        }
+        if (cmd_goto) {
+            // A node name, a Send ({"node", "input"}), or a list of those.
+            json::array go, sends;
+            auto one = [&](const json::value& v) {
+                std::string node;
+                if (v.is_string()) node = v.get_string();
+                else if (const auto* o = v.if_object(); o && o->contains("node") && o->at("node").is_string())
+                    node = o->at("node").get_string();
+                else
+                    throw http_error(422, "field 'command.goto' must be a node name, a Send {\"node\", \"input\"} or a list "
+                                          "of those");
+                if (node != "__end__" && !a->graph.shape().find(node))
+                    throw http_error(422, "command.goto: '" + node + "' is not a node of graph '" + a->spec.graph_id + "'");
+                if (v.is_string()) {
+                    go.push_back(json::string(node));
+                } else {
+                    const auto* arg = v.get_object().if_contains("input");
+                    if (!arg) arg = v.get_object().if_contains("arg");
+                    sends.push_back(json::object{{"node", node}, {"input", arg ? *arg : json::value(nullptr)}});
+                }
+            };
+            if (const auto* list = cmd_goto->if_array()) {
+                for (const auto& v : *list) one(v);
+            } else {
+                one(*cmd_goto);
+            }
+            c["goto"] = std::move(go);
+            c["sends"] = std::move(sends);
+        }
+        spec["command"] = std::move(c);
+    }
+    if (command) {
         run.kwargs["command"] = *command;
-    } else if (command && (field(*command, "goto") || field(*command, "update"))) {
-        throw http_error(422, "command.goto and command.update are not supported by this server yet (command.resume is)");
     } else if (input) {
         json::object in = input->get_object();
         if (a->spec.options.input_adapter) in = a->spec.options.input_adapter(std::move(in), target.key);
@@ -839,17 +905,32 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             else req.config.recursion_limit = a->spec.options.recursion_limit;
             if (!progressed) {
                 if (auto cp = string_of(rec.spec, "checkpoint_id"); !cp.empty()) req.config.checkpoint_id = cp;
+                std::optional<resume_input> resume;
+                if (const auto* m = rec.spec.if_contains("resume_map"); m && m->is_object()) {
+                    resume.emplace();
+                    resume->is_map = true;
+                    for (const auto& [k, v] : m->get_object()) resume->by_id[std::string(k)] = v;
+                } else if (const auto* r = rec.spec.if_contains("resume")) {
+                    resume.emplace();
+                    resume->value = *r;
+                }
                 if (const auto* in = rec.spec.if_contains("input"); in && in->is_object()) {
                     req.input = in->get_object(); // read against the thread's state by the engine
-                } else if (const auto* m = rec.spec.if_contains("resume_map"); m && m->is_object()) {
-                    resume_input resume;
-                    resume.is_map = true;
-                    for (const auto& [k, v] : m->get_object()) resume.by_id[std::string(k)] = v;
-                    req.input = std::move(resume);
-                } else if (const auto* r = rec.spec.if_contains("resume")) {
-                    resume_input resume;
-                    resume.value = *r;
-                    req.input = std::move(resume);
+                } else if (const auto* c = rec.spec.if_contains("command"); c && c->is_object()) {
+                    json_command cmd;
+                    if (const auto* u = c->get_object().if_contains("update"); u && u->is_object()) cmd.update = u->get_object();
+                    if (const auto* go = c->get_object().if_contains("goto"); go && go->is_array())
+                        for (const auto& n : go->get_array())
+                            if (n.is_string()) cmd.go_to.emplace_back(n.get_string());
+                    if (const auto* ss = c->get_object().if_contains("sends"); ss && ss->is_array())
+                        for (const auto& sd : ss->get_array())
+                            if (const auto* o = sd.if_object(); o && o->contains("node"))
+                                cmd.sends.emplace_back(std::string(o->at("node").as_string()),
+                                                       o->contains("input") ? o->at("input") : json::value(nullptr));
+                    cmd.resume = std::move(resume);
+                    req.input = std::move(cmd);
+                } else if (resume) {
+                    req.input = std::move(*resume);
                 }
             }
             for (const char* k : {"interrupt_before", "interrupt_after"})

@@ -316,6 +316,7 @@ void server::stop() {
     for (auto* s : impl_->sessions) s->socket().cancel(ignored);
     // Streams and waiters end (they wait on timers, not on the socket).
     impl_->wake(impl_->runs_changed);
+    impl_->wake(impl_->any_run_wake);
     impl_->wake(impl_->dispatch_wake);
     for (auto& [id, w] : impl_->run_watch) impl_->wake(w);
 }

@@ -175,6 +175,57 @@ BOOST_AUTO_TEST_CASE(per_run_breakpoints) {
     BOOST_TEST(bad.detail().find("'asx' is not a node of graph 'chat'") != std::string::npos, bad.detail());
 }
 
+// Issue 27: LangGraph's Command as a run's input over HTTP: resume with an update, goto with an
+// update (an input checkpoint, then the target), goto as a list, the update as [field, value]
+// pairs; mistakes are 422s naming the field or node, before anything is queued.
+BOOST_AUTO_TEST_CASE(command_goto_update_resume) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    auto path = "/threads/" + tid + "/runs/wait";
+    auto asked = post(s.port, path, json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "ask"}}}});
+    BOOST_TEST(asked.status == 200u);
+    BOOST_TEST(get(s.port, "/threads/" + tid).json().at("status").as_string() == "interrupted");
+    // resume + update: the update is in the state before ask finishes; ask's answer is the resume.
+    auto resumed = post(s.port, path,
+                        json::object{{"assistant_id", "chat"},
+                                     {"command", json::object{{"resume", "yes"}, {"update", json::object{{"log", json::array{"u"}}}}}}});
+    BOOST_TEST(resumed.status == 200u);
+    BOOST_TEST(json::serialize(resumed.json().at("log")) == R"(["work","u","ask"])");
+    BOOST_TEST(resumed.json().at("answer").as_string() == "yes");
+    const auto history_before = post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array().size();
+    // goto + update on the finished thread: an input checkpoint with the update, then ask alone.
+    json::array pairs{json::array{"question", "jump"}, json::array{"log", json::array{"g"}}};
+    json::object jump_cmd{{"goto", "ask"}, {"update", pairs}};
+    auto jumped = post(s.port, path, json::object{{"assistant_id", "chat"}, {"command", jump_cmd}});
+    BOOST_TEST(jumped.status == 200u);
+    BOOST_TEST(json::serialize(jumped.json().at("log")) == R"(["work","u","ask","g","ask"])");
+    BOOST_TEST(jumped.json().at("question").as_string() == "jump");
+    auto history = post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array();
+    BOOST_TEST(history.size() == history_before + 2);
+    BOOST_TEST(history.at(1).at("metadata").at("source").as_string() == "input");
+    BOOST_TEST(json::serialize(history.at(1).at("next")) == R"(["ask"])");
+    // goto a list: both nodes in one step.
+    auto both = post(s.port, path, json::object{{"assistant_id", "chat"}, {"command", json::object{{"goto", json::array{"work", "ask"}}}}});
+    BOOST_TEST(both.status == 200u);
+    BOOST_TEST(both.json().at("log").as_array().size() == 8u); // + ask, work (step 1), then work's ask
+    // Mistakes: 422 naming what is wrong; nothing queued, the thread unchanged.
+    const auto n = post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array().size();
+    auto bad_node = post(s.port, path, json::object{{"assistant_id", "chat"}, {"command", json::object{{"goto", "asx"}}}});
+    BOOST_TEST(bad_node.status == 422u);
+    BOOST_TEST(bad_node.detail().find("'asx' is not a node of graph 'chat'") != std::string::npos, bad_node.detail());
+    auto bad_field = post(s.port, path, json::object{{"assistant_id", "chat"}, {"command", json::object{{"update", json::object{{"qestion", "x"}}}}}});
+    BOOST_TEST(bad_field.status == 422u);
+    BOOST_TEST(bad_field.detail().find("qestion") != std::string::npos, bad_field.detail());
+    auto empty = post(s.port, path, json::object{{"assistant_id", "chat"}, {"command", json::object{}}});
+    BOOST_TEST(empty.status == 422u);
+    auto both_kinds = post(s.port, path, json::object{{"assistant_id", "chat"}, {"input", json::object{}}, {"command", json::object{{"goto", "ask"}}}});
+    BOOST_TEST(both_kinds.status == 422u);
+    auto unknown = post(s.port, path, json::object{{"assistant_id", "chat"}, {"command", json::object{{"gotoo", "ask"}}}});
+    BOOST_TEST(unknown.status == 422u);
+    BOOST_TEST(unknown.detail().find("command.gotoo") != std::string::npos, unknown.detail());
+    BOOST_TEST(post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array().size() == n);
+}
+
 BOOST_AUTO_TEST_CASE(threads_crud_search_copy) {
     running_server s(test_options());
     auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}, {"graph_id", "chat"}}}});

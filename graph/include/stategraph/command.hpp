@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeindex>
 #include <typeinfo>
@@ -51,13 +52,30 @@ private:
     boost::json::value (*to_json_)(const void*) = nullptr;
 };
 
-/// @brief What a node returns to both update the state and choose where to go next.
-/// Targets add to the node's static edges (as in LangGraph); END is ignored.
+/// @brief The input that answers pending interrupts: one value for all of them, or a map
+/// from interrupt id to value.
+struct resume_input {
+    boost::json::value value;
+    std::map<std::string, boost::json::value> by_id;
+    bool is_map = false;
+};
+
+/// @brief What a node returns to both update the state and choose where to go next, and what
+/// a caller may give `invoke` as LangGraph's `Command(update=..., goto=..., resume=...)`.
+///
+/// Returned by a node: targets add to the node's static edges (as in LangGraph); END is ignored.
+/// As a call's input: with a resume, the update is applied before the resumed step runs and the
+/// targets run in that step; without one, the update and the targets make an input checkpoint
+/// and the run goes on from it (the nodes the thread waited on run again, beside the targets).
+/// `co_await app.invoke(command<S>{}.with(resume("yes")).with(update<S>{}.set<&S::note>("n")), cfg)`.
 template <class S>
 struct command {
     update<S> writes;              ///< the state update
     std::vector<std::string> targets; ///< nodes to run in the next superstep
     std::vector<send> sends;       ///< Sends to run in the next superstep
+    /// As a call's input only: the answer to the thread's pending interrupts. A node's command
+    /// with one fails the node (a resume is a caller's answer).
+    std::optional<resume_input> resume;
 
     command& go_to(std::string node) & { targets.push_back(std::move(node)); return *this; }
     command&& go_to(std::string node) && { targets.push_back(std::move(node)); return std::move(*this); }
@@ -67,15 +85,9 @@ struct command {
     }
     command&& go_to(send s) && { sends.push_back(std::move(s)); return std::move(*this); }
     command&& with(update<S> u) && { writes = std::move(u); return std::move(*this); }
+    command&& with(resume_input r) && { resume = std::move(r); return std::move(*this); }
 };
 
-/// @brief The input that answers pending interrupts: one value for all of them, or a map
-/// from interrupt id to value.
-struct resume_input {
-    boost::json::value value;
-    std::map<std::string, boost::json::value> by_id;
-    bool is_map = false;
-};
 /// @brief Answers every pending interrupt of the thread with `v`.
 template <class T>
 resume_input resume(const T& v) { return {boost::json::value_from(v), {}, false}; }

@@ -137,8 +137,9 @@ class compiled_graph {
 public:
     using state_type = S;
     /// @brief Input of a call: new values (reduced into the thread's state), a caller's JSON or a
-    /// value of the graph's input schema (`as_input`), a resume, or nothing.
-    using input = std::variant<continue_input, update<S>, resume_input, schema_input>;
+    /// value of the graph's input schema (`as_input`), a resume, a `command<S>` (LangGraph's
+    /// `Command` as input: update, goto and resume in one), or nothing.
+    using input = std::variant<continue_input, update<S>, resume_input, schema_input, command<S>>;
 
     compiled_graph() = default;
     explicit compiled_graph(std::shared_ptr<const detail::graph_core> core) : core_(std::move(core)) {}
@@ -306,6 +307,15 @@ private:
             req->input.what = detail::run_input::kind::values;
             req->input.json = std::move(j->values);
             req->input.json_type = j->type;
+        } else if (auto* c = std::get_if<command<S>>(&in)) {
+            req->input.what = detail::run_input::kind::command;
+            if (!c->writes.empty()) req->input.values = detail::update_box::of<S>(std::move(c->writes));
+            req->input.go_to = std::move(c->targets);
+            req->input.sends = std::move(c->sends);
+            if (c->resume) {
+                req->input.has_resume = true;
+                req->input.resume = std::move(*c->resume);
+            }
         }
         return req;
     }

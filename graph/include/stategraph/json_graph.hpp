@@ -39,18 +39,29 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
 namespace stategraph {
 
+/// @brief LangGraph's `Command` as a caller's JSON input (`{"update", "goto", "resume"}` of the
+/// HTTP API's `command`): see `command<S>` for how a call runs one.
+struct json_command {
+    std::optional<boost::json::object> update; ///< state fields (nested members left out keep their values)
+    std::vector<std::string> go_to;            ///< nodes to run next
+    /// Sends to run next: the node and its input (the node's input type as JSON).
+    std::vector<std::pair<std::string, boost::json::value>> sends;
+    std::optional<resume_input> resume; ///< the answer to the thread's pending interrupts
+};
+
 /// @brief One call of `json_graph::invoke`: what goes in, how it runs, what it streams.
 struct json_run {
     /// Continue the thread (`continue_run`), new values (the graph's input schema when it
     /// declares one, else state fields; read against the thread's state: a nested struct's
-    /// members left out keep their values), or a resume (one value, or values by interrupt id:
-    /// `resume_map`).
-    std::variant<continue_input, boost::json::object, resume_input> input;
+    /// members left out keep their values), a resume (one value, or values by interrupt id:
+    /// `resume_map`), or a command.
+    std::variant<continue_input, boost::json::object, resume_input, json_command> input;
     /// The thread, the checkpoint to start from (replay or fork), the recursion limit, ...
     run_config config;
     /// The stream modes `on_event` receives (none: `on_event` is not called).

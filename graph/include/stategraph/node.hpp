@@ -14,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <functional>
+#include <stdexcept>
 #include <type_traits>
 
 namespace stategraph {
@@ -93,6 +94,9 @@ void to_result(node_result& out, R&& r) {
     if constexpr (std::is_same_v<std::decay_t<R>, update<S>>) {
         if (!r.empty()) out.writes = update_box::of<S>(std::move(r));
     } else {
+        if (r.resume)
+            throw std::invalid_argument("the node returned a command with a resume: a resume answers a thread's interrupts "
+                                        "and is a caller's input (app.invoke(command<S>{}.with(resume(...)), cfg))");
         if (!r.writes.empty()) out.writes = update_box::of<S>(std::move(r.writes));
         out.targets = std::move(r.targets);
         out.sends = std::move(r.sends);

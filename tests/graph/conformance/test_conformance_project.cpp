@@ -332,4 +332,92 @@ BOOST_AUTO_TEST_CASE(project_case_57_tasks_order_with_sends) {
     cf::check_run(gc, 1, cf::record_invoke(app, sg::resume(std::string("ok")), thread_cfg("t"), o), ids);
 }
 
+namespace cm {
+/// "trail" (appended) and "note" (last value), as case 58.
+struct st {
+    std::vector<std::string> trail;
+    std::string note;
+};
+BOOST_DESCRIBE_STRUCT(st, (), (trail, note))
+inline auto reducers(sg::for_state<st>) { return sg::reducers{sg::reduce<&st::trail>(sg::append)}; }
+using upd = sg::update<st>;
+using cmd = sg::command<st>;
+} // namespace cm
+
+// Issue 27: a Command as a call's input (update, goto and resume, alone and together), written
+// the way a user writes one: `command<S>{}.with(resume(...)).with(update).go_to(...)`.
+BOOST_AUTO_TEST_CASE(project_case_58_command_input) {
+    using cm::st;
+    using cm::upd;
+    using cm::cmd;
+    auto gc = project_case("58_command_input");
+    BOOST_TEST(gc.size() == 8u);
+    cf::id_mapper ids;
+    cf::counter_map counters;
+    sg::state_graph<st> g;
+    auto letter = [&counters](std::string n) {
+        return [&counters, n](const st&) {
+            ++counters[n];
+            return upd{}.set<&st::trail>({n});
+        };
+    };
+    g.add_node("a", letter("a"));
+    g.add_node("b", [&counters](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
+        ++counters["b"];
+        auto ask = ctx.interrupt<std::string>(std::string("ask"));
+        std::string answer = co_await std::move(ask);
+        co_return upd{}.set<&st::trail>({"b:" + answer}).set<&st::note>(answer);
+    });
+    g.add_node("c", letter("c"));
+    g.add_node("d", letter("d"));
+    g.add_edge(sg::START, "a");
+    g.add_conditional_edges("a", [](const st&) { return std::string("b"); }, std::vector<std::string>{"b", "d"});
+    g.add_edge("b", "c").add_edge("c", sg::END).add_edge("d", sg::END);
+    auto app = g.compile(with_memory());
+    const cf::invoke_options o{.counters = &counters};
+    const auto t1 = thread_cfg("t1");
+
+    cf::check_run(gc, 0, cf::record_invoke(app, upd{}.set<&st::trail>({}), t1, o), ids);
+    // The update is applied before b runs again; no checkpoint of its own.
+    cf::check_run(gc, 1,
+                  cf::record_invoke(app,
+                                    cmd{}.with(sg::resume(std::string("yes")))
+                                        .with(upd{}.set<&st::note>("from-command").set<&st::trail>({"u"})),
+                                    t1, o),
+                  ids);
+    // On a finished thread: an input checkpoint holding the update, then d.
+    cf::check_run(gc, 2, cf::record_invoke(app, cmd{}.with(upd{}.set<&st::trail>({"jump"})).go_to("d"), t1, o), ids);
+    cf::check_run(gc, 3, cf::record_invoke(app, cmd{}.go_to(std::vector<std::string>{"a", "d"}), t1, o), ids);
+    // While b waits: the update alone makes an input checkpoint; b runs again (a new interrupt).
+    cf::check_run(gc, 4, cf::record_invoke(app, cmd{}.with(upd{}.set<&st::note>("only-update")), t1, o), ids);
+    cf::check_run(gc, 5, cf::record_invoke(app, cmd{}.with(sg::resume(std::string("ok"))).go_to("d"), t1, o), ids);
+    cf::check_run(gc, 6, cf::record_invoke(app, cmd{}.with(upd{}.set<&st::trail>({"fresh"})).go_to("c"), thread_cfg("t2"), o),
+                  ids);
+    cf::check_run(gc, 7, cf::record_invoke(app, cmd{}.with(upd{}.set<&st::trail>({"only"})), thread_cfg("t3"), o), ids);
+
+    // What LangGraph's recording does not show, checked here: an empty command, an unknown goto
+    // target (named, with the nearest name), a resume with nothing pending, and a node returning
+    // a resume, each a typed error that changes nothing.
+    auto errc_of = [&](sg::compiled_graph<st>::input in, const sg::run_config& cfg) -> std::optional<sg::errc> {
+        try {
+            (void)sg::test::run(app.invoke(std::move(in), cfg));
+        } catch (const sg::graph_error& e) {
+            return e.kind();
+        }
+        return std::nullopt;
+    };
+    const auto before = sg::test::run(app.get_state_history("t1")).size();
+    BOOST_TEST((errc_of(cmd{}, t1) == sg::errc::invalid_input));
+    try {
+        (void)sg::test::run(app.invoke(cmd{}.go_to("dd"), t1));
+        BOOST_FAIL("an unknown goto target was taken");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::invalid_route));
+        BOOST_TEST(std::string(e.what()).find("'dd'") != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("did you mean 'd'") != std::string::npos);
+    }
+    BOOST_TEST((errc_of(cmd{}.with(sg::resume(1)), t1) == sg::errc::nothing_to_resume));
+    BOOST_TEST(sg::test::run(app.get_state_history("t1")).size() == before);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -39,6 +39,9 @@ inline constexpr std::string_view delta = "delta";     ///< a subgraph's writes 
 /// checkpoint loses no input (the input then stays to run, as LangGraph's `__start__` task).
 inline constexpr std::string_view writes = "writes";
 inline constexpr std::string_view start_task = "__start__"; ///< the task that applies an input
+/// On an input checkpoint a Command wrote (`command.update` / `command.goto` as a call's input):
+/// `true`. Its fields are values already applied, not an input still to run.
+inline constexpr std::string_view command = "command";
 
 // -- keys inside the values above ----------------------------------------------------------------
 inline constexpr std::string_view node = "node";

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace stategraph {
@@ -41,9 +42,11 @@ struct task_snapshot {
 
 namespace detail {
 
-/// The input of a call: continue, new values, or a resume.
+/// The input of a call: continue, new values, a resume, or a Command (LangGraph's
+/// `Command(update, goto, resume)` given to `invoke`).
 struct run_input {
-    enum class kind { proceed, values, resume } what = kind::proceed;
+    enum class kind { proceed, values, resume, command } what = kind::proceed;
+    /// The new values (`kind::values`), or the command's update (`kind::command`).
     update_box values;
     /// Values as a caller's JSON (with `kind::values`), read once the thread's state is loaded:
     /// through the graph's input schema when it declares one, else as the state's fields (a
@@ -52,6 +55,11 @@ struct run_input {
     /// The C++ type the JSON was made from (`as_input(I{...})`), checked against the input schema.
     const std::type_info* json_type = nullptr;
     resume_input resume;
+    // kind::command: what it holds besides `values` / `json` (its update, as state fields).
+    bool has_resume = false;
+    std::vector<std::string> go_to;   ///< nodes to run next
+    std::vector<send> sends;          ///< Sends to run next
+    std::vector<std::pair<std::string, boost::json::value>> json_sends; ///< Sends as JSON: node, its input
 };
 
 struct run_request {
