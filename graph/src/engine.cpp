@@ -2303,9 +2303,16 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
         if (!t && req->checkpoint_id)
             throw thread_error(errc::checkpoint_not_found, "thread '" + thread_id + "' has no checkpoint '" + *req->checkpoint_id + "'",
                                {thread_id, *req->checkpoint_id});
-        if (!t) throw thread_error(errc::thread_not_found, "thread '" + thread_id + "' has no checkpoint", {thread_id});
-        restore(g, r, *t, signature_of(t->cp) != g.signature);
-        if (signature_of(t->cp) != g.signature) {
+        if (!t) {
+            // A thread with no checkpoint yet starts from the defaults: the update makes its first
+            // checkpoint (step 0), as LangGraph's (without as_node, as if from START).
+            r.fr.barriers.assign(g.joins.size(), {});
+            for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
+            r.step = -1;
+        } else {
+            restore(g, r, *t, signature_of(t->cp) != g.signature);
+        }
+        if (t && signature_of(t->cp) != g.signature) {
             if (!req->allow_drift) {
                 co_await load_stored_shape(r);
                 throw_drift(g, r);

@@ -74,6 +74,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
     awaitable<thread_record> thread_or_404(const call& c, std::string id);
     /// A new thread record (not stored); metadata.graph_id, when given, must name a graph served.
     thread_record new_thread(std::string id, std::string owner, json::object metadata) const;
+    /// The updates of `POST /threads`'s `supersteps` for the new thread `th`, every one checked
+    /// (a 422 naming `supersteps[i].updates[j]...`); empty without supersteps.
+    std::vector<json_update> superstep_updates(const json::object& body, const thread_record& th) const;
+    /// Stops run `run_id` if it executes here: its cancellation fires once with `action`; a
+    /// later rollback turns an interrupt into a rollback (the run's checkpoints then go too).
+    void cancel_local(const std::string& run_id, const std::string& action);
+    /// `POST /runs/cancel`: LangGraph's bulk cancel.
+    awaitable<void> cancel_runs(call& c);
     static json::object thread_json(const thread_record& t);
     /// `th` with its values, interrupts and resting status read from its latest checkpoint.
     awaitable<thread_record> refreshed(thread_record th);

@@ -105,6 +105,10 @@ awaitable<void> server::impl::dispatch(call& c) {
         co_await route_store(c);
         co_return;
     }
+    if (p.size() == 2 && p[0] == "runs" && p[1] == "cancel" && verb == http::verb::post) {
+        co_await cancel_runs(c);
+        co_return;
+    }
     if (p.size() == 2 && p[0] == "runs" && (p[1] == "stream" || p[1] == "wait") && verb == http::verb::post) {
         co_await create_run(c, true, p[1]);
         co_return;

@@ -64,6 +64,44 @@ thread_record server::impl::new_thread(std::string id, std::string owner, json::
     return th;
 }
 
+std::vector<json_update> server::impl::superstep_updates(const json::object& body, const thread_record& th) const {
+    std::vector<json_update> out;
+    const auto* steps = field(body, "supersteps");
+    if (!steps || steps->is_null()) return out;
+    if (!steps->is_array()) wrong_type("supersteps", "a list of {\"updates\": [...]}", *steps);
+    auto a = graph_of(th);
+    if (!a) throw http_error(422, "field 'supersteps' needs metadata.graph_id (the graph whose state they write)");
+    std::size_t i = 0;
+    for (const auto& step : steps->get_array()) {
+        const std::string at = "supersteps[" + std::to_string(i++) + "]";
+        const auto* updates = step.is_object() ? step.get_object().if_contains("updates") : nullptr;
+        if (!updates || !updates->is_array()) throw http_error(422, "field '" + at + ".updates' is required (a list)");
+        std::size_t j = 0;
+        for (const auto& u : updates->get_array()) {
+            const std::string where = at + ".updates[" + std::to_string(j++) + "]";
+            if (!u.is_object()) wrong_type(where, "an object {values, as_node}", u);
+            const auto& o = u.get_object();
+            for (const auto& [k, v] : o)
+                if (k != "values" && k != "as_node" && !(k == "command" && v.is_null()))
+                    throw http_error(422, "field '" + where + "." + std::string(k) + "' is not taken (values, as_node)");
+            json_update req;
+            req.thread_id = th.key;
+            if (const auto* v = o.if_contains("values"); v && !v->is_null()) {
+                if (!v->is_object()) wrong_type(where + ".values", "an object (state fields)", *v);
+                a->graph.check_values(v->get_object(), where + ".values");
+                req.values = v->get_object();
+            }
+            if (auto n = opt_string(o, "as_node")) {
+                if (!a->graph.shape().find(*n))
+                    throw http_error(422, where + ".as_node: '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
+                req.as_node = *n;
+            }
+            out.push_back(std::move(req));
+        }
+    }
+    return out;
+}
+
 namespace {
 std::string iso_us(std::int64_t us) {
     return iso_of(std::chrono::system_clock::time_point(std::chrono::microseconds(us)));
@@ -213,16 +251,24 @@ awaitable<void> server::impl::route_threads(call& c) {
         auto id = opt_string(body, "thread_id");
         auto meta = opt_object(body, "metadata").value_or(json::object{});
         auto if_exists = one_of(body, "if_exists", {"raise", "do_nothing"});
-        if (field(body, "supersteps")) throw http_error(422, "field 'supersteps' is not supported by this server yet");
         if (id && !is_uuid(*id)) throw http_error(422, "thread_id '" + *id + "' is not a UUID");
         // Only the caller's own threads are found: another key's thread of this id is kept
         // elsewhere (storage_id), so this creates the caller's own, as for a free id.
         auto th = new_thread(id.value_or(new_uuid()), c.owner, std::move(meta));
+        // supersteps: the history written before the thread is handed out, one update_state per
+        // update in order; all of them checked first (a mistake is a 422 and no thread).
+        auto history = superstep_updates(body, th);
         if (!co_await store->create_thread(th)) {
             auto mine = co_await find_thread(c.owner, th.thread_id);
             if (!mine || mine->temporary || if_exists == "raise") throw http_error(409, "thread '" + th.thread_id + "' already exists");
             reply(c, 200, thread_json(*mine));
             co_return;
+        }
+        if (!history.empty()) {
+            auto a = graph_of(th);
+            for (auto& u : history) (void)co_await a->graph.update_state(std::move(u));
+            th = co_await refreshed(th);
+            (void)co_await store->put_thread(th);
         }
         reply(c, 200, thread_json(th));
         co_return;

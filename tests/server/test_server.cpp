@@ -226,6 +226,64 @@ BOOST_AUTO_TEST_CASE(command_goto_update_resume) {
     BOOST_TEST(post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array().size() == n);
 }
 
+// Issue 27: bulk POST /runs/cancel (a thread's runs, by ids, by status) and POST /threads with
+// supersteps (the history written before the thread is handed out).
+BOOST_AUTO_TEST_CASE(bulk_cancel_and_supersteps) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    json::object slow{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}};
+    json::object queued{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"multitask_strategy", "enqueue"}};
+    std::string running(post(s.port, "/threads/" + tid + "/runs", slow).json().at("run_id").as_string());
+    std::string pending(post(s.port, "/threads/" + tid + "/runs", queued).json().at("run_id").as_string());
+    // Mistakes first: nothing is cancelled by them.
+    BOOST_TEST(post(s.port, "/runs/cancel", json::object{}).status == 422u);
+    BOOST_TEST(post(s.port, "/runs/cancel", json::object{{"status", "sleeping"}}).status == 422u);
+    BOOST_TEST(post(s.port, "/runs/cancel", json::object{{"thread_id", tid}, {"action", "undo"}}).status == 422u);
+    auto other = post(s.port, "/runs/cancel", json::object{{"run_ids", json::array{"0b7a4c8e-6b3f-4b7e-9a53-1d2c3b4a5f60"}}});
+    BOOST_TEST(other.status == 404u);
+    // The thread's runs, pending and running, are all cancelled.
+    BOOST_TEST(post(s.port, "/runs/cancel", json::object{{"thread_id", tid}}).status == 204u);
+    for (const auto& id : {running, pending}) {
+        std::string st;
+        for (int i = 0; i < 100 && st != "interrupted"; ++i) {
+            st = std::string(get(s.port, "/threads/" + tid + "/runs/" + id).json().at("status").as_string());
+            if (st != "interrupted") std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        BOOST_TEST(st == "interrupted", id);
+    }
+    // By id: only the run named.
+    std::string a(post(s.port, "/threads/" + tid + "/runs", slow).json().at("run_id").as_string());
+    std::string b(post(s.port, "/threads/" + tid + "/runs", queued).json().at("run_id").as_string());
+    BOOST_TEST(post(s.port, "/runs/cancel", json::object{{"run_ids", json::array{json::string(b)}}}).status == 204u);
+    auto joined = get(s.port, "/threads/" + tid + "/runs/" + a + "/join");
+    BOOST_TEST(joined.status == 200u);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + a).json().at("status").as_string() == "success");
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + b).json().at("status").as_string() == "interrupted");
+
+    // supersteps: two updates, as nodes, make the thread's history before it is returned.
+    json::array steps{json::object{{"updates", json::array{json::object{{"values", json::object{{"question", "seeded"}, {"log", json::array{"w"}}}},
+                                                                        {"as_node", "work"}}}}},
+                      json::object{{"updates", json::array{json::object{{"values", json::object{{"log", json::array{"a"}}}}, {"as_node", "ask"}}}}}};
+    auto made = post(s.port, "/threads", json::object{{"metadata", json::object{{"graph_id", "chat"}}}, {"supersteps", steps}});
+    BOOST_TEST_REQUIRE(made.status == 200u, made.body);
+    std::string seeded(made.json().at("thread_id").as_string());
+    auto state = get(s.port, "/threads/" + seeded + "/state").json();
+    BOOST_TEST(json::serialize(state.at("values").at("log")) == R"(["w","a"])");
+    BOOST_TEST(state.at("values").at("question").as_string() == "seeded");
+    BOOST_TEST(state.at("next").as_array().empty()); // after ask: END
+    BOOST_TEST(post(s.port, "/threads/" + seeded + "/history", json::object{}).json().as_array().size() == 2u);
+    // A bad update: 422 naming it, and no thread made.
+    json::array bad{json::object{{"updates", json::array{json::object{{"values", json::object{{"qestion", "x"}}}, {"as_node", "work"}}}}}};
+    const auto before = post(s.port, "/threads/count", json::object{}).json().as_int64();
+    auto refused = post(s.port, "/threads", json::object{{"metadata", json::object{{"graph_id", "chat"}}}, {"supersteps", bad}});
+    BOOST_TEST(refused.status == 422u);
+    BOOST_TEST(refused.detail().find("supersteps[0].updates[0].values") != std::string::npos, refused.detail());
+    auto no_graph = post(s.port, "/threads", json::object{{"supersteps", steps}});
+    BOOST_TEST(no_graph.status == 422u);
+    BOOST_TEST(no_graph.detail().find("graph_id") != std::string::npos, no_graph.detail());
+    BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == before);
+}
+
 BOOST_AUTO_TEST_CASE(threads_crud_search_copy) {
     running_server s(test_options());
     auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}, {"graph_id", "chat"}}}});
@@ -1024,7 +1082,7 @@ BOOST_AUTO_TEST_CASE(events_kept_per_run_are_bounded) {
     json::object body{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}},
                       {"stream_mode", json::array{"values", "updates"}}};
     auto made = post(s.port, "/threads/" + tid + "/runs", body);
-    BOOST_TEST_REQUIRE(made.status == 200u);
+    BOOST_TEST_REQUIRE(made.status == 200u, made.body);
     std::string rid(made.json().at("run_id").as_string());
     BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid + "/join").status == 200u);
     // metadata, 3 values, 2 updates: the first three are gone

@@ -601,8 +601,15 @@ BOOST_DATA_TEST_CASE(unknown_threads, savers(), kind) {
     BOOST_TEST(msg.find("ghost") != std::string::npos, msg);
     BOOST_TEST(error_of([&] { run(app.invoke(sg::resume(1), thread("ghost"))); }) == sg::errc::thread_not_found);
     BOOST_TEST(error_of([&] { run(app.get_state("ghost")); }) == sg::errc::thread_not_found);
-    BOOST_TEST(error_of([&] { run(app.update_state("ghost", upd{}.set<&st::n>(1))); }) == sg::errc::thread_not_found);
     BOOST_TEST(run(app.get_state_history("ghost")).empty());
+    // update_state on a thread with no checkpoint makes its first one (step 0, as if from START
+    // without as_node), as LangGraph's updateState does.
+    BOOST_TEST(!run(app.update_state("ghost", upd{}.set<&st::n>(1))).empty());
+    auto first = run(app.get_state("ghost"));
+    BOOST_TEST(first.step == 0);
+    BOOST_TEST(first.source == "update");
+    BOOST_TEST((first.next == std::vector<std::string>{"a"}));
+    BOOST_TEST(run(app.get_state_history("ghost")).size() == 1u);
     BOOST_TEST(error_of([&] { run(app.invoke(upd{}, sg::run_config{})); }) == sg::errc::invalid_input);
     BOOST_TEST(side["a"] == 0);
     // A graph without a checkpointer has no threads.
