@@ -148,6 +148,8 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     for (const char* k : {"interrupt_before", "interrupt_after"})
         if (const auto* v = field(body, k)) breakpoints[k] = breakpoint_list(a->graph, a->spec.graph_id, k, *v);
     const auto recursion_limit = opt_int(config, "recursion_limit", a->spec.options.recursion_limit, 1, 10000);
+    // LangGraph's per-run durability: sync (the default), async or exit.
+    const std::string durability_mode = one_of(body, "durability", {"sync", "async", "exit"});
     std::optional<std::string> from = opt_string(body, "checkpoint_id");
     if (auto cp = opt_object(body, "checkpoint"))
         if (auto id = opt_string(*cp, "checkpoint_id")) from = id;
@@ -288,6 +290,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     spec["keep_thread"] = keep_thread;
     spec["cancel_on_disconnect"] = cancel_on_disconnect;
     spec["recursion_limit"] = recursion_limit;
+    spec["durability"] = durability_mode;
     if (from) spec["checkpoint_id"] = *from;
     for (auto& [k, v] : breakpoints) spec[k] = std::move(v);
     run.spec = std::move(spec);
@@ -949,6 +952,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             if (const auto* n = rec.spec.if_contains("recursion_limit"); n && n->is_int64())
                 req.config.recursion_limit = static_cast<int>(n->get_int64());
             else req.config.recursion_limit = a->spec.options.recursion_limit;
+            if (auto d = string_of(rec.spec, "durability"); d == "async") req.config.durability = durability::async;
+            else if (d == "exit") req.config.durability = durability::exit;
             if (!progressed) {
                 if (auto cp = string_of(rec.spec, "checkpoint_id"); !cp.empty()) req.config.checkpoint_id = cp;
                 std::optional<resume_input> resume;

@@ -284,6 +284,29 @@ BOOST_AUTO_TEST_CASE(bulk_cancel_and_supersteps) {
     BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == before);
 }
 
+// Issue 27: a run's durability (LangGraph's sync / async / exit): exit writes one checkpoint for
+// the run, sync one per step; an unknown mode is a 422 naming the field.
+BOOST_AUTO_TEST_CASE(per_run_durability) {
+    running_server s(test_options());
+    auto history_of = [&](const std::string& mode) {
+        auto tid = new_thread(s.port);
+        auto done = post(s.port, "/threads/" + tid + "/runs/wait",
+                         json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"durability", mode}});
+        BOOST_TEST(done.status == 200u, mode);
+        BOOST_TEST(json::serialize(done.json().at("log")) == R"(["work","ask"])", mode);
+        return post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array().size();
+    };
+    const auto sync = history_of("sync"), async = history_of("async"), exit = history_of("exit");
+    BOOST_TEST(sync == 4u);  // input, start, work, ask
+    BOOST_TEST(async == sync);
+    BOOST_TEST(exit == 1u);  // the run's last checkpoint only
+    auto tid = new_thread(s.port);
+    auto bad = post(s.port, "/threads/" + tid + "/runs/wait",
+                    json::object{{"assistant_id", "chat"}, {"input", json::object{}}, {"durability", "never"}});
+    BOOST_TEST(bad.status == 422u);
+    BOOST_TEST(bad.detail().find("durability") != std::string::npos, bad.detail());
+}
+
 BOOST_AUTO_TEST_CASE(threads_crud_search_copy) {
     running_server s(test_options());
     auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}, {"graph_id", "chat"}}}});
