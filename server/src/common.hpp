@@ -80,6 +80,10 @@ inline std::string iso_of(std::chrono::system_clock::time_point tp) {
 }
 
 inline std::string now_iso() { return iso_of(std::chrono::system_clock::now()); }
+/// A run store time (microseconds since the epoch) in ISO 8601.
+inline std::string iso_us(std::int64_t us) {
+    return iso_of(std::chrono::system_clock::time_point(std::chrono::microseconds(us)));
+}
 
 inline std::string new_uuid() {
     static thread_local boost::uuids::random_generator gen;

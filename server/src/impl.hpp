@@ -18,6 +18,8 @@ struct assistant_rec {
     std::string assistant_id;
     std::string created_at;
     json_graph graph; ///< the spec's graph with JSON in and out (made from `spec.core`)
+    /// An assistant made over the API: its record (the graph is the served one of its graph_id).
+    std::optional<assistant_record> stored;
 };
 
 /// A run this instance executes (claimed from the run store).
@@ -65,6 +67,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
     // -- lookups (threads.cpp) ------------------------------------------------------------------
     std::shared_ptr<assistant_rec> find_assistant(const std::string& id) const;
     std::shared_ptr<assistant_rec> assistant_or_404(const std::string& id) const;
+    /// A served graph (by graph id or assistant id) or an assistant the caller made over the API
+    /// (its latest version, or `version`); a 404 naming the id otherwise.
+    awaitable<std::shared_ptr<assistant_rec>> resolve_assistant(const call& c, const std::string& id, std::int64_t version = 0);
     std::shared_ptr<assistant_rec> graph_of(const thread_record& th) const {
         return th.graph_id.empty() ? nullptr : find_assistant(th.graph_id);
     }
@@ -140,6 +145,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
     // -- routes -------------------------------------------------------------------------------
     awaitable<void> dispatch(call& c);
     awaitable<void> route_assistants(call& c);
+    awaitable<void> create_assistant(call& c);  ///< POST /assistants
+    awaitable<void> change_assistant(call& c);  ///< PATCH, DELETE, versions, latest of /assistants/{id}
     awaitable<void> route_threads(call& c);
     awaitable<void> route_store(call& c);
 

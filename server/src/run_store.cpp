@@ -102,6 +102,32 @@ params thread_params(const thread_record& t) {
                   std::int64_t{t.temporary ? 1 : 0}};
 }
 
+// -- assistants ---------------------------------------------------------------------------------
+
+constexpr std::string_view assistant_cols =
+    "assistant_id, version, owner, graph_id, name, description, config, context, metadata, created_at, updated_at";
+
+assistant_record assistant_of(const sql_row& r) {
+    assistant_record a;
+    a.assistant_id = r.text(0);
+    a.version = r.integer(1);
+    a.owner = r.text(2);
+    a.graph_id = r.text(3);
+    a.name = r.text(4);
+    a.description = r.text(5);
+    a.config = object_of(r.text(6));
+    a.context = object_of(r.text(7));
+    a.metadata = object_of(r.text(8));
+    a.created_at = r.integer(9);
+    a.updated_at = r.integer(10);
+    return a;
+}
+
+params assistant_params(const assistant_record& a) {
+    return params{a.assistant_id,       a.version,           a.owner,          a.graph_id,   a.name,      a.description,
+                  text_of(a.config),    text_of(a.context),  text_of(a.metadata), a.created_at, a.updated_at};
+}
+
 // -- runs ---------------------------------------------------------------------------------------
 
 constexpr std::string_view run_cols =
@@ -166,6 +192,10 @@ run_store::run_store(std::shared_ptr<run_store_backend> backend, run_store_optio
         "CREATE TABLE IF NOT EXISTS sg_run_events (run_id TEXT NOT NULL, id " + big +
             " NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, id))",
         "CREATE TABLE IF NOT EXISTS sg_counters (name TEXT PRIMARY KEY, value " + big + " NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS sg_assistants (assistant_id TEXT NOT NULL, version " + big +
+            " NOT NULL, owner TEXT NOT NULL, graph_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, "
+            "config TEXT NOT NULL, context TEXT NOT NULL, metadata TEXT NOT NULL, created_at " + big + " NOT NULL, updated_at " +
+            big + " NOT NULL, latest INTEGER NOT NULL, PRIMARY KEY (assistant_id, version))",
         "INSERT INTO sg_counters (name, value) VALUES ('run_seq', 0) ON CONFLICT (name) DO NOTHING",
     };
     auto be = be_;
@@ -188,6 +218,99 @@ run_store::~run_store() = default;
 
 std::int64_t run_store::now() {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// -- assistants -----------------------------------------------------------------------------------
+
+awaitable<bool> run_store::create_assistant(const assistant_record& a) {
+    const std::string find = "SELECT 1 FROM sg_assistants WHERE assistant_id = ?1";
+    const std::string insert = "INSERT INTO sg_assistants (" + std::string(assistant_cols) +
+                               ", latest) VALUES (?1, 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1) "
+                               "ON CONFLICT (assistant_id, version) DO NOTHING";
+    bool inserted = false;
+    const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        params id{a.assistant_id};
+        if (!(co_await s.query(find, std::move(id))).empty()) co_return;
+        auto p = assistant_params(a);
+        inserted = co_await s.exec(insert, std::move(p)) > 0;
+    };
+    co_await be_->transaction(work);
+    co_return inserted;
+}
+
+awaitable<std::optional<assistant_record>> run_store::get_assistant(std::string id, std::int64_t version) {
+    const std::string sql = "SELECT " + std::string(assistant_cols) + " FROM sg_assistants WHERE assistant_id = ?1 AND " +
+                            (version > 0 ? "version = ?2" : "latest = 1");
+    params p{std::move(id)};
+    if (version > 0) p.emplace_back(version);
+    auto rows = co_await be_->query(sql, std::move(p));
+    if (rows.empty()) co_return std::nullopt;
+    co_return assistant_of(rows.front());
+}
+
+awaitable<std::optional<assistant_record>> run_store::add_assistant_version(assistant_record a) {
+    const std::string newest = "SELECT version FROM sg_assistants WHERE assistant_id = ?1 ORDER BY version DESC LIMIT 1" +
+                               std::string(be_->lock_rows());
+    const std::string clear = "UPDATE sg_assistants SET latest = 0 WHERE assistant_id = ?1";
+    const std::string insert = "INSERT INTO sg_assistants (" + std::string(assistant_cols) +
+                               ", latest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1)";
+    bool found = false;
+    const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        params id{a.assistant_id};
+        auto rows = co_await s.query(newest, std::move(id));
+        if (rows.empty()) co_return;
+        found = true;
+        a.version = rows.front().integer(0) + 1;
+        params c{a.assistant_id};
+        co_await s.exec(clear, std::move(c));
+        auto p = assistant_params(a);
+        co_await s.exec(insert, std::move(p));
+    };
+    co_await be_->transaction(work);
+    if (!found) co_return std::nullopt;
+    co_return a;
+}
+
+awaitable<bool> run_store::set_latest_assistant(std::string id, std::int64_t version) {
+    bool found = false;
+    const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        params p{id, version};
+        if ((co_await s.query("SELECT 1 FROM sg_assistants WHERE assistant_id = ?1 AND version = ?2", std::move(p))).empty())
+            co_return;
+        found = true;
+        params q{id, version};
+        co_await s.exec("UPDATE sg_assistants SET latest = CASE WHEN version = ?2 THEN 1 ELSE 0 END WHERE assistant_id = ?1",
+                        std::move(q));
+    };
+    co_await be_->transaction(work);
+    co_return found;
+}
+
+awaitable<std::vector<assistant_record>> run_store::list_assistants(std::string owner) {
+    const std::string sql =
+        "SELECT " + std::string(assistant_cols) + " FROM sg_assistants WHERE owner = ?1 AND latest = 1 ORDER BY created_at, assistant_id";
+    params p{std::move(owner)};
+    std::vector<assistant_record> out;
+    for (const auto& r : co_await be_->query(sql, std::move(p))) out.push_back(assistant_of(r));
+    co_return out;
+}
+
+awaitable<std::vector<assistant_record>> run_store::assistant_versions(std::string id) {
+    const std::string sql = "SELECT " + std::string(assistant_cols) + " FROM sg_assistants WHERE assistant_id = ?1 ORDER BY version DESC";
+    params p{std::move(id)};
+    std::vector<assistant_record> out;
+    for (const auto& r : co_await be_->query(sql, std::move(p))) out.push_back(assistant_of(r));
+    co_return out;
+}
+
+awaitable<bool> run_store::delete_assistant(std::string id) {
+    bool removed = false;
+    const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        params p{std::move(id)};
+        removed = co_await s.exec("DELETE FROM sg_assistants WHERE assistant_id = ?1", std::move(p)) > 0;
+    };
+    co_await be_->transaction(work);
+    co_return removed;
 }
 
 // -- threads --------------------------------------------------------------------------------------

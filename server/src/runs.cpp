@@ -120,7 +120,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     json::object body = body_object(c);
     auto aid = opt_string(body, "assistant_id");
     if (!aid) throw http_error(422, "field 'assistant_id' is required (an assistant id or a graph id)");
-    auto a = assistant_or_404(*aid);
+    auto a = co_await resolve_assistant(c, *aid);
     run_record run;
     run.run_id = new_uuid();
     run.assistant_id = a->assistant_id;

@@ -22,7 +22,29 @@ std::shared_ptr<assistant_rec> server::impl::assistant_or_404(const std::string&
     return a;
 }
 
+awaitable<std::shared_ptr<assistant_rec>> server::impl::resolve_assistant(const call& c, const std::string& id, std::int64_t version) {
+    if (auto a = find_assistant(id)) co_return a;
+    std::optional<assistant_record> rec;
+    if (is_uuid(id)) rec = co_await store->get_assistant(id, version);
+    // Another key's assistant is not found (nothing is learnt about it).
+    if (!rec || rec->owner != c.owner) (void)assistant_or_404(id); // throws the 404 naming the graphs served
+    auto served = find_assistant(rec->graph_id);
+    if (!served) throw http_error(404, "assistant '" + id + "' is of graph '" + rec->graph_id + "', which this server does not serve");
+    auto a = std::make_shared<assistant_rec>(*served);
+    a->assistant_id = rec->assistant_id;
+    if (const auto* conf = rec->config.if_contains("recursion_limit"); conf && conf->is_int64())
+        a->spec.options.recursion_limit = static_cast<int>(conf->get_int64());
+    a->stored = std::move(rec);
+    co_return a;
+}
+
 json::object server::impl::assistant_json(const assistant_rec& a) const {
+    if (const auto& r = a.stored)
+        return json::object{{"assistant_id", r->assistant_id}, {"graph_id", r->graph_id},   {"config", r->config},
+                            {"context", r->context},           {"metadata", r->metadata},   {"name", r->name},
+                            {"description", r->description.empty() ? json::value(nullptr) : json::value(r->description)},
+                            {"version", r->version},           {"created_at", iso_us(r->created_at)},
+                            {"updated_at", iso_us(r->updated_at)}};
     return json::object{{"assistant_id", a.assistant_id},
                         {"graph_id", a.spec.graph_id},
                         {"config", json::object{{"configurable", json::object{}}}},
@@ -101,12 +123,6 @@ std::vector<json_update> server::impl::superstep_updates(const json::object& bod
     }
     return out;
 }
-
-namespace {
-std::string iso_us(std::int64_t us) {
-    return iso_of(std::chrono::system_clock::time_point(std::chrono::microseconds(us)));
-}
-} // namespace
 
 json::object server::impl::thread_json(const thread_record& t) {
     json::object o{{"thread_id", t.thread_id},

@@ -183,6 +183,7 @@ net::awaitable<std::int64_t> put_counter(srv::run_store_backend::session& ss, st
 
 BOOST_TEST_DONT_PRINT_LOG_VALUE(std::optional<srv::thread_record>)
 BOOST_TEST_DONT_PRINT_LOG_VALUE(std::optional<srv::run_record>)
+BOOST_TEST_DONT_PRINT_LOG_VALUE(std::optional<srv::assistant_record>)
 
 // -- one body, every backend ----------------------------------------------------------------------
 
@@ -269,6 +270,46 @@ RUN_STORE_CASE(backend_statements_and_rollback) {
 }
 
 // -- threads --------------------------------------------------------------------------------------
+
+RUN_STORE_CASE(assistants_versions_latest_list_delete) {
+    auto s = db.open();
+    srv::assistant_record a;
+    a.assistant_id = "0b7a4c8e-6b3f-4b7e-9a53-1d2c3b4a5f61";
+    a.owner = "k1";
+    a.graph_id = "chat";
+    a.name = "first";
+    a.config = json::object{{"recursion_limit", 5}};
+    a.metadata = json::object{{"team", "a"}};
+    a.created_at = a.updated_at = 100;
+    BOOST_TEST(run(s->create_assistant(a)));
+    BOOST_TEST(!run(s->create_assistant(a))); // the id exists: nothing written
+    auto got = run(s->get_assistant(a.assistant_id));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->version == 1);
+    BOOST_TEST(got->name == "first");
+    BOOST_TEST(got->config.at("recursion_limit").as_int64() == 5);
+    auto next = *got;
+    next.name = "second";
+    auto v2 = run(s->add_assistant_version(next));
+    BOOST_TEST_REQUIRE(v2.has_value());
+    BOOST_TEST(v2->version == 2);
+    BOOST_TEST(run(s->get_assistant(a.assistant_id))->name == "second");
+    BOOST_TEST(run(s->get_assistant(a.assistant_id, 1))->name == "first");
+    BOOST_TEST(run(s->assistant_versions(a.assistant_id)).size() == 2u);
+    BOOST_TEST(run(s->set_latest_assistant(a.assistant_id, 1)));
+    BOOST_TEST(!run(s->set_latest_assistant(a.assistant_id, 7)));
+    BOOST_TEST(run(s->get_assistant(a.assistant_id))->name == "first");
+    auto mine = run(s->list_assistants("k1"));
+    BOOST_TEST_REQUIRE(mine.size() == 1u); // latest versions only
+    BOOST_TEST(mine[0].version == 1);
+    BOOST_TEST(run(s->list_assistants("k2")).empty());
+    srv::assistant_record ghost;
+    ghost.assistant_id = "0b7a4c8e-6b3f-4b7e-9a53-1d2c3b4a5f62";
+    BOOST_TEST(!run(s->add_assistant_version(ghost)).has_value());
+    BOOST_TEST(run(s->delete_assistant(a.assistant_id)));
+    BOOST_TEST(!run(s->get_assistant(a.assistant_id)).has_value());
+    BOOST_TEST(!run(s->delete_assistant(a.assistant_id)));
+}
 
 RUN_STORE_CASE(thread_create_get_put_patch_delete) {
     auto s = db.open();

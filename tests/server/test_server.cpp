@@ -307,6 +307,70 @@ BOOST_AUTO_TEST_CASE(per_run_durability) {
     BOOST_TEST(bad.detail().find("durability") != std::string::npos, bad.detail());
 }
 
+// Issues 24 and 27: assistants made over the API live in the run store (versions, latest, search,
+// runs through them, another key sees nothing of them), and survive a restart.
+BOOST_AUTO_TEST_CASE(assistants_created_over_the_api) {
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto o = test_options();
+    o.api_keys = {"key-one", "key-two"};
+    o.runs = srv::open_sqlite_run_store(":memory:"); // shared by both servers below
+    const std::map<std::string, std::string> one{{"x-api-key", "key-one"}}, two{{"x-api-key", "key-two"}};
+    std::string id;
+    {
+        running_server s(o, {}, saver);
+        json::object body{{"graph_id", "chat"}, {"name", "strict"}, {"config", json::object{{"recursion_limit", 5}}},
+                          {"metadata", json::object{{"team", "a"}}}};
+        auto made = post(s.port, "/assistants", body, one);
+        BOOST_TEST_REQUIRE(made.status == 200u, made.body);
+        id = std::string(made.json().at("assistant_id").as_string());
+        BOOST_TEST(made.json().at("version").as_int64() == 1);
+        BOOST_TEST(made.json().at("graph_id").as_string() == "chat");
+        BOOST_TEST(get(s.port, "/assistants/" + id, one).json().at("name").as_string() == "strict");
+        BOOST_TEST(get(s.port, "/assistants/" + id, two).status == 404u); // another key's
+        auto hits = post(s.port, "/assistants/search", json::object{{"metadata", json::object{{"team", "a"}}}}, one).json().as_array();
+        BOOST_TEST_REQUIRE(hits.size() == 1u);
+        BOOST_TEST(hits[0].at("assistant_id").as_string() == id);
+        BOOST_TEST(post(s.port, "/assistants/search", json::object{{"metadata", json::object{{"team", "a"}}}}, two).json().as_array().empty());
+        // A run through it: recorded with its id, runs the chat graph.
+        auto tid = std::string(post(s.port, "/threads", json::object{}, one).json().at("thread_id").as_string());
+        auto done = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", id}, {"input", json::object{{"question", "hi"}}}}, one);
+        BOOST_TEST(done.status == 200u, done.body);
+        BOOST_TEST(json::serialize(done.json().at("log")) == R"(["work","ask"])");
+        auto runs = get(s.port, "/threads/" + tid + "/runs", one).json().as_array();
+        BOOST_TEST_REQUIRE(runs.size() == 1u);
+        BOOST_TEST(runs[0].at("assistant_id").as_string() == id);
+        // PATCH: a new version, metadata merged; latest goes back to version 1.
+        auto v2 = call(s.port, http::verb::patch, "/assistants/" + id, R"({"metadata":{"tier":"gold"},"name":"stricter"})", one);
+        BOOST_TEST_REQUIRE(v2.status == 200u, v2.body);
+        BOOST_TEST(v2.json().at("version").as_int64() == 2);
+        BOOST_TEST(v2.json().at("metadata").at("team").as_string() == "a");
+        BOOST_TEST(v2.json().at("metadata").at("tier").as_string() == "gold");
+        auto versions = post(s.port, "/assistants/" + id + "/versions", json::object{}, one).json().as_array();
+        BOOST_TEST_REQUIRE(versions.size() == 2u);
+        BOOST_TEST(versions[0].at("version").as_int64() == 2);
+        auto back = post(s.port, "/assistants/" + id + "/latest", json::object{{"version", 1}}, one);
+        BOOST_TEST(back.status == 200u, back.body);
+        BOOST_TEST(back.json().at("name").as_string() == "strict");
+        BOOST_TEST(post(s.port, "/assistants/" + id + "/latest", json::object{{"version", 9}}, one).status == 404u);
+        // Mistakes: 4xx naming what is wrong.
+        auto unknown_graph = post(s.port, "/assistants", json::object{{"graph_id", "chatt"}}, one);
+        BOOST_TEST(unknown_graph.status == 404u);
+        BOOST_TEST(unknown_graph.detail().find("chatt") != std::string::npos, unknown_graph.detail());
+        BOOST_TEST(post(s.port, "/assistants", json::object{}, one).status == 422u);
+        BOOST_TEST(post(s.port, "/assistants", json::object{{"graph_id", "chat"}, {"assistant_id", id}}, one).status == 409u);
+        BOOST_TEST(post(s.port, "/assistants", json::object{{"graph_id", "chat"}, {"assistant_id", id}, {"if_exists", "do_nothing"}}, one).status == 200u);
+        BOOST_TEST(call(s.port, http::verb::patch, "/assistants/chat", R"({"name":"x"})", one).status == 409u); // the served graph
+        BOOST_TEST(post(s.port, "/assistants", json::object{{"graph_id", "chat"}, {"config", json::object{{"recursion_limit", -1}}}}, one).status == 422u);
+    }
+    // After a restart: still there, at version 1 (the latest chosen), and deletable.
+    running_server s(o, {}, saver);
+    auto got = get(s.port, "/assistants/" + id, one);
+    BOOST_TEST_REQUIRE(got.status == 200u, got.body);
+    BOOST_TEST(got.json().at("version").as_int64() == 1);
+    BOOST_TEST(call(s.port, http::verb::delete_, "/assistants/" + id, "", one).status == 204u);
+    BOOST_TEST(get(s.port, "/assistants/" + id, one).status == 404u);
+}
+
 BOOST_AUTO_TEST_CASE(threads_crud_search_copy) {
     running_server s(test_options());
     auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}, {"graph_id", "chat"}}}});

@@ -95,7 +95,10 @@ template <class T>
 void merge_json(T& target, const boost::json::value& v, errc code, const std::string& where) {
     if constexpr (detail::is_described_struct_v<T>) {
         if (const auto* o = v.if_object()) {
-            for (const auto& [key, value] : *o) {
+            for (const auto& kv : *o) {
+                // (named, not a structured binding: clang 14 cannot capture those in a lambda)
+                const boost::json::string_view key = kv.key();
+                const boost::json::value& value = kv.value();
                 bool found = false;
                 boost::mp11::mp_for_each<detail::public_members<T>>([&](auto m) {
                     if (found || key != m.name) return;

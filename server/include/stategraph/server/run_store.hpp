@@ -129,6 +129,17 @@ struct thread_record {
     bool temporary = false;      ///< a stateless run's thread (not listed)
 };
 
+/// @brief An assistant made over the API (`POST /assistants`): a served graph with a config,
+/// context and metadata of its own, versioned (every update is a new version; one is the latest).
+struct assistant_record {
+    std::string assistant_id;
+    std::int64_t version = 1;
+    std::string owner; ///< the API key's digest, "" without keys
+    std::string graph_id, name, description;
+    boost::json::object config, context, metadata;
+    std::int64_t created_at = 0, updated_at = 0;
+};
+
 /// @brief A run: what was asked, where it is, who runs it.
 struct run_record {
     std::string run_id;
@@ -248,6 +259,24 @@ public:
     boost::asio::awaitable<std::vector<thread_record>> list_threads(thread_query q);
     /// @brief Every thread key stored (for adopting a checkpointer's threads).
     boost::asio::awaitable<std::vector<std::string>> thread_keys();
+
+    // -- assistants -------------------------------------------------------------------------
+    /// @brief Inserts `a` as version 1, the latest, unless an assistant of its id exists; true
+    /// when it was inserted.
+    boost::asio::awaitable<bool> create_assistant(const assistant_record& a);
+    /// @brief The latest version of the assistant (or version `version`); nullopt when none.
+    boost::asio::awaitable<std::optional<assistant_record>> get_assistant(std::string id, std::int64_t version = 0);
+    /// @brief Writes `a` as a new version (one past the newest), which becomes the latest; the
+    /// record written (its version set), or nullopt when there is no such assistant.
+    boost::asio::awaitable<std::optional<assistant_record>> add_assistant_version(assistant_record a);
+    /// @brief Makes version `version` the latest; false when there is no such version.
+    boost::asio::awaitable<bool> set_latest_assistant(std::string id, std::int64_t version);
+    /// @brief The owner's assistants (latest versions), oldest first.
+    boost::asio::awaitable<std::vector<assistant_record>> list_assistants(std::string owner);
+    /// @brief Every version of the assistant, newest first.
+    boost::asio::awaitable<std::vector<assistant_record>> assistant_versions(std::string id);
+    /// @brief Removes every version; false when there was none.
+    boost::asio::awaitable<bool> delete_assistant(std::string id);
 
     // -- runs -------------------------------------------------------------------------------
     /// @brief Queues `run` (status pending, seq assigned) under `rules`, atomically with the
