@@ -225,13 +225,14 @@ std::int64_t run_store::now() {
 awaitable<bool> run_store::create_assistant(const assistant_record& a) {
     const std::string find = "SELECT 1 FROM sg_assistants WHERE assistant_id = ?1";
     const std::string insert = "INSERT INTO sg_assistants (" + std::string(assistant_cols) +
-                               ", latest) VALUES (?1, 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1) "
+                               ", latest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1) "
                                "ON CONFLICT (assistant_id, version) DO NOTHING";
     bool inserted = false;
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
         params id{a.assistant_id};
         if (!(co_await s.query(find, std::move(id))).empty()) co_return;
         auto p = assistant_params(a);
+        p[1] = std::int64_t{1}; // the first version
         inserted = co_await s.exec(insert, std::move(p)) > 0;
     };
     co_await be_->transaction(work);
