@@ -196,6 +196,22 @@ lab_start() {
   return 1
 }
 
+# lab_wait_lb: until HAProxy answers GET /ok with 200, i.e. its health checks (every 300 ms) have
+# seen an instance up since it started listening; bounded (10 s). Without it a slow start (a
+# sanitized build) met 503s.
+lab_wait_lb() {
+  node -e '
+    const url = process.argv[1] + "/ok", start = Date.now();
+    function again() {
+      if (Date.now() - start > 10000) { console.error("lab: HAProxy routed to no instance within 10 s"); process.exit(1); }
+      setTimeout(probe, 100);
+    }
+    function probe() {
+      require("http").get(url, (r) => { r.resume(); if (r.statusCode === 200) process.exit(0); again(); }).on("error", again);
+    }
+    probe();' "$LAB_LB_URL"
+}
+
 lab_pid() { cat "$LAB_WORK/$1.pid" 2>/dev/null || true; }
 
 # lab_kill NAME: SIGKILL, and waits (bounded) until it is gone.

@@ -46,6 +46,7 @@ MH_LEASE_MS="${MH_LEASE_MS:-2000}" lab_up "$bin" "$work" a b c || fail "the lab 
 echo "multihost_test: lab up: PostgreSQL $LAB_PG_URL, HAProxy $LAB_LB_URL, instances $LAB_NAMES on $LAB_SUBNET.11-13" >&2
 # 1. One instance behind HAProxy (the others not started yet): the SDK flow.
 lab_start a || fail "instance a did not start"
+lab_wait_lb || fail "HAProxy did not route to instance a"
 result=0
 # `timeout`: a stuck driver is stopped before CTest's TIMEOUT, so that the trap removes the lab.
 timeout 300 node "$here/driver.mjs" single --work "$work" || result=1
