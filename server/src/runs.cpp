@@ -1008,6 +1008,14 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     v[reserved::interrupt] = interrupts_json(outcome.interrupts);
                     run->last_values = v;
                     self->record(*run, "values", v);
+                } else if (outcome.status == run_status::done && resumed && run->last_values.is_null() &&
+                           run->cancel_action.empty()) {
+                    // Taken over after the earlier worker had committed every step but before it
+                    // stored their events (events are written apart from checkpoints): this attempt
+                    // ran nothing, so its stream would end on the last values the dead worker had
+                    // stored. The final state closes it instead.
+                    json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
+                    self->record(*run, "values", v);
                 }
                 if (outcome.status == run_status::drained && self->draining && run->cancel_action.empty()) {
                     released = true; // stopped at a step boundary with everything saved: back to the queue

@@ -286,6 +286,49 @@ BOOST_AUTO_TEST_CASE(a_drain_hands_runs_back_and_starts_none) {
     BOOST_TEST(questions == order, boost::test_tools::per_element());
 }
 
+// A worker that committed every step of a run and died before it stored the steps' events (events
+// are written apart from checkpoints): the instance that takes the run over has nothing left to
+// run, and the run's stream still ends on the final state, not on the last values the dead
+// worker stored (seen once in the multihost kill loop under ASan: a stream that ended after 2 of
+// 6 nodes).
+BOOST_AUTO_TEST_CASE(a_takeover_after_the_last_step_ends_the_stream_on_the_final_state) {
+    temp_dir d;
+    std::string tid, rid;
+    {
+        running_server api(instance_options(d, 0, std::chrono::milliseconds(300)), {}, chat_saver(d)); // no workers
+        tid = new_thread(api.port);
+        rid = start_run(api.port, tid, ask_for("hi"));
+    }
+    // The dead worker "ghost": claims the run, anchors it, stores the run's first events only,
+    // and commits both steps.
+    auto store = srv::open_sqlite_run_store((d.path / "runs.db").string());
+    auto claimed = sg::checkpoint::testing::run(store->claim("ghost"));
+    BOOST_TEST_REQUIRE(claimed.has_value());
+    BOOST_TEST_REQUIRE(claimed->run_id == rid);
+    sg::checkpoint::testing::run(store->set_anchor(rid, "ghost", json::value(std::string())));
+    std::vector<srv::run_event> early{
+        {0, "metadata", json::serialize(json::object{{"run_id", rid}, {"attempt", 1}})},
+        {1, "values", json::serialize(json::object{{"question", "hi"}, {"log", json::array{}}})}};
+    BOOST_TEST_REQUIRE(sg::checkpoint::testing::run(store->append_events(rid, "ghost", early)));
+    {
+        auto app = build(chat_saver(d));
+        auto done = sg::run_sync(app.invoke(sg::update<chat_state>{}.set<&chat_state::question>("hi"), {.thread_id = tid}));
+        BOOST_TEST_REQUIRE(done.values.log.size() == 2u);
+    }
+    // An instance with workers takes the run over once the ghost's claim expires.
+    running_server b(instance_options(d, 4, std::chrono::milliseconds(300)), {}, chat_saver(d));
+    BOOST_TEST(wait_finished(b.port, tid, rid) == "success");
+    auto events = parse_sse(get(b.port, "/threads/" + tid + "/runs/" + rid + "/stream").body);
+    const sse* last_values = nullptr;
+    for (const auto& e : events)
+        if (e.event == "values") last_values = &e;
+    BOOST_TEST_REQUIRE(last_values != nullptr);
+    BOOST_TEST(last_values->data.at("log").as_array().size() == 2u, json::serialize(last_values->data));
+    auto [log, unique] = log_and_unique_steps(b.port, tid);
+    BOOST_TEST(log.size() == 2u); // the steps ran once, by the ghost
+    BOOST_TEST(unique);
+}
+
 // The run store's tables in the checkpointer's own file: the store writes through the saver's
 // page checksums, so neither damages the other (a run store writing the file without them made
 // every page it touched read as damaged to the saver).
