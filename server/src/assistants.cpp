@@ -7,7 +7,9 @@ namespace stategraph::server {
 
 namespace {
 /// The fields an assistant's body may set (POST /assistants, PATCH /assistants/{id}).
-void read_assistant_fields(const json::object& body, assistant_record& r, bool merge_metadata) {
+/// A graph served with a typed context (`assistant_options::context`) checks the assistant's
+/// context now: a member it does not have, or a value that does not fit, is a 422 naming it.
+void read_assistant_fields(const json::object& body, assistant_record& r, bool merge_metadata, const assistant_rec& served) {
     if (auto n = opt_string(body, "name")) r.name = *n;
     if (auto d = opt_string(body, "description")) r.description = *d;
     if (auto conf = opt_object(body, "config")) {
@@ -15,7 +17,10 @@ void read_assistant_fields(const json::object& body, assistant_record& r, bool m
             throw http_error(422, "field 'config.recursion_limit' must be a positive integer");
         r.config = *conf;
     }
-    if (auto ctx = opt_object(body, "context")) r.context = *ctx;
+    if (auto ctx = opt_object(body, "context")) {
+        if (const auto& reader = served.spec.options.context) (void)reader->read(*ctx);
+        r.context = *ctx;
+    }
     if (auto meta = opt_object(body, "metadata")) {
         if (!merge_metadata) r.metadata = *meta;
         else
@@ -37,7 +42,7 @@ awaitable<void> server::impl::create_assistant(call& c) {
     r.owner = c.owner;
     r.graph_id = served->spec.graph_id;
     r.name = "Untitled";
-    read_assistant_fields(body, r, false);
+    read_assistant_fields(body, r, false, *served);
     r.created_at = r.updated_at = run_store::now();
     if (!co_await store->create_assistant(r)) {
         auto have = co_await store->get_assistant(r.assistant_id);
@@ -61,8 +66,12 @@ awaitable<void> server::impl::change_assistant(call& c) {
     if (p.size() == 2 && verb == http::verb::patch) {
         json::object body = body_object(c);
         assistant_record r = *a->stored;
-        if (auto gid = opt_string(body, "graph_id")) r.graph_id = assistant_or_404(*gid)->spec.graph_id;
-        read_assistant_fields(body, r, true);
+        auto served = assistant_or_404(r.graph_id);
+        if (auto gid = opt_string(body, "graph_id")) {
+            served = assistant_or_404(*gid);
+            r.graph_id = served->spec.graph_id;
+        }
+        read_assistant_fields(body, r, true, *served);
         r.updated_at = run_store::now();
         auto written = co_await store->add_assistant_version(std::move(r));
         if (!written) throw http_error(404, "assistant '" + id + "' not found");
@@ -210,7 +219,8 @@ awaitable<void> server::impl::route_assistants(call& c) {
         const json::value output = core.output ? json::value(core.output->json_schema) : json::value(state);
         reply(c, 200,
               json::object{{"graph_id", a->spec.graph_id}, {"input_schema", input}, {"output_schema", output},
-                           {"state_schema", state}, {"config_schema", nullptr}, {"context_schema", nullptr}});
+                           {"state_schema", state}, {"config_schema", nullptr},
+                           {"context_schema", a->spec.options.context ? json::value(a->spec.options.context->schema) : json::value(nullptr)}});
         co_return;
     }
     throw http_error(404, "no route GET " + std::string(c.req.target()));

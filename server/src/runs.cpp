@@ -155,6 +155,18 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
         if (auto id = opt_string(*cp, "checkpoint_id")) from = id;
     if (auto conf = opt_object(config, "configurable"))
         if (auto id = opt_string(*conf, "checkpoint_id")) from = id;
+    // What the nodes read (LangGraph's runtime context and configurable): the run's merged over
+    // the assistant's; a typed context is read now, so a context that does not fit is a 422.
+    json::object run_ctx = a->stored ? a->stored->context : json::object{};
+    if (auto ctx = opt_object(body, "context"))
+        for (const auto& [k, v] : *ctx) run_ctx[k] = v;
+    json::object configurable;
+    if (a->stored)
+        if (auto conf = opt_object(a->stored->config, "configurable")) configurable = *conf;
+    if (auto conf = opt_object(config, "configurable"))
+        for (const auto& [k, v] : *conf) configurable[k] = v;
+    for (const char* k : {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"}) configurable.erase(k);
+    if (const auto& reader = a->spec.options.context) (void)reader->read(run_ctx);
 
     // The thread: found, or (stateless, if_not_exists create) made with the run.
     std::optional<thread_record> th, to_create;
@@ -291,6 +303,8 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     spec["cancel_on_disconnect"] = cancel_on_disconnect;
     spec["recursion_limit"] = recursion_limit;
     spec["durability"] = durability_mode;
+    if (!run_ctx.empty()) spec["context"] = std::move(run_ctx);
+    if (!configurable.empty()) spec["configurable"] = std::move(configurable);
     if (from) spec["checkpoint_id"] = *from;
     for (auto& [k, v] : breakpoints) spec[k] = std::move(v);
     run.spec = std::move(spec);
@@ -1000,7 +1014,13 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             live_run* raw = run.get();
             impl* me_impl = self.get();
             req.on_event = [me_impl, raw](const stream_event& e) { me_impl->on_engine_event(*raw, e); };
+            std::optional<run_context> context; // what the nodes read as ctx.runtime<...>(), for the call
             try {
+                const auto* ctx = rec.spec.if_contains("context");
+                const auto* conf = rec.spec.if_contains("configurable");
+                context.emplace(a->spec.options.context.get(), ctx && ctx->is_object() ? ctx->get_object() : json::object{},
+                                conf && conf->is_object() ? conf->get_object() : json::object{});
+                req.config.runtime = context->runtime();
                 auto outcome = co_await a->graph.invoke(std::move(req));
                 if (outcome.status == run_status::interrupted && run->cancel_action.empty()) {
                     // The output schema when the graph declares one (as the values events show it).

@@ -284,6 +284,98 @@ BOOST_AUTO_TEST_CASE(bulk_cancel_and_supersteps) {
     BOOST_TEST(post(s.port, "/threads/count", json::object{}).json().as_int64() == before);
 }
 
+// Issue 27: a run's `context` and `config.configurable` reach its nodes (LangGraph's runtime
+// context and configurable), each merged over its assistant's; with a typed context
+// (`context_of<T>()`) the nodes read a `T`, a context that does not fit is a 422 naming the
+// member (run and assistant alike), and the assistant's schemas report it.
+namespace per_run_context {
+struct note_state {
+    std::string seen;
+};
+BOOST_DESCRIBE_STRUCT(note_state, (), (seen))
+struct model_context {
+    std::string model = "default-model";
+    int max_tokens = 100;
+};
+BOOST_DESCRIBE_STRUCT(model_context, (), (model, max_tokens))
+
+net::awaitable<sg::update<note_state>> read_served(const note_state&, sg::context& ctx) {
+    const auto& rc = ctx.runtime<srv::served_context>();
+    co_return sg::update<note_state>{}.set<&note_state::seen>(json::serialize(rc.context) + " " + json::serialize(rc.configurable));
+}
+net::awaitable<sg::update<note_state>> read_typed(const note_state&, sg::context& ctx) {
+    const auto& m = ctx.runtime<model_context>();
+    co_return sg::update<note_state>{}.set<&note_state::seen>(m.model + "/" + std::to_string(m.max_tokens));
+}
+template <class F>
+sg::compiled_graph<note_state> one_node(F fn) {
+    sg::state_graph<note_state> g;
+    g.add_node("read", std::move(fn));
+    g.add_edge(sg::START, "read").add_edge("read", sg::END);
+    return g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+}
+} // namespace per_run_context
+
+BOOST_AUTO_TEST_CASE(per_run_context_and_configurable) {
+    using namespace per_run_context;
+    std::vector<srv::assistant_spec> more;
+    more.push_back(srv::make_assistant("served", one_node(read_served)));
+    srv::assistant_options typed;
+    typed.context = srv::context_of<model_context>();
+    more.push_back(srv::make_assistant("typed", one_node(read_typed), typed));
+    running_server s(test_options(), std::move(more));
+    auto seen = [&](const json::object& body) {
+        auto tid = new_thread(s.port);
+        auto r = post(s.port, "/threads/" + tid + "/runs/wait", body);
+        BOOST_TEST_REQUIRE(r.status == 200u, r.body);
+        return std::string(r.json().at("seen").as_string());
+    };
+    // The served graph: context and configurable as JSON; the checkpoint address is not shown.
+    BOOST_TEST(seen({{"assistant_id", "served"}, {"input", json::object{}}}) == "{} {}");
+    BOOST_TEST(seen({{"assistant_id", "served"},
+                     {"input", json::object{}},
+                     {"context", json::object{{"user_id", "u1"}}},
+                     {"config", json::object{{"configurable", json::object{{"tone", "warm"}, {"thread_id", "x"}}}}}}) ==
+               R"({"user_id":"u1"} {"tone":"warm"})");
+    // Over an assistant's own: the run's keys win, the assistant's others stay.
+    auto made = post(s.port, "/assistants",
+                     json::object{{"graph_id", "served"},
+                                  {"context", json::object{{"user_id", "a"}, {"lang", "fr"}}},
+                                  {"config", json::object{{"configurable", json::object{{"tone", "dry"}, {"depth", 2}}}}}});
+    BOOST_TEST_REQUIRE(made.status == 200u, made.body);
+    const std::string aid(made.json().at("assistant_id").as_string());
+    BOOST_TEST(seen({{"assistant_id", aid},
+                     {"input", json::object{}},
+                     {"context", json::object{{"user_id", "u2"}}},
+                     {"config", json::object{{"configurable", json::object{{"tone", "warm"}}}}}}) ==
+               R"({"user_id":"u2","lang":"fr"} {"tone":"warm","depth":2})");
+    BOOST_TEST(post(s.port, "/threads/" + new_thread(s.port) + "/runs/wait",
+                    json::object{{"assistant_id", "served"}, {"input", json::object{}}, {"context", "not an object"}})
+                   .status == 422u);
+
+    // The typed context: members left out keep their defaults.
+    BOOST_TEST(seen({{"assistant_id", "typed"}, {"input", json::object{}}}) == "default-model/100");
+    BOOST_TEST(seen({{"assistant_id", "typed"}, {"input", json::object{}}, {"context", json::object{{"model", "m2"}}}}) == "m2/100");
+    auto bad = post(s.port, "/threads/" + new_thread(s.port) + "/runs/wait",
+                    json::object{{"assistant_id", "typed"}, {"input", json::object{}}, {"context", json::object{{"modle", "m2"}}}});
+    BOOST_TEST(bad.status == 422u, bad.body);
+    BOOST_TEST(bad.body.find("modle") != std::string::npos, bad.body);
+    bad = post(s.port, "/threads/" + new_thread(s.port) + "/runs/wait",
+               json::object{{"assistant_id", "typed"}, {"input", json::object{}}, {"context", json::object{{"max_tokens", "many"}}}});
+    BOOST_TEST(bad.status == 422u, bad.body);
+    BOOST_TEST(bad.body.find("max_tokens") != std::string::npos, bad.body);
+    bad = post(s.port, "/assistants", json::object{{"graph_id", "typed"}, {"context", json::object{{"temperature", 1}}}});
+    BOOST_TEST(bad.status == 422u, bad.body);
+    BOOST_TEST(bad.body.find("temperature") != std::string::npos, bad.body);
+    made = post(s.port, "/assistants", json::object{{"graph_id", "typed"}, {"context", json::object{{"max_tokens", 7}}}});
+    BOOST_TEST_REQUIRE(made.status == 200u, made.body);
+    BOOST_TEST(seen({{"assistant_id", made.json().at("assistant_id")}, {"input", json::object{}}, {"context", json::object{{"model", "m3"}}}}) ==
+               "m3/7");
+    auto schemas = get(s.port, "/assistants/typed/schemas").json();
+    BOOST_TEST(schemas.at("context_schema").at("properties").as_object().contains("max_tokens"));
+    BOOST_TEST(get(s.port, "/assistants/served/schemas").json().at("context_schema").is_null());
+}
+
 // Issue 27: a run's durability (LangGraph's sync / async / exit): exit writes one checkpoint for
 // the run, sync one per step; an unknown mode is a 422 naming the field.
 BOOST_AUTO_TEST_CASE(per_run_durability) {

@@ -4,6 +4,7 @@
 /// out), and `assistant_options`, how its runs are made.
 
 #include <stategraph/compiled_graph.hpp>
+#include <stategraph/server/run_context.hpp>
 
 #include <boost/json/object.hpp>
 
@@ -27,6 +28,11 @@ struct assistant_options {
     /// threads of one id are apart; without keys the client's id). May throw
     /// `http_error` (422) naming what is wrong. Null: the input is the state's fields as they are.
     std::function<boost::json::object(boost::json::object input, const std::string& thread_id)> input_adapter;
+    /// A typed runtime context (`context_of<T>()`): a run's `context` (merged over its
+    /// assistant's) is read as `T`, checked when the run is created, and its nodes read
+    /// `ctx.runtime<T>()`. Null: the nodes read `ctx.runtime<served_context>()`, the context and
+    /// `config.configurable` as JSON.
+    std::shared_ptr<const context_reader> context;
 };
 
 /// @brief A graph served as an assistant: its id, its engine tables, its options.
