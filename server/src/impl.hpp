@@ -36,6 +36,8 @@ struct live_run {
     bool flush_failed = false;
     waiter_list flushed; ///< woken when a flush ends
     json::value last_values; ///< the last root values (null: none)
+    bool langchain_events = false; ///< stream mode "events" asked for (LangChain's astream_events v2)
+    std::map<std::string, json::value> task_inputs; ///< for "events": a running task's input, by task id
 };
 
 struct server::impl : std::enable_shared_from_this<impl> {
@@ -132,6 +134,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     static awaitable<void> execute(std::shared_ptr<impl> self, std::shared_ptr<live_run> run);
     void record(live_run& run, std::string name, const json::value& data);
     void on_engine_event(live_run& run, const stream_event& e);
+    /// Stream mode "events": LangChain's astream_events v2 records made from engine event `e`.
+    void record_langchain_events(live_run& run, const stream_event& e);
+    /// Stream mode "events": the graph's own on_chain_start (`start`) or on_chain_end.
+    void record_graph_event(live_run& run, bool start, json::value data);
     static awaitable<void> flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run);
     awaitable<void> flush_all(std::shared_ptr<live_run> run);
     /// The newest checkpoint id of the thread's namespaces that a resume continues ("": none).

@@ -17,11 +17,11 @@ std::set<std::string> server::impl::parse_modes(const json::value* v) const {
         if (!m.is_string()) wrong_type("stream_mode", "a string or a list of strings", m);
         std::string s(m.get_string());
         if (s == "messages-tuple") s = "messages";
-        static const std::set<std::string> known = {"values", "updates", "custom", "messages", "tasks", "checkpoints", "debug"};
+        static const std::set<std::string> known = {"values", "updates", "custom", "messages", "tasks", "checkpoints", "debug", "events"};
         if (!known.count(s))
             throw http_error(422, "stream_mode '" + s +
-                                      "' is not supported (use values, updates, custom, messages, messages-tuple, "
-                                      "tasks, checkpoints, debug)");
+                                      "' is not a stream mode (use values, updates, custom, messages, messages-tuple, "
+                                      "tasks, checkpoints, debug, events)");
         out.insert(s);
     };
     if (!v || v->is_null()) out.insert("values");
@@ -775,6 +775,7 @@ awaitable<void> server::impl::dispatch_loop(std::shared_ptr<impl> self) {
             live->rec = std::move(*r);
             live->modes = modes_of(live->rec.spec);
             live->subgraphs = flag_of(live->rec.spec, "subgraphs");
+            live->langchain_events = live->modes.count("events") != 0;
             self->local[live->rec.run_id] = live;
             auto sig = live->cancel;
             // The signal outlives the coroutine: its completion handler holds it.
@@ -876,6 +877,12 @@ awaitable<void> server::impl::flush_all(std::shared_ptr<live_run> run) {
 void server::impl::on_engine_event(live_run& run, const stream_event& e) {
     if (!run.cancel_action.empty() || run.lost) return;
     if (!e.ns.empty() && !run.subgraphs) return;
+    if (run.langchain_events) {
+        record_langchain_events(run, e);
+        // Asked of the engine for "events" only: not recorded as modes of their own.
+        if (e.mode == stream_mode::tasks && !run.modes.count("tasks")) return;
+        if (e.mode == stream_mode::messages && !run.modes.count("messages")) return;
+    }
     std::string name;
     json::value data;
     switch (e.mode) {
@@ -1011,6 +1018,11 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                 {"debug", stream_mode::debug},   {"messages", stream_mode::messages}};
             for (const auto& m : run->modes)
                 if (auto it = engine_modes.find(m); it != engine_modes.end()) req.modes = req.modes | it->second;
+            if (run->langchain_events) {
+                req.modes = req.modes | stream_mode::tasks | stream_mode::messages;
+                const auto* in = rec.spec.if_contains("input");
+                self->record_graph_event(*run, true, in ? *in : json::value(nullptr));
+            }
             live_run* raw = run.get();
             impl* me_impl = self.get();
             req.on_event = [me_impl, raw](const stream_event& e) { me_impl->on_engine_event(*raw, e); };
@@ -1022,6 +1034,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                                 conf && conf->is_object() ? conf->get_object() : json::object{});
                 req.config.runtime = context->runtime();
                 auto outcome = co_await a->graph.invoke(std::move(req));
+                if (run->langchain_events && run->cancel_action.empty())
+                    self->record_graph_event(*run, false, a->graph.core()->output ? outcome.output : outcome.values);
                 if (outcome.status == run_status::interrupted && run->cancel_action.empty()) {
                     // The output schema when the graph declares one (as the values events show it).
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);

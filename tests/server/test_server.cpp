@@ -376,6 +376,86 @@ BOOST_AUTO_TEST_CASE(per_run_context_and_configurable) {
     BOOST_TEST(get(s.port, "/assistants/served/schemas").json().at("context_schema").is_null());
 }
 
+// Issue 27: stream mode "events" (LangChain's astream_events v2, as LangGraph's server sends it):
+// the graph's on_chain_start/end around each node's, the node's output and input, the graph's
+// on_chain_stream per update (sent as the node's update is, just before its on_chain_end) and a
+// model's tokens as on_chat_model_stream; the task and message
+// events the engine makes for it are not streamed as modes of their own unless asked for.
+namespace events_mode {
+struct talk_state {
+    std::string said;
+};
+BOOST_DESCRIBE_STRUCT(talk_state, (), (said))
+net::awaitable<sg::update<talk_state>> speak(const talk_state&, sg::context& ctx) {
+    for (const char* token : {"Hel", "lo"})
+        ctx.write_message(json::object{{"type", "AIMessageChunk"}, {"content", token}, {"id", "m1"}});
+    co_return sg::update<talk_state>{}.set<&talk_state::said>("Hello");
+}
+net::awaitable<sg::update<talk_state>> shout(const talk_state& s, sg::context&) {
+    co_return sg::update<talk_state>{}.set<&talk_state::said>(s.said + "!");
+}
+} // namespace events_mode
+
+BOOST_AUTO_TEST_CASE(stream_mode_events) {
+    using namespace events_mode;
+    sg::state_graph<talk_state> g;
+    g.add_node("speak", speak).add_node("shout", shout);
+    g.add_edge(sg::START, "speak").add_edge("speak", "shout").add_edge("shout", sg::END);
+    std::vector<srv::assistant_spec> more;
+    more.push_back(srv::make_assistant("talk", g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()})));
+    running_server s(test_options(), std::move(more));
+    auto tid = new_thread(s.port);
+    auto r = post(s.port, "/threads/" + tid + "/runs/stream",
+                  json::object{{"assistant_id", "talk"}, {"input", json::object{{"said", "..."}}}, {"stream_mode", "events"}});
+    BOOST_TEST_REQUIRE(r.status == 200u, r.body);
+    auto events = parse_sse(r.body);
+    BOOST_TEST_REQUIRE(events.size() >= 2u);
+    BOOST_TEST(events.front().event == "metadata");
+    const std::string run_id(events.front().data.at("run_id").as_string());
+    std::vector<std::string> seen; // "<event> <name>"
+    for (std::size_t i = 1; i < events.size(); ++i) {
+        BOOST_TEST_REQUIRE(events[i].event == "events"); // no tasks or messages events: not asked for
+        const auto& d = events[i].data.as_object();
+        seen.push_back(std::string(d.at("event").as_string()) + " " + std::string(d.at("name").as_string()));
+        for (const char* k : {"run_id", "tags", "metadata", "data", "parent_ids"}) BOOST_TEST(d.contains(k), k);
+    }
+    const std::vector<std::string> want{"on_chain_start LangGraph",  "on_chain_start speak", "on_chat_model_stream chat_model",
+                                        "on_chat_model_stream chat_model", "on_chain_stream LangGraph", "on_chain_end speak",
+                                        "on_chain_start shout",      "on_chain_stream LangGraph", "on_chain_end shout",
+                                        "on_chain_end LangGraph"};
+    BOOST_TEST(seen == want, boost::test_tools::per_element());
+    // The graph's records carry the run's id and the input, then the final values.
+    const auto& first = events[1].data.as_object();
+    BOOST_TEST(first.at("run_id").as_string() == run_id);
+    BOOST_TEST(first.at("data").at("input").at("said") == "...");
+    BOOST_TEST(events.back().data.at("data").at("output").at("said") == "Hello!");
+    // A node's: its task id, step tag, langgraph metadata, the run as parent; its output and input.
+    const auto& start = events[2].data.as_object();
+    BOOST_TEST(start.at("tags").as_array().at(0) == "graph:step:1");
+    BOOST_TEST(start.at("metadata").at("langgraph_node") == "speak");
+    BOOST_TEST(start.at("metadata").at("langgraph_step").as_int64() == 1);
+    BOOST_TEST(start.at("parent_ids").as_array().at(0).as_string() == run_id);
+    BOOST_TEST(start.at("data").at("input").at("said") == "...");
+    const auto& token = events[3].data.as_object();
+    BOOST_TEST(token.at("data").at("chunk").at("content") == "Hel");
+    BOOST_TEST(token.at("parent_ids").as_array().size() == 2u); // the run, then the task
+    const auto& end = events[6].data.as_object();
+    BOOST_TEST(end.at("run_id") == start.at("run_id"));
+    BOOST_TEST(end.at("data").at("output").at("said") == "Hello");
+    BOOST_TEST(end.at("data").at("input").at("said") == "...");
+    BOOST_TEST(events[5].data.at("data").at("chunk").at("speak").at("said") == "Hello");
+    // Asked for beside another mode, each keeps its own events.
+    r = post(s.port, "/threads/" + tid + "/runs/stream",
+             json::object{{"assistant_id", "talk"}, {"input", json::object{{"said", "?"}}}, {"stream_mode", json::array{"events", "tasks"}}});
+    std::size_t tasks = 0, lc = 0;
+    for (const auto& e : parse_sse(r.body)) {
+        tasks += e.event == "tasks";
+        lc += e.event == "events";
+    }
+    BOOST_TEST(tasks == 4u); // two starts, two results
+    BOOST_TEST(lc == 10u);
+}
+
 // Issue 27: a run's durability (LangGraph's sync / async / exit): exit writes one checkpoint for
 // the run, sync one per step; an unknown mode is a 422 naming the field.
 BOOST_AUTO_TEST_CASE(per_run_durability) {
