@@ -295,6 +295,9 @@ boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& 
     const std::string& msg = t.user_message;
     const bool research = t.agent == agent_kind::research;
     const bool last = ctx.attempt() >= max_attempts;
+    // Progress for a UI watching the turn (stream mode "custom"): the agent at work.
+    boost::json::object progress{{"agent", to_string(t.agent)}, {"task", t.task}, {"attempt", ctx.attempt()}, {"status", "working"}};
+    ctx.write(progress);
     std::string failure;
     try {
         if (research && icontains(msg, "unreachable"))
@@ -334,6 +337,8 @@ boost::asio::awaitable<update> agent_execution(services& svc, const agent_task& 
     } else {
         r.status = agent_status::ok;
     }
+    progress["status"] = r.status == agent_status::ok ? "done" : "failed";
+    ctx.write(progress);
     std::vector<agent_result> results{r};
     co_return std::move(u).set<&state::agent_results>(std::move(results));
 }

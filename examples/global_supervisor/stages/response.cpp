@@ -10,7 +10,7 @@
 // simple_text greets (with the agenda), confirms the facts stored, or answers from memory;
 // complex_text synthesizes the agents' results (and says which agent could not be reached);
 // hitl_text reports what happened to the action the user approved or denied.
-// message_persist stores the turn in the chat: the user's message (or the exchange already
+// message_persist streams the reply (stream mode "messages") and stores the turn in the chat: the user's message (or the exchange already
 // stored while the thread waited) and the reply, in one transaction and idempotently: a kill
 // between two inserts leaves neither, and the re-run after a kill (the engine runs the node
 // again when its checkpoint was not saved) stores nothing twice.
@@ -146,6 +146,24 @@ update message_persist(services& svc, const state& s) {
     return update{}.set<&state::response>(std::move(resp));
 }
 
+update message_persist_node(services& svc, const state& s, stategraph::context& ctx) {
+    const auto& conv = s.conversation;
+    // The reply as a chat UI shows it (stream mode "messages"): LangChain message chunks, a word
+    // at a time, under one message id per turn.
+    if (ctx.streams_messages()) {
+        const std::string id = "reply-" + conv.chat_id + "-" + std::to_string(conv.message_count);
+        const std::string& reply = s.response.reply;
+        for (std::size_t at = 0; at < reply.size();) {
+            std::size_t next = reply.find(' ', at);
+            next = next == std::string::npos ? reply.size() : next + 1;
+            boost::json::object chunk{{"type", "AIMessageChunk"}, {"content", reply.substr(at, next - at)}, {"id", id}};
+            ctx.write_message(chunk);
+            at = next;
+        }
+    }
+    return message_persist(svc, s);
+}
+
 stage_decl response_stage(services& svc) {
     using namespace stategraph::dsl;
     // clang-format off
@@ -154,7 +172,7 @@ stage_decl response_stage(services& svc) {
         "simple_text"_n     = simple_text,
         "complex_text"_n    = complex_text,
         "hitl_text"_n       = hitl_text,
-        "message_persist"_n = with_services(svc, message_persist),
+        "message_persist"_n = with_services(svc, message_persist_node),
 
         "ui_router"_n >> route(response_type, {{response_kind::simple,  "simple_text"_n},
                                                {response_kind::complex, "complex_text"_n},

@@ -14,6 +14,8 @@ update simple_text(const state& s);
 update complex_text(const state& s);
 update hitl_text(const state& s);
 update message_persist(services& svc, const state& s);
+/// @brief The message_persist node: streams the reply (stream mode "messages"), then `message_persist`.
+update message_persist_node(services& svc, const state& s, stategraph::context& ctx);
 
 /// @brief "Response Type" (the conditional edge after ui_router).
 response_kind response_type(const state& s);

@@ -5,6 +5,8 @@
 //        ─► runs.stream "Thomas is traveling to Mallorca" ─► __interrupt__ (which Thomas?)
 //        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState
 //        ─► two threads in parallel ─► a second run on a busy thread refused (409)
+//        ─► one turn streamed in every stream mode (values, updates, custom, messages-tuple,
+//           tasks, checkpoints, debug, events)
 //        ─► store.putItem / getItem / searchItems / listNamespaces / deleteItem
 //
 // usage: node flow.mjs http://127.0.0.1:PORT [THREAD_FILE]   (exit 0: every check passed; the
@@ -148,7 +150,42 @@ check(runs.length === 2 && runs[0].run_id === first.run_id, "runs.list newest fi
 const replay = await collect(client.runs.joinStream(thread.thread_id, created.run_id));
 check(replay.some((c) => c.event === "values"), "joinStream replays the run's events", replay.length);
 
-// 10. The long-term memory Store (client.store.*).
+// 10. Every stream mode on one complex turn, each event as the SDK hands it over.
+const everyMode = ["values", "updates", "custom", "messages-tuple", "tasks", "checkpoints", "debug", "events"];
+const all = await collect(
+  client.runs.stream(b.thread_id, graph, {
+    input: { user_message: "Research flights to Mallorca and book a hotel" },
+    streamMode: everyMode,
+  }),
+);
+const byEvent = (name) => all.filter((c) => c.event === name);
+const finalOut = byEvent("values").at(-1)?.data;
+check(finalOut && finalOut.reply.length > 0, "every mode: the final values", finalOut);
+check(byEvent("updates").some((c) => "global_planner" in c.data), "every mode: updates name the node", byEvent("updates").length);
+const progress = byEvent("custom").map((c) => c.data);
+check(progress.some((p) => p.status === "working" && typeof p.agent === "string") && progress.some((p) => p.status === "done"),
+  "every mode: custom events report the agents at work", progress);
+const tokens = byEvent("messages").map((c) => c.data);
+check(tokens.length > 1 && tokens.every(([chunk, meta]) => chunk.type === "AIMessageChunk" && meta.langgraph_node === "message_persist"),
+  "every mode: messages-tuple events are [AIMessageChunk, metadata]", tokens[0]);
+check(tokens.map(([chunk]) => chunk.content).join("") === finalOut.reply, "every mode: the reply's tokens add up to the reply",
+  tokens.map(([chunk]) => chunk.content).join(""));
+const tasks = byEvent("tasks").map((c) => c.data);
+check(tasks.some((t) => t.name === "global_planner" && "input" in t) && tasks.some((t) => t.name === "global_planner" && "result" in t),
+  "every mode: tasks start and finish", tasks.length);
+const cps = byEvent("checkpoints").map((c) => c.data);
+check(cps.length > 2 && cps.every((c) => c.config?.configurable?.checkpoint_id && "values" in c && Array.isArray(c.next)),
+  "every mode: checkpoints carry config, values and next", cps[0]);
+const debugTypes = new Set(byEvent("debug").map((c) => c.data.type));
+check(["checkpoint", "task", "task_result"].every((t) => debugTypes.has(t)), "every mode: debug has checkpoints and tasks", [...debugTypes]);
+const lc = byEvent("events").map((c) => c.data);
+check(lc[0]?.event === "on_chain_start" && lc[0].name === "LangGraph" && lc.at(-1)?.event === "on_chain_end" &&
+  lc.at(-1).data.output.reply === finalOut.reply, "every mode: events open and close with the graph's on_chain_start/end",
+  [lc[0], lc.at(-1)]);
+check(lc.some((e) => e.event === "on_chain_end" && e.name === "global_planner") && lc.some((e) => e.event === "on_chat_model_stream"),
+  "every mode: events have each node's on_chain_end and the reply's on_chat_model_stream", lc.length);
+
+// 11. The long-term memory Store (client.store.*).
 await client.store.putItem(["users", "thomas", "facts"], "trip", { text: "travels to Mallorca in May", month: 5 });
 await client.store.putItem(["users", "thomas", "facts"], "drink", { text: "likes strong coffee", month: 1 }, { index: false });
 await client.store.putItem(["users", "anna", "facts"], "trip", { text: "travels to Lisbon", month: 7 });
