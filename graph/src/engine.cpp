@@ -375,6 +375,9 @@ struct run_state {
     std::vector<std::string> ns_path;
     bool have_checkpoint = false;
     bool signature_differs = false;
+    /// The checkpoint loaded was migrated from an older state version: the next one written
+    /// holds every field whole (the stored values have the old shape).
+    bool write_all = false;
     std::map<std::string, std::vector<checkpoint::pending_write>> pending; // of the current checkpoint, by task id
     std::string stored_signature;
     std::vector<std::string> stored_shape;
@@ -712,6 +715,78 @@ void check_pending(const graph_core& g, const checkpoint::checkpoint_tuple& t, b
     }
 }
 
+/// The version of the state that wrote `cp` (1 when it names none).
+int state_version_of(const checkpoint::checkpoint& cp) {
+    if (const auto* v = cp.metadata.if_contains(names::state_version); v && v->is_int64()) return static_cast<int>(v->get_int64());
+    return 1;
+}
+
+/// Carries checkpoint `t`, written by an older version of the state, to this graph's state with
+/// its migrations (migration.hpp), in place: its values become the migrated state's fields, its
+/// pending writes keep the fields the state still has. Returns whether it migrated anything.
+/// An input checkpoint's input not run yet (old-shaped) is refused when the checkpoint is to run
+/// or be updated, and left out when it is only read (`reading`: get_state, history; they show
+/// the state before the input, and the stored metadata as it is).
+/// @throws drift_error naming the thread when no chain of migrations reaches its version, or when
+/// it holds an input not run yet and is not only read (the old graph should run it first).
+bool migrate(const graph_core& g, checkpoint::checkpoint_tuple& t, bool reading = false) {
+    const int have = state_version_of(t.cp);
+    if (have == g.state_version) return false;
+    const std::string& thread = t.thread_id;
+    const std::string state_name = g.topo.name.empty() ? std::string("the state") : "the state of graph '" + g.topo.name + "'";
+    auto refuse = [&](const std::string& why) {
+        throw drift_error(errc::graph_drift,
+                          "thread '" + thread + "' (checkpoint " + t.cp.id + ") was written by state version " + std::to_string(have) +
+                              "; " + state_name + " is version " + std::to_string(g.state_version) + ": " + why,
+                          {thread, std::to_string(have), std::to_string(g.state_version)});
+    };
+    if (have > g.state_version) refuse("no migration goes back to an older version");
+    std::vector<const state_migration*> chain;
+    for (int v = have; v < g.state_version; ++v) {
+        auto it = std::find_if(g.migrations.begin(), g.migrations.end(), [v](const state_migration& m) { return m.from == v; });
+        if (it == g.migrations.end())
+            refuse("there is no migration from version " + std::to_string(v) + " (state_graph::add_migration(" + std::to_string(v) +
+                   ", fn))");
+        chain.push_back(&*it);
+    }
+    auto& cp = t.cp;
+    const bool takes_input = (cp.source == "input" || cp.source == "fork") && !cp.metadata.contains(names::command);
+    if (takes_input) {
+        bool pending_input = cp.metadata.contains(names::writes);
+        for (const auto& [channel, version] : cp.versions) pending_input = pending_input || (channel != names::graph && version == cp.id);
+        if (pending_input && !reading) refuse("it holds an input not run yet; run it with the graph that wrote it first");
+        cp.metadata.erase(names::writes);
+    }
+    boost::json::object state;
+    for (const auto& [channel, version] : cp.versions)
+        if (channel != names::graph && !(takes_input && version == cp.id))
+            if (const auto* v = cp.values.if_contains(channel)) state[channel] = *v;
+    const std::string where = "thread '" + thread + "', checkpoint " + cp.id;
+    for (const auto* m : chain)
+        state = m->run(state, where + ", migrating state version " + std::to_string(m->from) + " (" + m->from_name + ") to " +
+                                  std::to_string(m->from + 1) + " (" + m->to_name + ")");
+    // The migrated fields under a version no stored value has: restore() reads them from `values`,
+    // and the next checkpoint written (save(): write_all) stores every field whole.
+    const std::string version = "migrated-from-" + std::to_string(have);
+    std::map<std::string, std::string> versions;
+    if (auto gv = cp.versions.find(std::string(names::graph)); gv != cp.versions.end()) versions.insert(*gv);
+    boost::json::object values;
+    for (auto& [field, value] : state) {
+        if (g.st->index_of(std::string(field)) < 0) continue; // checked by compile(): the last migration returns the state
+        versions.emplace(std::string(field), version);
+        values[field] = std::move(value);
+    }
+    cp.versions = std::move(versions);
+    cp.values = std::move(values);
+    cp.extends.clear();
+    cp.metadata.erase(names::delta); // a subgraph's writes so far, in the old shape
+    cp.signature = g.signature;      // read as this graph's (node names are still checked)
+    std::erase_if(t.writes, [&](const checkpoint::pending_write& w) {
+        return !w.channel.starts_with("__") && g.st->index_of(w.channel) < 0;
+    });
+    return true;
+}
+
 /// Loads checkpoint `t` into `r`. `drifted`: another graph shape wrote it and the caller accepted
 /// that (names this graph does not have are dropped); otherwise every stored name must exist
 /// here, and one that does not is corruption (corrupt_checkpoint naming thread, checkpoint and
@@ -883,6 +958,7 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
     cp.metadata[names::step] = step;
     if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
     cp.metadata[names::source] = source;
+    if (g.state_version > 1) cp.metadata[names::state_version] = g.state_version;
     // An input checkpoint with no input to run was written by a Command (its update applied).
     if (!r.has_start_input && std::string_view(source) == "input") cp.metadata[names::command] = true;
     if (r.has_start_input && (std::string_view(source) == "input" || std::string_view(source) == "fork")) {
@@ -949,8 +1025,13 @@ void stage(const graph_core& g, run_state& r, const std::string& id, const char*
 }
 
 boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
-                                  const field_mask& changed) {
+                                  const field_mask& changed_now) {
     const auto& st = *g.st;
+    field_mask changed = changed_now;
+    if (r.write_all) { // after a migration: every field, whole, at the new version
+        for (std::size_t i = 0; i < st.n; ++i) changed.set(i);
+        r.write_all = false;
+    }
     // async: the previous checkpoint's put ends before its record (`r.out`) is rebuilt
     if (r.put_queued) co_await settle(g, r);
     r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
@@ -1974,7 +2055,9 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     r.fr.barriers.assign(g.joins.size(), {});
     for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
     if (head) {
+        const bool migrated = migrate(g, *head);
         restore(g, r, *head, signature_of(head->cp) != g.signature);
+        if (migrated) r.signature_differs = r.write_all = true;
         if (signature_of(head->cp) != g.signature) {
             if (!env.cfg.allow_drift) {
                 co_await load_stored_shape(r);
@@ -2275,6 +2358,13 @@ boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> r
                                "thread '" + req->thread_id + "' has no checkpoint '" + *req->checkpoint_id + "'", {req->thread_id});
         throw thread_error(errc::thread_not_found, "thread '" + req->thread_id + "' has no checkpoint", {req->thread_id});
     }
+    if (state_version_of(t->cp) != g.state_version) {
+        auto stored = t->cp.metadata;
+        (void)migrate(g, *t, true);
+        auto s = snapshot(g, *t, !req->checkpoint_id.has_value());
+        s.metadata = std::move(stored); // as stored, not as migrated
+        co_return s;
+    }
     co_return snapshot(g, *t, !req->checkpoint_id.has_value());
 }
 
@@ -2284,7 +2374,16 @@ boost::asio::awaitable<std::vector<snapshot_data>> get_state_history(std::unique
     auto list = co_await saver->list(req->thread_id, "", req->list);
     std::vector<snapshot_data> out;
     out.reserve(list.size());
-    for (auto& t : list) out.push_back(snapshot(g, t, false));
+    for (auto& t : list) {
+        if (state_version_of(t.cp) == g.state_version) {
+            out.push_back(snapshot(g, t, false));
+            continue;
+        }
+        auto stored = t.cp.metadata;
+        (void)migrate(g, t, true);
+        out.push_back(snapshot(g, t, false));
+        out.back().metadata = std::move(stored); // as stored, not as migrated
+    }
     co_return out;
 }
 
@@ -2310,7 +2409,9 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
             for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
             r.step = -1;
         } else {
+            const bool migrated = migrate(g, *t);
             restore(g, r, *t, signature_of(t->cp) != g.signature);
+            if (migrated) r.signature_differs = r.write_all = true;
         }
         if (t && signature_of(t->cp) != g.signature) {
             if (!req->allow_drift) {

@@ -8,6 +8,7 @@
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/error_handler.hpp>
 #include <stategraph/json_shape.hpp>
+#include <stategraph/migration.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
@@ -301,6 +302,33 @@ public:
         return *this;
     }
 
+    /// @brief The version of the state (1 unless set): written in every checkpoint, so that a
+    /// thread written by an older version is migrated (`add_migration`) when it is read.
+    /// @param version the state's version now, at least 1; raise it when the state changes shape
+    /// in a way threads already stored must be carried over (see migration.hpp).
+    state_graph& set_state_version(int version) {
+        impl_->state_version = version;
+        return *this;
+    }
+
+    /// @brief A migration from state version `from` to `from + 1`: `fn(const From&)` returns
+    /// the next version's state (`To`); From and To are read from fn's signature.
+    /// @param from the version `fn` reads (at least 1, below `set_state_version`'s)
+    /// @param fn a function or lambda taking the old state (a described struct, the state as it was
+    /// at version `from`) and returning the next version's (the graph's state for the last step)
+    template <class F>
+    state_graph& add_migration(int from, F fn) {
+        using sig = detail::migration_signature<std::decay_t<F>>;
+        return add_migration<typename sig::from, typename sig::to>(from, std::move(fn));
+    }
+    /// @brief `add_migration` with the old and new state types named (for a generic lambda).
+    /// @tparam From the state at version `from`; @tparam To the state at version `from + 1`
+    template <class From, class To, class F>
+    state_graph& add_migration(int from, F fn) {
+        impl_->migrations.push_back(detail::make_migration<From, To>(from, std::move(fn)));
+        return *this;
+    }
+
     state_graph& set_node_defaults(node_defaults defaults) {
         defaults_ = std::move(defaults);
         return *this;
@@ -345,6 +373,7 @@ public:
                                                 "' is not a field of the state; map it (input_schema<I>(map), "
                                                 "output_schema<O>(map))",
                                             {name, io->type_name}});
+        check_migrations(*impl, problems);
         if (!problems.empty()) return std::nullopt;
         impl->lower();
         impl->cache = options.cache ? options.cache : options.checkpointer;
@@ -356,6 +385,47 @@ public:
     }
 
 private:
+    /// The migrations form one chain ending at the state: from each version to the next, up to
+    /// the state's version, each one's result the next one's argument, the last one's the state.
+    static void check_migrations(detail::graph_core& g, std::vector<graph_problem>& problems) {
+        const std::string state_name = detail::short_type_name<S>();
+        if (g.state_version < 1)
+            problems.push_back({errc::invalid_input,
+                                "state version " + std::to_string(g.state_version) + " of " + state_name + ": versions start at 1",
+                                {state_name}});
+        std::sort(g.migrations.begin(), g.migrations.end(), [](const auto& a, const auto& b) { return a.from < b.from; });
+        for (std::size_t i = 0; i < g.migrations.size(); ++i) {
+            const auto& m = g.migrations[i];
+            const std::string what = "the migration from state version " + std::to_string(m.from) + " (" + m.from_name + ")";
+            if (m.from < 1 || m.from >= g.state_version)
+                problems.push_back({errc::invalid_input,
+                                    what + " is outside the versions before the state's own (" + std::to_string(g.state_version) +
+                                        "): call set_state_version(" + std::to_string(std::max(m.from + 1, 2)) + ") or more",
+                                    {m.from_name}});
+            if (i > 0 && g.migrations[i - 1].from == m.from)
+                problems.push_back({errc::invalid_input, what + " is declared twice", {m.from_name}});
+            else if (i > 0 && g.migrations[i - 1].from != m.from - 1)
+                problems.push_back({errc::invalid_input,
+                                    "no migration from state version " + std::to_string(m.from - 1) +
+                                        " to " + std::to_string(m.from) + ": the chain of migrations has a gap",
+                                    {m.from_name}});
+            if (i > 0 && g.migrations[i - 1].from == m.from - 1 && g.migrations[i - 1].to_type != m.from_type)
+                problems.push_back({errc::invalid_input,
+                                    what + " reads " + m.from_name + ", but the migration before it returns " +
+                                        g.migrations[i - 1].to_name,
+                                    {m.from_name, g.migrations[i - 1].to_name}});
+            if (m.from == g.state_version - 1 && m.to_type != std::type_index(typeid(S)))
+                problems.push_back({errc::invalid_input,
+                                    what + " is the last one and must return the state " + state_name + ", not " + m.to_name,
+                                    {m.to_name, state_name}});
+        }
+        if (!g.migrations.empty() && g.migrations.back().from < g.state_version - 1)
+            problems.push_back({errc::invalid_input,
+                                "no migration from state version " + std::to_string(g.migrations.back().from + 1) + " to " +
+                                    std::to_string(g.state_version) + " (" + state_name + ")",
+                                {state_name}});
+    }
+
     template <class T>
     static std::shared_ptr<detail::io_schema> schema_of(bool required) {
         auto s = std::make_shared<detail::io_schema>();

@@ -42,6 +42,9 @@ inline constexpr std::string_view start_task = "__start__"; ///< the task that a
 /// On an input checkpoint a Command wrote (`command.update` / `command.goto` as a call's input):
 /// `true`. Its fields are values already applied, not an input still to run.
 inline constexpr std::string_view command = "command";
+/// The version of the state that wrote the checkpoint (`state_graph::set_state_version`), when
+/// above 1; a checkpoint without it was written at version 1.
+inline constexpr std::string_view state_version = "state_version";
 
 // -- keys inside the values above ----------------------------------------------------------------
 inline constexpr std::string_view node = "node";

@@ -7,6 +7,7 @@
 #include <stategraph/command.hpp>
 #include <stategraph/detail/state_table.hpp>
 #include <stategraph/error_handler.hpp>
+#include <stategraph/migration.hpp>
 #include <stategraph/node.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/topology.hpp>
@@ -99,6 +100,10 @@ struct graph_core {
     std::shared_ptr<checkpoint::saver> cache;
     /// The long-term memory store (`compile_options::store`), or null.
     std::shared_ptr<store::base_store> store;
+    /// The state's version (`state_graph::set_state_version`), written in every checkpoint's
+    /// metadata when above 1, and the migrations from older versions, by `from` (see migration.hpp).
+    int state_version = 1;
+    std::vector<state_migration> migrations;
 
     /// The node's index, or -2 when there is no such node.
     int find(const std::string& name) const {
