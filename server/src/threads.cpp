@@ -257,6 +257,74 @@ awaitable<void> server::impl::adopt_threads(std::shared_ptr<impl> self) {
     if (adopted) self->log_line(std::to_string(adopted) + " stored threads adopted");
 }
 
+// -- state calls: the checkpoint a body names, metadata patches (PATCH .../state) -------------------
+
+namespace {
+
+/// The checkpoint a state call names: `checkpoint_id`, `checkpoint.checkpoint_id` or
+/// `config.configurable.checkpoint_id` (LangGraph's three spellings); nullopt: the newest.
+std::optional<std::string> addressed_checkpoint(const json::object& body) {
+    std::optional<std::string> id = opt_string(body, "checkpoint_id");
+    if (auto* cp = field(body, "checkpoint")) {
+        if (!cp->is_object()) wrong_type("checkpoint", "an object {checkpoint_id}", *cp);
+        if (auto* v = field(cp->get_object(), "checkpoint_id")) {
+            if (!v->is_string()) wrong_type("checkpoint.checkpoint_id", "a string", *v);
+            id = std::string(v->get_string());
+        }
+    }
+    if (auto* conf = field(body, "config")) {
+        if (!conf->is_object()) wrong_type("config", "an object {configurable: {checkpoint_id}}", *conf);
+        if (auto* inner = field(conf->get_object(), "configurable")) {
+            if (!inner->is_object()) wrong_type("config.configurable", "an object", *inner);
+            if (auto* v = field(inner->get_object(), "checkpoint_id")) {
+                if (!v->is_string()) wrong_type("config.configurable.checkpoint_id", "a string", *v);
+                id = std::string(v->get_string());
+            }
+        }
+    }
+    return id;
+}
+
+[[noreturn]] void checkpoint_not_found(const std::string& thread_id, const std::string& checkpoint_id) {
+    throw http_error(404, "checkpoint '" + checkpoint_id + "' not found on thread '" + thread_id + "'");
+}
+
+[[noreturn]] void no_checkpoint_yet(const std::string& thread_id) {
+    throw http_error(409, "thread '" + thread_id + "' has no checkpoint yet: run it or update its state before patching its metadata");
+}
+
+/// Merges `metadata` into the metadata of checkpoint `at` (nullopt: the newest) of the root
+/// namespace of the thread stored as `key` (`thread_id` to its client) and returns that
+/// checkpoint's id. The checkpoint is put again under its own id with no values: every saver
+/// replaces the record and keeps the values stored with it (the saver conformance check
+/// `metadata_patch`). Under the thread's lease, as update_state: a lease held elsewhere is a
+/// `thread_busy` (409).
+awaitable<std::string> patch_checkpoint_metadata(checkpoint::saver& saver, const std::string& key,
+                                                 const std::string& thread_id, const json::object& metadata,
+                                                 const std::optional<std::string>& at) {
+    co_await saver.acquire(key);
+    std::exception_ptr failure;
+    std::string id;
+    try {
+        auto found = co_await saver.get(key, "", at);
+        if (!found && at) checkpoint_not_found(thread_id, *at);
+        if (!found) no_checkpoint_yet(thread_id);
+        auto& cp = found->cp;
+        for (const auto& [k, v] : metadata) cp.metadata[k] = v;
+        cp.values.clear(); // no channel written: the stored values stay
+        cp.extends.clear();
+        co_await saver.put(key, "", cp);
+        id = cp.id;
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    co_await saver.release(key);
+    if (failure) std::rethrow_exception(failure);
+    co_return id;
+}
+
+} // namespace
+
 // -- /threads ---------------------------------------------------------------------------------------
 
 awaitable<void> server::impl::route_threads(call& c) {
@@ -415,10 +483,10 @@ awaitable<void> server::impl::route_threads(call& c) {
             if (!id) throw http_error(422, "field 'checkpoint.checkpoint_id' is required");
             cp_id = *id;
         }
-        if (!a) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th.thread_id + "'");
+        if (!a) checkpoint_not_found(th.thread_id, cp_id);
         const std::optional<std::string> at = cp_id;
         auto snap = co_await a->graph.get_state(th.key, at);
-        if (snap.checkpoint_id.empty()) throw http_error(404, "checkpoint '" + cp_id + "' not found on thread '" + th.thread_id + "'");
+        if (snap.checkpoint_id.empty()) checkpoint_not_found(th.thread_id, cp_id);
         reply(c, 200, thread_state(th.thread_id, snap));
         co_return;
     }
@@ -438,12 +506,31 @@ awaitable<void> server::impl::route_threads(call& c) {
             if (!a->graph.shape().find(*n)) throw http_error(422, "as_node '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
             req.as_node = *n;
         }
-        if (auto id = opt_string(body, "checkpoint_id")) req.checkpoint_id = *id;
-        if (auto cp = opt_object(body, "checkpoint"))
-            if (auto id = opt_string(*cp, "checkpoint_id")) req.checkpoint_id = *id;
+        req.checkpoint_id = addressed_checkpoint(body);
         auto id = co_await a->graph.update_state(std::move(req));
         auto fresh = co_await refreshed(th);
         (void)co_await store->put_thread(fresh);
+        reply(c, 200, json::object{{"checkpoint", checkpoint_ref(th.thread_id, id)}});
+        co_return;
+    }
+    // PATCH .../state (the SDKs' patchState): merges `metadata` into the metadata of the thread's
+    // newest checkpoint, or of the one the body names; the values and the thread's own record
+    // (its metadata included) stay as they are.
+    if (what == "state" && p.size() == 3 && verb == http::verb::patch) {
+        json::object body = body_object(c);
+        const auto* m = field(body, "metadata");
+        if (!m) throw http_error(422, "field 'metadata' is required (the keys to merge into the checkpoint's metadata)");
+        if (!m->is_object()) wrong_type("metadata", "an object", *m);
+        // `step` and `source` are the checkpoint's own (GET .../state reports them from it).
+        for (const char* own : {"step", "source"})
+            if (m->get_object().contains(own))
+                throw http_error(422, "field 'metadata." + std::string(own) + "' is the checkpoint's own and cannot be patched");
+        auto at = addressed_checkpoint(body);
+        if (!a && at) checkpoint_not_found(th.thread_id, *at);
+        if (!a) no_checkpoint_yet(th.thread_id);
+        if (th.status == "busy") throw http_error(409, "thread '" + th.thread_id + "' has a run in flight; patch its state when it ends");
+        auto saver = a->graph.checkpointer();
+        auto id = co_await patch_checkpoint_metadata(*saver, th.key, th.thread_id, m->get_object(), at);
         reply(c, 200, json::object{{"checkpoint", checkpoint_ref(th.thread_id, id)}});
         co_return;
     }

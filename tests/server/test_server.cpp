@@ -456,6 +456,115 @@ BOOST_AUTO_TEST_CASE(stream_mode_events) {
     BOOST_TEST(lc == 10u);
 }
 
+// PATCH /threads/{id}/state (the SDKs' patchState): the metadata of the thread's newest
+// checkpoint, or of the one the body names, takes the keys given; its values, the other
+// checkpoints and the thread's own record (its metadata) stay as they were.
+BOOST_AUTO_TEST_CASE(patch_state_metadata) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port, json::object{{"metadata", json::object{{"user", "ann"}}}});
+    const std::string state = "/threads/" + tid + "/state", history = "/threads/" + tid + "/history";
+    auto patch = [&](const json::object& body) { return call(s.port, http::verb::patch, state, json::serialize(body)); };
+    auto names = [](const reply& r, const std::string& what) {
+        BOOST_TEST(r.detail().find(what) != std::string::npos, "detail '" << r.detail() << "' should name " << what);
+    };
+
+    // No checkpoint yet: nothing to patch.
+    auto early = patch(json::object{{"metadata", json::object{{"tag", "x"}}}});
+    BOOST_TEST(early.status == 409u);
+    names(early, tid);
+    names(early, "no checkpoint");
+
+    BOOST_TEST_REQUIRE(post(s.port, "/threads/" + tid + "/runs/wait",
+                            json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}}).status == 200u);
+    const auto before = get(s.port, state).json();
+    const auto history_before = post(s.port, history, json::object{{"limit", 100}}).json().as_array();
+    BOOST_TEST_REQUIRE(history_before.size() >= 2u);
+    const std::string newest(before.at("checkpoint").at("checkpoint_id").as_string());
+
+    // The newest checkpoint's metadata takes the keys; a second patch merges into the first.
+    auto patched = patch(json::object{{"metadata", json::object{{"tag", "reviewed"}, {"score", 3}}}});
+    BOOST_TEST_REQUIRE(patched.status == 200u, patched.body);
+    BOOST_TEST(patched.json().at("checkpoint").at("checkpoint_id").as_string() == newest);
+    BOOST_TEST(patch(json::object{{"metadata", json::object{{"score", 4}}}}).status == 200u);
+    auto want = before.at("metadata").as_object();
+    want["tag"] = "reviewed";
+    want["score"] = 4;
+    const auto after = get(s.port, state).json();
+    BOOST_TEST(after.at("checkpoint").at("checkpoint_id").as_string() == newest);
+    BOOST_TEST(after.at("metadata") == json::value(want), json::serialize(after.at("metadata")));
+    BOOST_TEST(after.at("values") == before.at("values"), json::serialize(after.at("values")));
+    BOOST_TEST(json::serialize(after.at("values").at("log")) == R"(["work","ask"])");
+    BOOST_TEST(after.at("next") == before.at("next"));
+    BOOST_TEST(after.at("parent_checkpoint") == before.at("parent_checkpoint"));
+
+    // History: as many checkpoints, the same values; only the newest has the keys.
+    auto hist = post(s.port, history, json::object{{"limit", 100}}).json().as_array();
+    BOOST_TEST_REQUIRE(hist.size() == history_before.size());
+    for (std::size_t i = 0; i < hist.size(); ++i) {
+        BOOST_TEST(hist[i].at("values") == history_before[i].at("values"), i);
+        BOOST_TEST(hist[i].at("checkpoint") == history_before[i].at("checkpoint"), i);
+        if (i > 0) BOOST_TEST(hist[i].at("metadata") == history_before[i].at("metadata"), i);
+    }
+    BOOST_TEST(hist[0].at("metadata") == json::value(want));
+    auto tagged = post(s.port, history, json::object{{"metadata", json::object{{"tag", "reviewed"}}}}).json().as_array();
+    BOOST_TEST_REQUIRE(tagged.size() == 1u);
+    BOOST_TEST(tagged[0].at("checkpoint").at("checkpoint_id").as_string() == newest);
+
+    // An older checkpoint, named in each of LangGraph's spellings; the newest is left alone.
+    const std::string older(hist[1].at("checkpoint").at("checkpoint_id").as_string());
+    for (const auto& body : {json::object{{"metadata", json::object{{"a", 1}}}, {"checkpoint_id", older}},
+                             json::object{{"metadata", json::object{{"b", 2}}}, {"checkpoint", json::object{{"checkpoint_id", older}}}},
+                             json::object{{"metadata", json::object{{"c", 3}}},
+                                          {"config", json::object{{"configurable", json::object{{"checkpoint_id", older}}}}}}}) {
+        auto r = patch(body);
+        BOOST_TEST(r.status == 200u, r.body);
+        if (r.status == 200u) BOOST_TEST(r.json().at("checkpoint").at("checkpoint_id").as_string() == older);
+    }
+    auto at_older = get(s.port, state + "/" + older).json();
+    auto want_older = history_before[1].at("metadata").as_object();
+    want_older["a"] = 1;
+    want_older["b"] = 2;
+    want_older["c"] = 3;
+    BOOST_TEST(at_older.at("metadata") == json::value(want_older), json::serialize(at_older.at("metadata")));
+    BOOST_TEST(at_older.at("values") == history_before[1].at("values"));
+    BOOST_TEST(get(s.port, state).json().at("metadata") == json::value(want));
+
+    // The thread's own record keeps its metadata.
+    auto record = get(s.port, "/threads/" + tid).json().at("metadata").as_object();
+    BOOST_TEST(record.at("user").as_string() == "ann");
+    BOOST_TEST(!record.contains("tag"));
+
+    // Mistakes: each named, nothing patched.
+    auto unknown = call(s.port, http::verb::patch, "/threads/0b7a4c8e-6b3f-4b7e-9a53-1d2c3b4a5f61/state", R"({"metadata":{"x":1}})");
+    BOOST_TEST(unknown.status == 404u);
+    names(unknown, "0b7a4c8e-6b3f-4b7e-9a53-1d2c3b4a5f61");
+    for (const char* bad : {R"({"metadata":"tag"})", R"({"metadata":[1]})", R"({})", R"({"metadata":null})"}) {
+        auto r = call(s.port, http::verb::patch, state, bad);
+        BOOST_TEST(r.status == 422u, bad);
+        names(r, "'metadata'");
+    }
+    auto own = patch(json::object{{"metadata", json::object{{"step", 99}}}});
+    BOOST_TEST(own.status == 422u);
+    names(own, "'metadata.step'");
+    auto bad_id = patch(json::object{{"metadata", json::object{{"x", 1}}}, {"checkpoint_id", 5}});
+    BOOST_TEST(bad_id.status == 422u);
+    names(bad_id, "'checkpoint_id'");
+    auto missing = patch(json::object{{"metadata", json::object{{"x", 1}}}, {"checkpoint", json::object{{"checkpoint_id", "0000000nope"}}}});
+    BOOST_TEST(missing.status == 404u);
+    names(missing, "'0000000nope'");
+    names(missing, tid);
+    BOOST_TEST(get(s.port, state).json().at("metadata") == json::value(want));
+
+    // A thread with a run in flight: 409, as POST .../state.
+    std::string slow(post(s.port, "/threads/" + tid + "/runs",
+                          json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}}).json().at("run_id").as_string());
+    auto busy = patch(json::object{{"metadata", json::object{{"x", 1}}}});
+    BOOST_TEST(busy.status == 409u);
+    names(busy, tid);
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + slow + "/join").status == 200u);
+    BOOST_TEST(patch(json::object{{"metadata", json::object{{"x", 1}}}}).status == 200u);
+}
+
 // Issue 27: a run's durability (LangGraph's sync / async / exit): exit writes one checkpoint for
 // the run, sync one per step; an unknown mode is a 422 naming the field.
 BOOST_AUTO_TEST_CASE(per_run_durability) {
@@ -952,6 +1061,7 @@ BOOST_AUTO_TEST_CASE(fuzzed_requests_never_5xx) {
         {http::verb::post, "/threads/{t}/runs/stream", json::object{{"assistant_id", "chat"}, {"command", json::object{{"resume", "yes"}}}, {"multitask_strategy", "enqueue"}}},
         {http::verb::post, "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "q"}, {"log", json::array{"a"}}}}, {"on_completion", "keep"}}},
         {http::verb::post, "/threads/{t}/state", json::object{{"values", json::object{{"answer", "a"}}}, {"as_node", "ask"}, {"checkpoint_id", cp}}},
+        {http::verb::patch, "/threads/{t}/state", json::object{{"metadata", json::object{{"tag", "x"}}}, {"checkpoint_id", cp}}},
         {http::verb::post, "/threads/{t}/history", json::object{{"limit", 2}, {"before", cp}, {"metadata", json::object{{"step", 1}}}}},
         {http::verb::post, "/threads/{t}/state/checkpoint", json::object{{"checkpoint", json::object{{"checkpoint_id", cp}}}}},
         {http::verb::post, "/assistants/search", json::object{{"graph_id", "chat"}, {"limit", 3}, {"metadata", json::object{}}}},

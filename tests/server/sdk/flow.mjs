@@ -3,7 +3,7 @@
 //
 //   assistants.search ─► threads.create ─► runs.stream "Hi there!" (metadata, values, updates)
 //        ─► runs.stream "Thomas is traveling to Mallorca" ─► __interrupt__ (which Thomas?)
-//        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState
+//        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState ─► patchState
 //        ─► two threads in parallel ─► a second run on a busy thread refused (409)
 //        ─► one turn streamed in every stream mode (values, updates, custom, messages-tuple,
 //           tasks, checkpoints, debug, events)
@@ -118,6 +118,16 @@ try {
 }
 check(unknownMember && /'replie' is not a member of response_state/.test(String(unknownMember.message ?? unknownMember)),
   "an unknown member is a 422 naming it and the struct", String(unknownMember));
+
+// 6b. patchState: the newest checkpoint's metadata takes the keys (by id or by config); the values stay.
+await client.threads.patchState(thread.thread_id, { reviewed_by: "sdk" });
+const patched = await client.threads.getState(thread.thread_id);
+check(patched.metadata.reviewed_by === "sdk" && patched.checkpoint.checkpoint_id === after.checkpoint.checkpoint_id,
+  "patchState sets the newest checkpoint's metadata", patched.metadata);
+check(JSON.stringify(patched.values) === JSON.stringify(after.values), "patchState keeps the values", patched.values);
+await client.threads.patchState({ configurable: { thread_id: thread.thread_id } }, { round: 2 });
+const repatched = await client.threads.getState(thread.thread_id);
+check(repatched.metadata.reviewed_by === "sdk" && repatched.metadata.round === 2, "patchState by config merges", repatched.metadata);
 
 // 7. Two threads in parallel.
 const [a, b] = await Promise.all([client.threads.create(), client.threads.create()]);

@@ -16,7 +16,7 @@
 /// @endcode
 ///
 /// This registers the test suite `my_saver_conformance` with one test case per check (`put_get`,
-/// `list_filters`, `prune`, `copy_thread`, `rewind_thread`, `list_threads`, `sweep`, `cache`, ...; the list is `checks()`). Every case calls the factory once and runs
+/// `list_filters`, `prune`, `metadata_patch`, `copy_thread`, `rewind_thread`, `list_threads`, `sweep`, `cache`, ...; the list is `checks()`). Every case calls the factory once and runs
 /// on that saver alone, so the factory must return a saver on fresh, empty storage; the
 /// `std::shared_ptr`'s deleter may clean the storage up (a temporary file, a database schema).
 /// An optional third argument, `capabilities`, says what else the saver supports (a second
@@ -1020,6 +1020,81 @@ inline void concurrent(saver& s) {
     }
 }
 
+/// A stored checkpoint put again under its own id with no values and other metadata (how a server
+/// patches a state's metadata: get, merge, put): its record, metadata included, is replaced; the
+/// values it and its ancestors stored (small, large, appended items), its pending writes and the
+/// other checkpoints stay as they were; `list_threads` reports the new metadata of a head.
+inline void metadata_patch(saver& s) {
+    const json::value big(std::string(5000, 'v')); // kept apart from the record by savers that inline small values
+    auto cp1 = next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"log", json::array{"x"}}, {"big", big}});
+    auto cp2 = next_cp(&cp1, 0, "loop", json::object{{"a", 2}, {"log", json::array{"y"}}, {"big2", big}});
+    cp2.extends["log"] = cp1.id;
+    cp2.metadata["note"] = "old";
+    auto cp3 = next_cp(&cp2, 1, "loop", json::object{{"b", "z"}});
+    for (const auto* cp : {&cp1, &cp2, &cp3}) put(s, "t", "", *cp);
+    run(s.put_writes("t", "", cp2.id, std::vector<pending_write>{write_of("task", "n", "a", 5)}));
+    const json::object values1{{"a", 1}, {"log", json::array{"x"}}, {"big", big}};
+    const json::object values2{{"a", 2}, {"log", json::array{"x", "y"}}, {"big", big}, {"big2", big}};
+    json::object values3 = values2;
+    values3["b"] = "z";
+    const auto stats_before = run(s.stats("t"));
+
+    // Patches `id` (nullopt: the head) as a server does; returns the checkpoint it stored.
+    auto patch = [&](std::optional<std::string> id, const json::object& keys) {
+        auto got = get(s, "t", "", std::move(id));
+        BOOST_TEST_REQUIRE(got.has_value());
+        auto cp = got->cp;
+        for (const auto& [k, v] : keys) cp.metadata[k] = v;
+        cp.values.clear();
+        put(s, "t", "", cp);
+        return cp;
+    };
+
+    // Not the head: cp2's metadata is replaced, its values and pending write stay.
+    auto want2 = cp2;
+    want2.metadata = patch(cp2.id, json::object{{"note", "new"}, {"tag", "reviewed"}}).metadata;
+    BOOST_TEST(want2.metadata.at("note") == "new");
+    BOOST_TEST(want2.metadata.at("tag") == "reviewed");
+    auto got = get(s, "t", "", cp2.id);
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", want2, values2);
+    BOOST_TEST_REQUIRE(got->writes.size() == 1u);
+    BOOST_TEST(got->writes[0].value == 5);
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp3, values3);
+    got = get(s, "t", "", cp1.id);
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp1, values1);
+    auto all = list(s, "t", "", list_options{});
+    BOOST_TEST_REQUIRE(all.size() == 3u);
+    check_checkpoint(all[1], "t", "", want2, values2);
+
+    // The head: read back, listed, and what list_threads matches and reports.
+    auto want3 = cp3;
+    want3.metadata = patch(std::nullopt, json::object{{"tag", "newest"}}).metadata;
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", want3, values3);
+    all = list(s, "t", "", list_options{});
+    BOOST_TEST_REQUIRE(all.size() == 3u);
+    check_checkpoint(all[0], "t", "", want3, values3);
+    check_checkpoint(all[2], "t", "", cp1, values1);
+    const json::object match{{"tag", "newest"}};
+    auto threads = run(s.list_threads({.metadata = match}));
+    BOOST_TEST_REQUIRE(threads.size() == 1u);
+    BOOST_TEST(threads[0].thread_id == "t");
+    BOOST_TEST(threads[0].checkpoint_id == cp3.id);
+    BOOST_TEST(threads[0].metadata == want3.metadata);
+
+    // Nothing stored twice, nothing lost.
+    const auto stats_after = run(s.stats("t"));
+    BOOST_TEST(stats_after.checkpoints == stats_before.checkpoints);
+    BOOST_TEST(stats_after.blobs == stats_before.blobs);
+    BOOST_TEST(stats_after.writes == stats_before.writes);
+    BOOST_TEST(stats_after.bytes == stats_before.bytes);
+}
+
 /// Append deltas: a value that only grew is stored as its new items plus the version they
 /// extend (`checkpoint::extends`); get/list return it whole, prune keeps the chain it needs.
 inline void append_deltas(saver& s) {
@@ -1582,6 +1657,7 @@ inline const std::vector<check>& checks() {
         {"prune", [](saver& s, const capabilities&) { prune(s); }},
         {"prune_keeps_head_writes", [](saver& s, const capabilities&) { prune_keeps_head_writes(s); }},
         {"append_deltas", [](saver& s, const capabilities&) { append_deltas(s); }},
+        {"metadata_patch", [](saver& s, const capabilities&) { metadata_patch(s); }},
         {"stats", [](saver& s, const capabilities&) { stats(s); }},
         {"delete_thread", [](saver& s, const capabilities&) { delete_thread(s); }},
         {"copy_thread", [](saver& s, const capabilities&) { copy_thread(s); }},

@@ -184,6 +184,10 @@ public:
     virtual ~saver() = default;
 
     /// @brief Stores a checkpoint. `cp.values` holds only the channels whose version is new.
+    /// Putting an id that is stored already replaces its record (parent, step, source, versions,
+    /// frontier, metadata) and keeps the values stored with it that are not written again: a
+    /// checkpoint as `get` returned it, put back with no values and other metadata, changes only
+    /// its metadata (the server's `PATCH /threads/{id}/state`; conformance check `metadata_patch`).
     /// Taken by reference (the engine keeps one record per run and updates it in place): the
     /// arguments must outlive the returned awaitable, so `co_await` it where it is called.
     virtual boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
