@@ -2348,9 +2348,71 @@ boost::asio::awaitable<std::size_t> clear_cache(std::shared_ptr<const graph_core
     co_return co_await std::move(clear);
 }
 
+/// Fills `tasks[i].state` for the tasks of subgraph nodes of `g` that have a checkpoint in their
+/// namespace (below `ns`), recursively (LangGraph's get_state(subgraphs=True)).
+boost::asio::awaitable<void> fill_subgraph_states(const graph_core& g, checkpoint::saver& saver, const std::string& thread,
+                                                  const std::string& ns, std::vector<task_snapshot>& tasks) {
+    for (auto& task : tasks) {
+        const int i = g.find(task.name);
+        if (i < 0) continue;
+        const auto& sub = g.nodes[static_cast<std::size_t>(i)].subgraph;
+        if (!sub) continue;
+        std::string child_ns = ns;
+        if (!child_ns.empty()) child_ns += names::ns_separator;
+        child_ns += task.name;
+        child_ns += names::task_separator;
+        child_ns += task.id;
+        const std::optional<std::string> latest;
+        auto t = co_await saver.get(thread, child_ns, latest);
+        if (!t) continue;
+        (void)migrate(*sub, *t, true);
+        auto data = snapshot(*sub, *t, true);
+        auto out = std::make_shared<subgraph_snapshot>();
+        out->ns = child_ns;
+        out->checkpoint_id = std::move(data.checkpoint_id);
+        out->values = state_json(*sub->st, data.values.get());
+        out->next = std::move(data.next);
+        out->tasks = std::move(data.tasks);
+        out->step = data.step;
+        out->metadata = std::move(data.metadata);
+        co_await fill_subgraph_states(*sub, saver, thread, child_ns, out->tasks);
+        task.state = std::move(out);
+    }
+}
+
+/// The graph whose checkpoints namespace `ns` holds: `g` for "", else the subgraph of each
+/// segment's node in turn. @throws graph_error (unknown_node) naming the segment that is not a
+/// subgraph node.
+const graph_core& graph_of_namespace(const graph_core& g, const std::string& ns) {
+    const graph_core* at = &g;
+    std::size_t from = 0;
+    while (from < ns.size()) {
+        std::size_t bar = ns.find(names::ns_separator, from);
+        if (bar == std::string::npos) bar = ns.size();
+        const std::string segment = ns.substr(from, bar - from);
+        const std::string node = segment.substr(0, segment.find(names::task_separator));
+        const int i = at->find(node);
+        if (i < 0 || !at->nodes[static_cast<std::size_t>(i)].subgraph || segment.find(names::task_separator) == std::string::npos)
+            throw graph_error(errc::unknown_node,
+                              "checkpoint namespace '" + ns + "': '" + segment + "' is not a subgraph node's task of graph '" +
+                                  at->topo.name + "' (a namespace is node:task_id, nested with '|')",
+                              {node});
+        at = at->nodes[static_cast<std::size_t>(i)].subgraph.get();
+        from = bar + 1;
+    }
+    return *at;
+}
+
 boost::asio::awaitable<snapshot_data> get_state(std::unique_ptr<state_request> req) {
     const graph_core& g = *req->graph;
     auto* saver = require_saver(g);
+    if (req->subgraphs) {
+        auto want = std::make_unique<state_request>(*req);
+        want->subgraphs = false;
+        auto s = co_await get_state(std::move(want));
+        co_await fill_subgraph_states(g, *saver, req->thread_id, "", s.tasks);
+        co_return s;
+    }
     auto t = co_await saver->get(req->thread_id, "", req->checkpoint_id);
     if (!t) {
         if (req->checkpoint_id)
@@ -2388,17 +2450,29 @@ boost::asio::awaitable<std::vector<snapshot_data>> get_state_history(std::unique
 }
 
 boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request> req) {
-    const graph_core& g = *req->graph;
+    auto* saver = require_saver(*req->graph); // a subgraph keeps its checkpoints in its parent's saver
+    // A subgraph's namespace: its own graph, read from JSON (its state type is not the caller's).
+    const graph_core& g = req->ns.empty() ? *req->graph : graph_of_namespace(*req->graph, req->ns);
+    if (!req->ns.empty() && !req->json)
+        throw graph_error(errc::invalid_input,
+                          "update_state in namespace '" + req->ns + "' of thread '" + req->thread_id +
+                              "': a subgraph's state is updated with JSON values (json_graph::update_state)",
+                          {req->thread_id});
     const auto& st = *g.st;
-    auto* saver = require_saver(g);
     const std::string& thread_id = req->thread_id;
     run_state r(g);
-    r.session = checkpoint_session(saver, thread_id, "");
+    // In a subgraph's namespace the update is one of the subgraph's writes: its parent gets it
+    // with the others when the subgraph finishes.
+    r.track_delta = !req->ns.empty();
+    r.session = checkpoint_session(saver, thread_id, req->ns);
     co_await r.session.acquire();
     std::exception_ptr failure;
     std::string id;
     try {
         auto t = co_await r.session.load(req->checkpoint_id);
+        if (!t && !req->ns.empty())
+            throw thread_error(errc::thread_not_found,
+                               "thread '" + thread_id + "' has no checkpoint in namespace '" + req->ns + "'", {thread_id, req->ns});
         if (!t && req->checkpoint_id)
             throw thread_error(errc::checkpoint_not_found, "thread '" + thread_id + "' has no checkpoint '" + *req->checkpoint_id + "'",
                                {thread_id, *req->checkpoint_id});
@@ -2442,6 +2516,7 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
         std::string new_id = checkpoint::new_checkpoint_id();
         const field_mask changed = req->values.fields();
         forget_saved_sizes(r, req->values.overwrites());
+        track(st, r, req->values); // before apply(), which takes the values
         if (req->values) st.apply(r.state.get(), req->values.get());
         frontier next;
         next.barriers = r.fr.barriers;

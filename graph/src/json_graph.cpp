@@ -145,6 +145,14 @@ boost::asio::awaitable<json_snapshot> json_graph::get_state(std::string thread_i
     return state_json_of(std::move(req));
 }
 
+boost::asio::awaitable<json_snapshot> json_graph::get_state(std::string thread_id, state_options o) const {
+    (void)g();
+    auto req = state_request_of(core_, std::move(thread_id));
+    req->checkpoint_id = std::move(o.checkpoint_id);
+    req->subgraphs = o.subgraphs;
+    return state_json_of(std::move(req));
+}
+
 boost::asio::awaitable<std::vector<json_snapshot>> json_graph::get_state_history(std::string thread_id) const {
     return get_state_history(std::move(thread_id), checkpoint::list_options{});
 }
@@ -158,9 +166,10 @@ boost::asio::awaitable<std::vector<json_snapshot>> json_graph::get_state_history
 }
 
 boost::asio::awaitable<std::string> json_graph::update_state(json_update u) const {
-    check_values(u.values, "values"); // before anything is read
+    if (u.ns.empty()) check_values(u.values, "values"); // before anything is read (a subgraph's: when its state is)
     auto req = std::make_unique<detail::update_request>();
     req->graph = core_;
+    req->ns = std::move(u.ns);
     req->thread_id = std::move(u.thread_id);
     req->json = std::move(u.values); // read against the checkpoint's state: nested members kept
     req->as_node = std::move(u.as_node);

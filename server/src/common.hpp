@@ -249,6 +249,43 @@ inline json::value checkpoint_ref(const std::string& thread_id, const std::strin
     return json::object{{"thread_id", thread_id}, {"checkpoint_ns", ""}, {"checkpoint_id", id}, {"checkpoint_map", nullptr}};
 }
 
+inline json::object subgraph_state_json(const std::string& thread_id, const subgraph_snapshot& s);
+
+/// A snapshot's tasks as LangGraph's ThreadState lists them (a subgraph's state in `state` when
+/// it was asked for: `subgraphs=true`), and every interrupt among them into `all`.
+inline json::array tasks_json(const std::string& thread_id, const std::vector<task_snapshot>& list, json::array& all) {
+    json::array tasks;
+    for (const auto& t : list) {
+        json::object task{{"id", t.id},
+                          {"name", t.name},
+                          {"path", json::array{"__pregel_pull", json::string(t.name)}},
+                          {"error", t.error ? json::value(*t.error) : json::value(nullptr)},
+                          {"interrupts", interrupts_json(t.interrupts)},
+                          {"checkpoint", nullptr},
+                          {"state", t.state ? json::value(subgraph_state_json(thread_id, *t.state)) : json::value(nullptr)},
+                          {"result", t.result ? json::value(*t.result) : json::value(nullptr)}};
+        tasks.push_back(std::move(task));
+        for (const auto& i : t.interrupts) all.push_back(json::object{{"id", i.id}, {"value", i.value}});
+    }
+    return tasks;
+}
+
+/// A subgraph's state (get_state with subgraphs) as LangGraph's nested ThreadState.
+inline json::object subgraph_state_json(const std::string& thread_id, const subgraph_snapshot& s) {
+    json::object o;
+    o["values"] = s.values;
+    json::array next, all;
+    for (const auto& n : s.next) next.push_back(json::string(n));
+    o["next"] = std::move(next);
+    o["tasks"] = tasks_json(thread_id, s.tasks, all);
+    o["checkpoint"] = json::object{{"thread_id", thread_id}, {"checkpoint_ns", s.ns}, {"checkpoint_id", s.checkpoint_id}, {"checkpoint_map", nullptr}};
+    json::object meta = s.metadata;
+    meta["step"] = s.step;
+    o["metadata"] = std::move(meta);
+    o["interrupts"] = std::move(all);
+    return o;
+}
+
 /// A snapshot as LangGraph's ThreadState.
 inline json::object thread_state(const std::string& thread_id, const json_snapshot& d) {
     json::object o;
@@ -256,20 +293,8 @@ inline json::object thread_state(const std::string& thread_id, const json_snapsh
     json::array next;
     for (const auto& n : d.next) next.push_back(json::string(n));
     o["next"] = std::move(next);
-    json::array tasks, all;
-    for (const auto& t : d.tasks) {
-        json::object task{{"id", t.id},
-                          {"name", t.name},
-                          {"path", json::array{"__pregel_pull", json::string(t.name)}},
-                          {"error", t.error ? json::value(*t.error) : json::value(nullptr)},
-                          {"interrupts", interrupts_json(t.interrupts)},
-                          {"checkpoint", nullptr},
-                          {"state", nullptr},
-                          {"result", t.result ? json::value(*t.result) : json::value(nullptr)}};
-        tasks.push_back(std::move(task));
-        for (const auto& i : t.interrupts) all.push_back(json::object{{"id", i.id}, {"value", i.value}});
-    }
-    o["tasks"] = std::move(tasks);
+    json::array all;
+    o["tasks"] = tasks_json(thread_id, d.tasks, all);
     o["checkpoint"] = checkpoint_ref(thread_id, d.checkpoint_id);
     o["parent_checkpoint"] = checkpoint_ref(thread_id, d.parent_checkpoint_id);
     json::object meta = d.metadata;

@@ -261,29 +261,32 @@ awaitable<void> server::impl::adopt_threads(std::shared_ptr<impl> self) {
 
 namespace {
 
-/// The checkpoint a state call names: `checkpoint_id`, `checkpoint.checkpoint_id` or
-/// `config.configurable.checkpoint_id` (LangGraph's three spellings); nullopt: the newest.
-std::optional<std::string> addressed_checkpoint(const json::object& body) {
-    std::optional<std::string> id = opt_string(body, "checkpoint_id");
+/// A checkpoint address key (`checkpoint_id` or `checkpoint_ns`) as a state call names it:
+/// `<key>`, `checkpoint.<key>` or `config.configurable.<key>` (LangGraph's three spellings).
+std::optional<std::string> addressed(const json::object& body, const std::string& key) {
+    std::optional<std::string> out = opt_string(body, key);
     if (auto* cp = field(body, "checkpoint")) {
-        if (!cp->is_object()) wrong_type("checkpoint", "an object {checkpoint_id}", *cp);
-        if (auto* v = field(cp->get_object(), "checkpoint_id")) {
-            if (!v->is_string()) wrong_type("checkpoint.checkpoint_id", "a string", *v);
-            id = std::string(v->get_string());
+        if (!cp->is_object()) wrong_type("checkpoint", "an object {checkpoint_id, checkpoint_ns}", *cp);
+        if (auto* v = field(cp->get_object(), key)) {
+            if (!v->is_string()) wrong_type("checkpoint." + key, "a string", *v);
+            out = std::string(v->get_string());
         }
     }
     if (auto* conf = field(body, "config")) {
-        if (!conf->is_object()) wrong_type("config", "an object {configurable: {checkpoint_id}}", *conf);
+        if (!conf->is_object()) wrong_type("config", "an object {configurable: {...}}", *conf);
         if (auto* inner = field(conf->get_object(), "configurable")) {
             if (!inner->is_object()) wrong_type("config.configurable", "an object", *inner);
-            if (auto* v = field(inner->get_object(), "checkpoint_id")) {
-                if (!v->is_string()) wrong_type("config.configurable.checkpoint_id", "a string", *v);
-                id = std::string(v->get_string());
+            if (auto* v = field(inner->get_object(), key)) {
+                if (!v->is_string()) wrong_type("config.configurable." + key, "a string", *v);
+                out = std::string(v->get_string());
             }
         }
     }
-    return id;
+    return out;
 }
+
+/// The checkpoint a state call names; nullopt: the newest.
+std::optional<std::string> addressed_checkpoint(const json::object& body) { return addressed(body, "checkpoint_id"); }
 
 [[noreturn]] void checkpoint_not_found(const std::string& thread_id, const std::string& checkpoint_id) {
     throw http_error(404, "checkpoint '" + checkpoint_id + "' not found on thread '" + thread_id + "'");
@@ -469,23 +472,31 @@ awaitable<void> server::impl::route_threads(call& c) {
             reply(c, 200, empty_thread_state());
             co_return;
         }
-        auto snap = co_await a->graph.get_state(th.key);
+        state_options o;
+        o.subgraphs = c.query.get("subgraphs").value_or("") == "true";
+        auto snap = co_await a->graph.get_state(th.key, o);
         reply(c, 200, snap.checkpoint_id.empty() ? empty_thread_state() : thread_state(th.thread_id, snap));
         co_return;
     }
     // At a checkpoint: GET .../state/{checkpoint_id}, or POST .../state/checkpoint {checkpoint: {checkpoint_id}}.
     if (what == "state" && p.size() == 4 && (verb == http::verb::get || (verb == http::verb::post && p[3] == "checkpoint"))) {
         std::string cp_id = p[3];
+        state_options o;
+        o.subgraphs = c.query.get("subgraphs").value_or("") == "true";
         if (verb == http::verb::post) {
             json::object body = body_object(c);
             auto cp = opt_object(body, "checkpoint");
             auto id = cp ? opt_string(*cp, "checkpoint_id") : std::nullopt;
             if (!id) throw http_error(422, "field 'checkpoint.checkpoint_id' is required");
             cp_id = *id;
+            if (const auto* sub = field(body, "subgraphs")) {
+                if (!sub->is_bool()) wrong_type("subgraphs", "a boolean", *sub);
+                o.subgraphs = sub->get_bool();
+            }
         }
         if (!a) checkpoint_not_found(th.thread_id, cp_id);
-        const std::optional<std::string> at = cp_id;
-        auto snap = co_await a->graph.get_state(th.key, at);
+        o.checkpoint_id = cp_id;
+        auto snap = co_await a->graph.get_state(th.key, o);
         if (snap.checkpoint_id.empty()) checkpoint_not_found(th.thread_id, cp_id);
         reply(c, 200, thread_state(th.thread_id, snap));
         co_return;
@@ -502,15 +513,22 @@ awaitable<void> server::impl::route_threads(call& c) {
             // a field or member that does not fit: graph_error(invalid_input), a 422.
             req.values = v->get_object();
         }
+        req.checkpoint_id = addressed_checkpoint(body);
+        // A subgraph's namespace (tasks[i].state.checkpoint.checkpoint_ns of GET .../state?subgraphs=true).
+        req.ns = addressed(body, "checkpoint_ns").value_or("");
         if (auto n = opt_string(body, "as_node")) {
-            if (!a->graph.shape().find(*n)) throw http_error(422, "as_node '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
+            // (a subgraph's nodes are checked by the engine, against the subgraph)
+            if (req.ns.empty() && !a->graph.shape().find(*n))
+                throw http_error(422, "as_node '" + *n + "' is not a node of graph '" + a->spec.graph_id + "'");
             req.as_node = *n;
         }
-        req.checkpoint_id = addressed_checkpoint(body);
+        const std::string ns = req.ns;
         auto id = co_await a->graph.update_state(std::move(req));
         auto fresh = co_await refreshed(th);
         (void)co_await store->put_thread(fresh);
-        reply(c, 200, json::object{{"checkpoint", checkpoint_ref(th.thread_id, id)}});
+        json::value ref = checkpoint_ref(th.thread_id, id);
+        if (ref.is_object()) ref.get_object()["checkpoint_ns"] = ns;
+        reply(c, 200, json::object{{"checkpoint", std::move(ref)}});
         co_return;
     }
     // PATCH .../state (the SDKs' patchState): merges `metadata` into the metadata of the thread's

@@ -307,6 +307,45 @@ BOOST_AUTO_TEST_CASE(pending_interrupts_and_subgraph_namespaces) {
     BOOST_TEST(run(g.subgraph_namespaces("no-such-thread")).empty());
 }
 
+// Subgraph state from outside (issue 27): get_state with subgraphs gives the waiting subgraph's
+// state in its task (typed and JSON faces alike), and update_state by its namespace changes it;
+// a namespace that is no subgraph's is an unknown_node error naming it.
+BOOST_AUTO_TEST_CASE(subgraph_state_and_update_by_namespace) {
+    auto app = nested(std::make_shared<sg::checkpoint::memory_saver>());
+    sg::json_graph g(app);
+    (void)run(g.invoke(values_run(json::object{{"question", "q"}}, "s1")));
+    auto typed = run(app.get_state("s1", {.subgraphs = true}));
+    BOOST_REQUIRE(typed.tasks.size() == 1u);
+    BOOST_REQUIRE(typed.tasks[0].state != nullptr);
+    const auto& sub = *typed.tasks[0].state;
+    BOOST_TEST(sub.ns == "sub:" + typed.tasks[0].id);
+    BOOST_TEST(sub.next == std::vector<std::string>{"inner_ask"}, boost::test_tools::per_element());
+    BOOST_TEST(sub.values.at("question") == "q");
+    BOOST_REQUIRE(sub.tasks.size() == 1u);
+    BOOST_TEST(sub.tasks[0].interrupts.size() == 1u);
+    BOOST_TEST(run(app.get_state("s1")).tasks[0].state == nullptr); // only when asked for
+    BOOST_TEST(run(g.get_state("s1", sg::state_options{.subgraphs = true})).tasks[0].state->ns == sub.ns);
+
+    sg::json_update u;
+    u.thread_id = "s1";
+    u.ns = sub.ns;
+    u.values = json::object{{"count", 7}};
+    u.as_node = "inner_ask";
+    (void)run(g.update_state(u));
+    auto after = run(app.get_state("s1", {.subgraphs = true}));
+    BOOST_TEST(after.tasks[0].state->values.at("count").as_int64() == 7);
+    BOOST_TEST(after.values.count == 0); // the parent's own state is untouched until the subgraph finishes
+
+    u.ns = "nowhere:1";
+    try {
+        (void)run(g.update_state(u));
+        BOOST_FAIL("updated");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::unknown_node));
+        BOOST_TEST(std::string(e.what()).find("nowhere") != std::string::npos, e.what());
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(shape_and_conversions)

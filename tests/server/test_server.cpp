@@ -565,6 +565,75 @@ BOOST_AUTO_TEST_CASE(patch_state_metadata) {
     BOOST_TEST(patch(json::object{{"metadata", json::object{{"x", 1}}}}).status == 200u);
 }
 
+// Issue 27: subgraph state from outside. GET .../state?subgraphs=true shows the state of a
+// subgraph waiting at an interrupt (nested two deep: tasks[0].state.tasks[0].state), with its
+// namespace; POST .../state with that checkpoint_ns updates the subgraph's state there, and the
+// resume sees it. In process the same is `get_state(t, {.subgraphs = true})` and
+// `json_update::ns` (tests/graph/test_json_graph.cpp reads the same graph shape in process).
+BOOST_AUTO_TEST_CASE(subgraph_state_from_outside) {
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    std::vector<srv::assistant_spec> more{srv::make_assistant("deep", build_deep(saver))};
+    running_server s(test_options(), std::move(more));
+    auto tid = new_thread(s.port);
+    auto r = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "deep"}, {"input", json::object{{"question", "ask"}}}});
+    BOOST_TEST_REQUIRE(r.status == 200u, r.body);
+    BOOST_TEST(r.json().as_object().contains("__interrupt__"));
+    // Without subgraphs: no state in the task.
+    auto plain = get(s.port, "/threads/" + tid + "/state").json();
+    BOOST_TEST_REQUIRE(plain.at("tasks").as_array().size() == 1u);
+    BOOST_TEST(plain.at("tasks").at(0).at("state").is_null());
+    // With them: middle's state, and inside it inner's, waiting at ask.
+    auto st = get(s.port, "/threads/" + tid + "/state?subgraphs=true").json();
+    const auto& middle = st.at("tasks").at(0).at("state");
+    BOOST_TEST_REQUIRE(middle.is_object(), json::serialize(st));
+    const std::string middle_ns(middle.at("checkpoint").at("checkpoint_ns").as_string());
+    BOOST_TEST(middle_ns.rfind("middle:", 0) == 0u, middle_ns);
+    const auto& inner = middle.at("tasks").at(0).at("state");
+    BOOST_TEST_REQUIRE(inner.is_object(), json::serialize(middle));
+    const std::string inner_ns(inner.at("checkpoint").at("checkpoint_ns").as_string());
+    BOOST_TEST(inner_ns.rfind(middle_ns + "|inner:", 0) == 0u, inner_ns);
+    BOOST_TEST(inner.at("next").at(0) == "ask");
+    BOOST_TEST(inner.at("values").at("question") == "ask");
+    BOOST_TEST(inner.at("interrupts").as_array().size() == 1u);
+    // POST .../state/checkpoint with subgraphs: the same, at that checkpoint.
+    auto at = post(s.port, "/threads/" + tid + "/state/checkpoint",
+                   json::object{{"checkpoint", json::object{{"checkpoint_id", st.at("checkpoint").at("checkpoint_id")}}}, {"subgraphs", true}});
+    BOOST_TEST(at.json().at("tasks").at(0).at("state").at("checkpoint").at("checkpoint_ns").as_string() == middle_ns);
+
+    // Update the inner subgraph's state by its namespace, as the node that ran last there (work).
+    auto up = post(s.port, "/threads/" + tid + "/state",
+                   json::object{{"values", json::object{{"log", json::array{"edited"}}}},
+                                {"as_node", "work"},
+                                {"checkpoint", json::object{{"checkpoint_ns", inner_ns}}}});
+    BOOST_TEST_REQUIRE(up.status == 200u, up.body);
+    BOOST_TEST(up.json().at("checkpoint").at("checkpoint_ns").as_string() == inner_ns);
+    auto after = get(s.port, "/threads/" + tid + "/state?subgraphs=true").json();
+    const auto& inner_after = after.at("tasks").at(0).at("state").at("tasks").at(0).at("state");
+    BOOST_TEST(json::serialize(inner_after.at("values").at("log")) == R"(["work","edited"])");
+    // As LangGraph: the update stands for work, so the thread continues into ask, which asks
+    // again on the edited subgraph state; the resume then finishes it.
+    auto again = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "deep"}});
+    BOOST_TEST_REQUIRE(again.status == 200u, again.body);
+    BOOST_TEST(again.json().as_object().contains("__interrupt__"), again.body);
+    auto done = post(s.port, "/threads/" + tid + "/runs/wait",
+                     json::object{{"assistant_id", "deep"}, {"command", json::object{{"resume", "yes"}}}});
+    BOOST_TEST_REQUIRE(done.status == 200u, done.body);
+    BOOST_TEST_REQUIRE(done.json().as_object().contains("log"), done.body);
+    BOOST_TEST(done.json().at("answer") == "yes", done.body);
+    const std::string log = json::serialize(done.json().at("log"));
+    BOOST_TEST(log.find("\"edited\",\"ask\"") != std::string::npos, log);
+    // A namespace that is not a subgraph's, and a field the subgraph does not have: 4xx naming them.
+    auto bad_ns = post(s.port, "/threads/" + tid + "/state",
+                       json::object{{"values", json::object{}}, {"checkpoint", json::object{{"checkpoint_ns", "nowhere:1"}}}});
+    BOOST_TEST(bad_ns.status >= 400u);
+    BOOST_TEST(bad_ns.body.find("nowhere") != std::string::npos, bad_ns.body);
+    auto bad_field = post(s.port, "/threads/" + tid + "/state",
+                          json::object{{"values", json::object{{"colour", 1}}}, {"as_node", "work"},
+                                       {"checkpoint", json::object{{"checkpoint_ns", inner_ns}}}});
+    BOOST_TEST(bad_field.status == 422u, bad_field.body);
+    BOOST_TEST(bad_field.body.find("colour") != std::string::npos, bad_field.body);
+}
+
 // Issue 27: a run's durability (LangGraph's sync / async / exit): exit writes one checkpoint for
 // the run, sync one per step; an unknown mode is a 422 naming the field.
 BOOST_AUTO_TEST_CASE(per_run_durability) {

@@ -194,6 +194,19 @@ public:
         return detail::typed_state<S>(std::move(req));
     }
 
+    /// @brief The thread's state as `get_state` gives it, at `o.checkpoint_id`; with `o.subgraphs`
+    /// each subgraph node's task also carries its subgraph's state (`task_snapshot::state`, JSON,
+    /// nested for nested subgraphs), as LangGraph's `get_state(config, subgraphs=True)`:
+    /// `co_await app.get_state("t", {.subgraphs = true})`.
+    boost::asio::awaitable<state_snapshot<S>> get_state(std::string thread_id, state_options o) const {
+        auto req = std::make_unique<detail::state_request>();
+        req->graph = core_;
+        req->thread_id = std::move(thread_id);
+        req->checkpoint_id = std::move(o.checkpoint_id);
+        req->subgraphs = o.subgraphs;
+        return detail::typed_state<S>(std::move(req));
+    }
+
     /// @brief The thread's checkpoints, newest first.
     boost::asio::awaitable<std::vector<state_snapshot<S>>> get_state_history(std::string thread_id) const {
         return get_state_history(std::move(thread_id), checkpoint::list_options{});

@@ -87,6 +87,10 @@ struct json_update {
     std::optional<std::string> as_node;   ///< the node the values come from (default: the last writer)
     std::optional<std::string> checkpoint_id; ///< the checkpoint to update (default: the latest)
     bool allow_drift = false;             ///< update a thread written by another graph shape
+    /// A subgraph's checkpoint namespace (`node:task_id`, nested `…|node:task_id`, as
+    /// `task_snapshot::state->ns` gives it): the update goes to that subgraph's state there, read
+    /// against the subgraph's fields. Empty: the graph's own state.
+    std::string ns;
 };
 
 /// @brief A checkpoint namespace of a thread and its newest checkpoint there.
@@ -128,6 +132,9 @@ public:
     /// @brief The thread's state at checkpoint `checkpoint_id` (the latest when empty).
     /// @throws thread_error `checkpoint_not_found` naming the thread.
     boost::asio::awaitable<json_snapshot> get_state(std::string thread_id, std::optional<std::string> checkpoint_id) const;
+    /// @brief The thread's state at `o.checkpoint_id`, with its waiting subgraphs' states when
+    /// `o.subgraphs` (see `compiled_graph::get_state(thread, state_options)`).
+    boost::asio::awaitable<json_snapshot> get_state(std::string thread_id, state_options o) const;
     /// @brief The thread's checkpoints, newest first (empty for an unknown thread).
     boost::asio::awaitable<std::vector<json_snapshot>> get_state_history(std::string thread_id) const;
     boost::asio::awaitable<std::vector<json_snapshot>> get_state_history(std::string thread_id,

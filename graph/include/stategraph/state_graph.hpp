@@ -123,8 +123,10 @@ public:
     template <class C>
     state_graph& add_node(std::string name, const compiled_graph<C>& sub, node_options options = {}) {
         auto call = detail::subgraph_call(sub.core(), detail::table_of<S>());
+        const auto before = impl_->nodes.size();
         add_node_impl<S>(std::move(name), std::move(call), std::move(options),
                          std::make_shared<const topology>(sub.shape()));
+        if (impl_->nodes.size() > before) impl_->nodes.back().subgraph = sub.core(); // for its state (get_state subgraphs)
         return *this;
     }
 

@@ -31,6 +31,8 @@ namespace stategraph {
 /// superstep boundary by `request_drain()` (the thread continues when invoked again).
 enum class run_status { done, interrupted, drained };
 
+struct subgraph_snapshot;
+
 /// @brief A task of the step a checkpoint is waiting on (see `state_snapshot`).
 struct task_snapshot {
     std::string id;                          ///< the task's id (stable across retries and resumes)
@@ -38,6 +40,28 @@ struct task_snapshot {
     std::vector<interrupt_info> interrupts;  ///< its pending interrupts: `id` (for `resume_map`), `node`, `value` (the payload)
     std::optional<std::string> error;        ///< the message of the error it failed with, if it did
     std::optional<boost::json::object> result; ///< writes of a task that already finished
+    /// For a subgraph node's task, asked for with `state_options::subgraphs`: the subgraph's own
+    /// state in its namespace (LangGraph's `tasks[i].state`); null otherwise or when it has none.
+    std::shared_ptr<const subgraph_snapshot> state;
+};
+
+/// @brief The state of a subgraph run by a task (its newest checkpoint in its namespace), as JSON:
+/// the subgraph's state type is not the graph's.
+struct subgraph_snapshot {
+    std::string ns;            ///< its checkpoint namespace, `node:task_id` (nested: `…|node:task_id`)
+    std::string checkpoint_id;
+    boost::json::object values; ///< the subgraph's state fields
+    std::vector<std::string> next;
+    std::vector<task_snapshot> tasks; ///< with their own subgraphs' states, nested
+    std::int64_t step = -1;
+    boost::json::object metadata;
+};
+
+/// @brief Options of `get_state`: which checkpoint, and whether waiting subgraphs' states are
+/// read too (LangGraph's `get_state(config, subgraphs=True)`).
+struct state_options {
+    std::optional<std::string> checkpoint_id; ///< the latest when empty
+    bool subgraphs = false;                   ///< fill `task_snapshot::state` for subgraph nodes' tasks
 };
 
 namespace detail {
@@ -99,11 +123,15 @@ struct state_request {
     std::string thread_id;
     std::optional<std::string> checkpoint_id;
     checkpoint::list_options list;
+    bool subgraphs = false; ///< read the states of subgraph nodes' tasks too (get_state)
 };
 
 struct update_request {
     std::shared_ptr<const graph_core> graph;
     std::string thread_id;
+    /// A subgraph's namespace (`node:task_id`, nested `…|node:task_id`): the update goes to that
+    /// subgraph's newest checkpoint there, read against the subgraph's state (JSON values only).
+    std::string ns;
     update_box values;
     /// Values as a caller's JSON, read against the checkpoint's state (a nested struct's members
     /// left out keep their values); used instead of `values` when set.

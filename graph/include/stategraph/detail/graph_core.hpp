@@ -33,8 +33,11 @@ class saver;
 
 namespace stategraph::detail {
 
+struct graph_core;
+
 struct node_rt {
     std::string name;
+    std::shared_ptr<const graph_core> subgraph; ///< a compiled graph added as this node, or null
     node_call call;
     bool deferred = false;
     bool send_only = false;
