@@ -190,6 +190,13 @@ const std::string& context::checkpoint_id() const noexcept {
 namespace detail {
 namespace {
 
+/// Thrown out of a subgraph's run when one of its nodes returned a command for the parent graph
+/// (`command<S>::to_parent`); run_subgraph turns it into the parent task's writes and targets.
+struct parent_command_signal {
+    std::shared_ptr<parent_handoff> handoff;
+    std::string node; ///< the subgraph node that sent it
+};
+
 // ---------------------------------------------------------------------------------------------
 // frontier: triggered nodes, Sends, deferred nodes and the state of join barriers.
 
@@ -1832,6 +1839,18 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                 if (!durable && r.session) co_await save_held_writes(g, r, tasks);
                 throw_failure(g, t);
             }
+        // A command for the parent graph (LangGraph's Command.PARENT): this (sub)graph stops here
+        // and its parent's task takes the command; the other tasks' writes of the step are dropped.
+        for (auto& t : tasks)
+            if (t.status == task_status::done && t.out.parent) {
+                const std::string& name = g.nodes[static_cast<std::size_t>(t.node)].name;
+                if (r.ns_path.empty())
+                    throw graph_error(errc::invalid_route,
+                                      "node '" + name + "' returned a command for its parent graph (to_parent), but graph '" +
+                                          g.topo.name + "' runs as no subgraph's node: it has no parent",
+                                      {name});
+                throw parent_command_signal{std::move(t.out.parent), name};
+            }
         std::vector<interrupt_info> interrupts;
         bool any_interrupted = false; // a subgraph stopped at a breakpoint interrupts without payload
         for (const auto& t : tasks)
@@ -2594,7 +2613,27 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     }
     static const stream_handler none;
     const call_env env{g, cfg, f.modes, f.sink ? *f.sink : none};
-    auto res = co_await run(env, r, child_input);
+    std::shared_ptr<parent_handoff> handoff;
+    std::string sender;
+    run_outcome res;
+    try {
+        res = co_await run(env, r, child_input);
+    } catch (parent_command_signal& s) {
+        handoff = std::move(s.handoff);
+        sender = std::move(s.node);
+    }
+    if (handoff) {
+        // The subgraph's node spoke for this task: its command is the task's writes and targets.
+        if (handoff->writes && handoff->table != parent_table)
+            throw graph_error(errc::invalid_input,
+                              "node '" + sender + "' of subgraph '" + g.topo.name + "' sent its parent an update of " +
+                                  handoff->type_name + ", which is not the parent graph's state type",
+                              {sender, handoff->type_name});
+        out.writes = std::move(handoff->writes);
+        out.targets = std::move(handoff->targets);
+        out.sends = std::move(handoff->sends);
+        co_return;
+    }
     if (res.status == run_status::interrupted) throw interrupt_signal{std::move(res.interrupts)};
     if (r.delta) {
         const field_mask written = r.delta.fields();

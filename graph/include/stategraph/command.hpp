@@ -3,8 +3,10 @@
 /// @brief `send` (map-reduce fan-out), `command<S>` (go to nodes plus an update) and the
 /// inputs of a run that are not state: `resume(...)` and `resume_map(...)`.
 
+#include <stategraph/detail/state_table.hpp>
 #include <stategraph/update.hpp>
 
+#include <boost/core/demangle.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <boost/json/value_from.hpp>
@@ -52,6 +54,18 @@ private:
     boost::json::value (*to_json_)(const void*) = nullptr;
 };
 
+namespace detail {
+/// A subgraph node's command for its parent graph (`command<S>::to_parent`): the parent's update
+/// (of the parent's state type, checked when the parent applies it) and where the parent goes.
+struct parent_handoff {
+    update_box writes;
+    const state_table* table = nullptr; ///< the table of the state type the update was made for
+    std::string type_name;              ///< that type's name, for the error when it is not the parent's
+    std::vector<std::string> targets;
+    std::vector<send> sends;
+};
+} // namespace detail
+
 /// @brief The input that answers pending interrupts: one value for all of them, or a map
 /// from interrupt id to value.
 struct resume_input {
@@ -86,6 +100,27 @@ struct command {
     command&& go_to(send s) && { sends.push_back(std::move(s)); return std::move(*this); }
     command&& with(update<S> u) && { writes = std::move(u); return std::move(*this); }
     command&& with(resume_input r) && { resume = std::move(r); return std::move(*this); }
+
+    /// Returned by a subgraph's node: the command `c` for the parent graph instead
+    /// (LangGraph's `Command(graph=Command.PARENT, update=..., goto=...)`). The subgraph stops
+    /// there; the parent takes `c`'s update as the subgraph node's writes (the subgraph's own
+    /// writes are dropped, as LangGraph) and runs `c`'s targets beside its static edges: a
+    /// handoff to a sibling of the subgraph node. `P` must be the parent's state type.
+    std::shared_ptr<detail::parent_handoff> parent;
+    /// @brief Makes this a command for the parent graph:
+    /// `return command<Sub>{}.to_parent(command<Parent>{}.with(update<Parent>{...}).go_to("billing"));`
+    /// @tparam P the parent graph's state type
+    template <class P>
+    command&& to_parent(command<P> c) && {
+        auto h = std::make_shared<detail::parent_handoff>();
+        h->table = &detail::table_of<P>();
+        h->type_name = boost::core::demangle(typeid(P).name());
+        if (!c.writes.empty()) h->writes = detail::update_box::of<P>(std::move(c.writes));
+        h->targets = std::move(c.targets);
+        h->sends = std::move(c.sends);
+        parent = std::move(h);
+        return std::move(*this);
+    }
 };
 
 /// @brief Answers every pending interrupt of the thread with `v`.

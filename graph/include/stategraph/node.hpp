@@ -87,6 +87,7 @@ struct node_result {
     update_box writes;
     std::vector<std::string> targets;
     std::vector<send> sends;
+    std::shared_ptr<parent_handoff> parent; ///< a command for the parent graph (`command<S>::to_parent`)
 };
 
 template <class S, class R>
@@ -100,6 +101,7 @@ void to_result(node_result& out, R&& r) {
         if (!r.writes.empty()) out.writes = update_box::of<S>(std::move(r.writes));
         out.targets = std::move(r.targets);
         out.sends = std::move(r.sends);
+        out.parent = std::move(r.parent);
     }
 }
 

@@ -342,6 +342,13 @@ BOOST_DESCRIBE_STRUCT(st, (), (trail, note))
 inline auto reducers(sg::for_state<st>) { return sg::reducers{sg::reduce<&st::trail>(sg::append)}; }
 using upd = sg::update<st>;
 using cmd = sg::command<st>;
+/// A node that counts its runs in `counters` and appends its name to the trail.
+inline auto letter(cf::counter_map& counters, std::string n) {
+    return [&counters, n](const st&) {
+        ++counters[n];
+        return upd{}.set<&st::trail>({n});
+    };
+}
 } // namespace cm
 
 // Issue 27: a Command as a call's input (update, goto and resume, alone and together), written
@@ -355,12 +362,7 @@ BOOST_AUTO_TEST_CASE(project_case_58_command_input) {
     cf::id_mapper ids;
     cf::counter_map counters;
     sg::state_graph<st> g;
-    auto letter = [&counters](std::string n) {
-        return [&counters, n](const st&) {
-            ++counters[n];
-            return upd{}.set<&st::trail>({n});
-        };
-    };
+    auto letter = [&counters](std::string n) { return cm::letter(counters, std::move(n)); };
     g.add_node("a", letter("a"));
     g.add_node("b", [&counters](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
         ++counters["b"];
@@ -418,6 +420,72 @@ BOOST_AUTO_TEST_CASE(project_case_58_command_input) {
     }
     BOOST_TEST((errc_of(cmd{}.with(sg::resume(1)), t1) == sg::errc::nothing_to_resume));
     BOOST_TEST(sg::test::run(app.get_state_history("t1")).size() == before);
+}
+
+namespace cp {
+/// The parent's state in the typed-handoff check below: another type than the subgraph's.
+struct other {
+    std::vector<std::string> trail;
+};
+BOOST_DESCRIBE_STRUCT(other, (), (trail))
+} // namespace cp
+
+// Issue 27: Command.PARENT from a subgraph's node, written as a user writes it:
+// `return command<Sub>{}.to_parent(command<Parent>{}.with(update).go_to("c"));`.
+BOOST_AUTO_TEST_CASE(project_case_59_command_parent) {
+    using cm::st;
+    using cm::upd;
+    using cm::cmd;
+    auto gc = project_case("59_command_parent");
+    BOOST_TEST(gc.size() == 1u);
+    cf::id_mapper ids;
+    cf::counter_map counters;
+    auto letter = [&counters](std::string n) { return cm::letter(counters, std::move(n)); };
+    sg::state_graph<st> inner;
+    inner.add_node("s1", letter("s1"));
+    inner.add_node("s2", [&counters](const st&) {
+        ++counters["s2"];
+        return cmd{}.to_parent(cmd{}.with(upd{}.set<&st::trail>({"s2-handoff"}).set<&st::note>("from-sub")).go_to("c"));
+    });
+    inner.add_node("s3", letter("s3"));
+    inner.add_edge(sg::START, "s1").add_edge("s1", "s2").add_edge("s2", "s3").add_edge("s3", sg::END);
+    sg::state_graph<st> g;
+    g.add_node("a", letter("a"));
+    g.add_node("sub", inner.compile(), {.ends = {"c"}});
+    g.add_node("b", letter("b"));
+    g.add_node("c", letter("c"));
+    g.add_edge(sg::START, "a").add_edge("a", "sub").add_edge("sub", "b").add_edge("b", sg::END).add_edge("c", sg::END);
+    auto app = g.compile(with_memory());
+    const cf::invoke_options o{.counters = &counters};
+    cf::check_run(gc, 0, cf::record_invoke(app, upd{}.set<&st::trail>({}), thread_cfg("t1"), o), ids);
+
+    // Not in the recording: a root graph's node has no parent (a typed error naming it), and a
+    // handoff whose update is of another type than the parent's state is refused, naming both.
+    sg::state_graph<st> alone;
+    alone.add_node("x", [](const st&) { return cmd{}.to_parent(cmd{}.go_to("y")); });
+    alone.add_edge(sg::START, "x").add_edge("x", sg::END);
+    try {
+        (void)sg::test::run(alone.compile().invoke(upd{}, {}));
+        BOOST_FAIL("a root node handed off to no parent");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST((e.kind() == sg::errc::invalid_route));
+        BOOST_TEST(std::string(e.what()).find("'x'") != std::string::npos, e.what());
+    }
+    sg::state_graph<st> typed_inner;
+    typed_inner.add_node("s", [](const st&) {
+        return cmd{}.to_parent(sg::command<cp::other>{}.with(sg::update<cp::other>{}.set<&cp::other::trail>({"x"})));
+    });
+    typed_inner.add_edge(sg::START, "s").add_edge("s", sg::END);
+    sg::state_graph<st> typed_parent;
+    typed_parent.add_node("sub", typed_inner.compile());
+    typed_parent.add_edge(sg::START, "sub").add_edge("sub", sg::END);
+    try {
+        (void)sg::test::run(typed_parent.compile().invoke(upd{}, {}));
+        BOOST_FAIL("a handoff of another state type was applied");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST(std::string(e.what()).find("other") != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("'s'") != std::string::npos, e.what());
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

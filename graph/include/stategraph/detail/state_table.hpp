@@ -180,6 +180,8 @@ public:
     field_mask overwrites() const { return p_ ? t_->update_overwrites(p_) : field_mask{}; }
     const void* values() const { return p_ ? t_->update_values(p_) : nullptr; }
     void* values() { return p_ ? t_->update_values(p_) : nullptr; }
+    /// The state type's table (null for an empty box made without one).
+    const state_table* table() const noexcept { return t_; }
 
 private:
     const state_table* t_ = nullptr;
