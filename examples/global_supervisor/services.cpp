@@ -443,7 +443,8 @@ boost::asio::awaitable<std::string> llm_brain::summarize(std::vector<turn_messag
 namespace {
 memory_store open_store(const services::options& o) {
     memory_store store(o.db);
-    if (o.seed_demo) store.seed_demo(o.user_id);
+    // The demo's dates count from the services' today (a test's fixed date, else the clock's).
+    if (o.seed_demo) store.seed_demo(o.user_id, o.today ? std::string_view(*o.today) : std::string_view());
     return store;
 }
 } // namespace

@@ -789,7 +789,7 @@ const std::array<demo_fact, 8> demo_facts = {{
 
 }  // namespace
 
-std::size_t memory_store::seed_demo(std::string_view user_id)
+std::size_t memory_store::seed_demo(std::string_view user_id, std::string_view today_date)
 {
     constexpr std::string_view op = "seed_demo";
     auto& s = *impl_;
@@ -813,7 +813,7 @@ std::size_t memory_store::seed_demo(std::string_view user_id)
         if (q.step()) ids[c.full_name] = q.integer(0);
     }
     tx.commit();
-    const std::string today = today_iso_date();
+    const std::string today = today_date.empty() ? today_iso_date() : std::string(today_date);
     for (const auto& f : demo_facts) {
         std::optional<std::int64_t> contact_id;
         if (!f.contact_full_name.empty()) contact_id = ids.at(f.contact_full_name);

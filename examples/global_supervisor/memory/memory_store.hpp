@@ -174,8 +174,10 @@ public:
     // --- contacts -------------------------------------------------------------------------
 
     /// @brief Inserts the demo contacts and facts for @p user_id; idempotent.
+    /// @param today the ISO date the demo's dated facts count from (the agenda of the next days):
+    /// the services' own today (`services::options::today`), empty for the clock's.
     /// @return the number of rows inserted (0 when already seeded).
-    std::size_t seed_demo(std::string_view user_id);
+    std::size_t seed_demo(std::string_view user_id, std::string_view today = {});
 
     /// @brief Adds a contact and returns its id.
     std::int64_t add_contact(std::string_view user_id, std::string_view name,
