@@ -4,7 +4,8 @@
 //   assistants.search ─► threads.create ─► runs.stream "Hi there!" (metadata, values, updates)
 //        ─► runs.stream "Thomas is traveling to Mallorca" ─► __interrupt__ (which Thomas?)
 //        ─► runs.wait {command: {resume: "Thomas Berger"}} ─► getHistory ─► updateState ─► patchState
-//        ─► two threads in parallel ─► a second run on a busy thread refused (409)
+//        ─► two threads in parallel ─► a second run on a busy thread refused (409) ─► a fork
+//           from the checkpoint that ended a thread's first turn
 //        ─► one turn streamed in every stream mode (values, updates, custom, messages-tuple,
 //           tasks, checkpoints, debug, events)
 //        ─► store.putItem / getItem / searchItems / listNamespaces / deleteItem
@@ -155,6 +156,29 @@ const run = await client.runs.get(a.thread_id, first.run_id);
 check(run.status === "success", "runs.get agrees with join", run.status);
 const runs = await client.runs.list(a.thread_id);
 check(runs.length === 2 && runs[0].run_id === first.run_id, "runs.list newest first", runs.map((r) => r.run_id));
+
+// 8b. Fork: a new turn from the checkpoint that ended the thread's first turn, not from its newest.
+const histA = await client.threads.getHistory(a.thread_id, { limit: 100 });
+const ends = histA.filter((h) => h.next.length === 0);
+check(ends.length === 2, "two finished turns in the history", ends.length);
+const firstEnd = ends[1]; // newest first: the first turn's end is the older one
+const forked = await client.runs.wait(a.thread_id, graph, {
+  input: { user_message: "Hi from a fork" },
+  checkpointId: firstEnd.checkpoint.checkpoint_id,
+});
+check(forked.reply.length > 0, "the forked turn replies", forked);
+const forkState = await client.threads.getState(a.thread_id);
+check(forkState.values.conversation.user_message === "Hi from a fork", "the fork's state", forkState.values.conversation);
+// Its ancestors: the chosen checkpoint and the first turn's, none of the second turn's.
+const byId = new Map();
+for (const h of await client.threads.getHistory(a.thread_id, { limit: 200 })) byId.set(h.checkpoint.checkpoint_id, h);
+const ancestors = new Set();
+for (let cur = forkState, steps = 0; cur && steps < 200; steps++) {
+  ancestors.add(cur.checkpoint.checkpoint_id);
+  cur = cur.parent_checkpoint ? byId.get(cur.parent_checkpoint.checkpoint_id) : null;
+}
+check(ancestors.has(firstEnd.checkpoint.checkpoint_id) && !ancestors.has(ends[0].checkpoint.checkpoint_id),
+  "the fork descends from the first turn's end, not from the second turn", ancestors.size);
 
 // 9. Join a finished run's stream again (replay).
 const replay = await collect(client.runs.joinStream(thread.thread_id, created.run_id));
