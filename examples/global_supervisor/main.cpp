@@ -10,6 +10,7 @@
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
 //   global_supervisor break-lease --db FILE --thread ID
 //   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
+//                             [--verbosity full|events|result]
 //   (chat, resume, demo, serve: --permissions FILE, permission rules over the agents' steps)
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
@@ -106,11 +107,13 @@ constexpr const char* usage_text =
     "  global_supervisor break-lease --db FILE --thread ID\n"
     "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--model-url URL --model NAME]\n"
     "                            [--checkpointer URL [--fallback URL]] [--runs FILE|postgresql://...] [--workers N]\n"
-    "                            [--role api|worker|both] [--instance NAME] [--lease-ms MS]\n"
+    "                            [--role api|worker|both] [--instance NAME] [--lease-ms MS] [--verbosity full|events|result]\n"
     "  (serve: runs, their queue, events and thread records live in --runs: an SQLite file (default FILE.runs beside\n"
     "   --db; any number of instances on one host share it) or PostgreSQL (instances on many hosts); --workers runs\n"
     "   at once per instance (default 64); --role api takes requests and runs nothing, worker runs and listens on\n"
-    "   no port; a run whose instance died is taken over after --lease-ms (default 10000))\n"
+    "   no port; a run whose instance died is taken over after --lease-ms (default 10000); --verbosity: how much of\n"
+    "   a run every stream shows: full (default), events (no state but the final values), result (messages, errors\n"
+    "   and the final values))\n"
     "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
     "   of rules agent(task glob) over the planned agent steps, e.g. {\"deny\": [\"wealth(*transfer*)\"]})\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
@@ -153,7 +156,7 @@ args parse(int argc, char** argv) {
         {"demo", {"db", "model-url", "model", "permissions"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
         {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "runs",
-                   "workers", "role", "instance", "lease-ms"}},
+                   "workers", "role", "instance", "lease-ms", "verbosity"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -645,6 +648,11 @@ int cmd_serve(const args& a) {
         else if (*role != "both") throw usage_error("serve: --role takes api, worker or both (got '" + *role + "')");
     }
     if (auto name = a.get("instance")) so.instance_id = *name;
+    if (auto level = a.get("verbosity")) { // how much of a run every stream shows
+        auto v = sg::parse_verbosity(*level);
+        if (!v) throw usage_error("serve: --verbosity takes full, events or result (got '" + *level + "')");
+        so.verbosity = *v;
+    }
     { // the Store endpoints (/store/...): a SQLite store beside the database
         sg::store::sqlite_store_options sto;
         sto.path = db + ".store";

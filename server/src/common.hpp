@@ -527,9 +527,14 @@ inline std::string sse_text(const sse_event& e, std::size_t id) {
     return "event: " + e.name + "\ndata: " + e.data + "\nid: " + std::to_string(id) + "\n\n";
 }
 
+/// The stream mode a request names "messages": LangGraph's legacy messages events
+/// (messages/metadata, messages/partial, messages/complete). "messages-tuple" is kept as "messages".
+inline constexpr const char* legacy_messages_mode = "messages-legacy";
+
 inline bool wanted(const std::set<std::string>& modes, const std::string& name) {
     if (name == "metadata" || name == "error" || name == "end") return true;
     auto base = name.substr(0, name.find(reserved::ns_separator));
+    if (base.starts_with("messages/")) return modes.count(legacy_messages_mode) != 0;
     return modes.count(base) != 0;
 }
 

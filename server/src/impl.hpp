@@ -38,6 +38,9 @@ struct live_run {
     json::value last_values; ///< the last root values (null: none)
     bool langchain_events = false; ///< stream mode "events" asked for (LangChain's astream_events v2)
     std::map<std::string, json::value> task_inputs; ///< for "events": a running task's input, by task id
+    /// for the legacy "messages" mode: each message streamed so far, accumulated from its chunks
+    /// (keyed by namespace and message id)
+    std::map<std::string, json::object> legacy_messages;
 };
 
 struct server::impl : std::enable_shared_from_this<impl> {
@@ -136,6 +139,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
     void on_engine_event(live_run& run, const stream_event& e);
     /// Stream mode "events": LangChain's astream_events v2 records made from engine event `e`.
     void record_langchain_events(live_run& run, const stream_event& e);
+    /// Stream mode "messages" (legacy): messages/metadata, messages/partial, messages/complete.
+    void record_legacy_messages(live_run& run, const stream_event& e);
     /// Stream mode "events": the graph's own on_chain_start (`start`) or on_chain_end.
     void record_graph_event(live_run& run, bool start, json::value data);
     static awaitable<void> flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run);

@@ -16,8 +16,12 @@ std::set<std::string> server::impl::parse_modes(const json::value* v) const {
     auto add = [&](const json::value& m) {
         if (!m.is_string()) wrong_type("stream_mode", "a string or a list of strings", m);
         std::string s(m.get_string());
-        if (s == "messages-tuple") s = "messages";
-        static const std::set<std::string> known = {"values", "updates", "custom", "messages", "tasks", "checkpoints", "debug", "events"};
+        // "messages-tuple" streams [chunk, metadata] pairs as events named "messages"; "messages"
+        // is LangGraph's legacy form (messages/metadata, /partial, /complete), kept as "messages-legacy".
+        if (s == "messages") s = legacy_messages_mode;
+        else if (s == "messages-tuple") s = "messages";
+        static const std::set<std::string> known = {"values", "updates", "custom", "messages", legacy_messages_mode,
+                                                    "tasks", "checkpoints", "debug", "events"};
         if (!known.count(s))
             throw http_error(422, "stream_mode '" + s +
                                       "' is not a stream mode (use values, updates, custom, messages, messages-tuple, "
@@ -877,6 +881,11 @@ awaitable<void> server::impl::flush_all(std::shared_ptr<live_run> run) {
 void server::impl::on_engine_event(live_run& run, const stream_event& e) {
     if (!run.cancel_action.empty() || run.lost) return;
     if (!e.ns.empty() && !run.subgraphs) return;
+    if (e.mode == stream_mode::messages && run.modes.count(legacy_messages_mode)) record_legacy_messages(run, e);
+    if (e.mode == stream_mode::messages && !run.modes.count("messages")) {
+        if (run.langchain_events) record_langchain_events(run, e);
+        return;
+    }
     if (run.langchain_events) {
         record_langchain_events(run, e);
         // Asked of the engine for "events" only: not recorded as modes of their own.
@@ -1015,7 +1024,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             req.modes = stream_mode::values | stream_mode::updates;
             static const std::map<std::string, stream_mode> engine_modes = {
                 {"custom", stream_mode::custom}, {"tasks", stream_mode::tasks}, {"checkpoints", stream_mode::checkpoints},
-                {"debug", stream_mode::debug},   {"messages", stream_mode::messages}};
+                {"debug", stream_mode::debug},   {"messages", stream_mode::messages}, {legacy_messages_mode, stream_mode::messages}};
             for (const auto& m : run->modes)
                 if (auto it = engine_modes.find(m); it != engine_modes.end()) req.modes = req.modes | it->second;
             if (run->langchain_events) {

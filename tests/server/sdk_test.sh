@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The SDK-driven test: starts `global_supervisor serve` on a free loopback port with a fresh
-# database, runs sdk/flow.mjs (the official @langchain/langgraph-sdk) against it, stops it.
-#   sdk_test.sh GLOBAL_SUPERVISOR_BINARY WORK_DIR
+# database, runs sdk/flow.mjs (the official @langchain/langgraph-sdk) against it, stops it; then,
+# given SUBGRAPH_SERVER, serves its graph with a subgraph at each verbosity level (full, events,
+# result) and runs sdk/subgraphs.mjs against each.
+#   sdk_test.sh GLOBAL_SUPERVISOR_BINARY WORK_DIR [SUBGRAPH_SERVER]
 # Exit 0 pass, 1 fail, 77 skipped (no node/npm: CTest's SKIP_RETURN_CODE).
 set -euo pipefail
 bin="$1"
 work="$2"
+subgraph_server="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 status=0
 "$here/sdk/install.sh" || status=$?
@@ -15,10 +18,11 @@ rm -rf "$work" && mkdir -p "$work"
 pid=""
 stop() { [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }; return 0; }
 trap stop EXIT
-# Starts the server on a free port; sets pid and port.
+# Starts the server (the supervisor, or the command given) on a free port; sets pid and port.
 start() {
   : >"$work/serve.out"
-  "$bin" serve --db "$work/chat.db" --port 0 >"$work/serve.out" 2>>"$work/serve.log" &
+  if [ "$#" -eq 0 ]; then set -- "$bin" serve --db "$work/chat.db" --port 0; fi
+  "$@" >"$work/serve.out" 2>>"$work/serve.log" &
   pid=$!
   port=""
   for _ in $(seq 1 100); do
@@ -47,3 +51,15 @@ pid=""
 grep -q "draining" "$work/serve.log" || fail "no drain message after SIGTERM"
 start
 node "$here/sdk/restart.mjs" "http://127.0.0.1:$port" "$(cat "$work/thread.txt")" || fail "restart.mjs failed"
+stop
+pid=""
+
+# A graph with a subgraph, at each verbosity level.
+if [ -n "$subgraph_server" ]; then
+  for level in full events result; do
+    start "$subgraph_server" --port 0 --verbosity "$level"
+    node "$here/sdk/subgraphs.mjs" "http://127.0.0.1:$port" "$level" || fail "subgraphs.mjs failed at verbosity $level"
+    stop
+    pid=""
+  done
+fi

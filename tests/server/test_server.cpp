@@ -456,6 +456,71 @@ BOOST_AUTO_TEST_CASE(stream_mode_events) {
     BOOST_TEST(lc == 10u);
 }
 
+// Issue 27: stream mode "messages" is LangGraph's legacy form: messages/metadata when a message
+// starts, then messages/partial with the message accumulated so far (a message, not a chunk:
+// type "ai", tool-call chunks merged by index and parsed), messages/complete for a whole message;
+// "messages-tuple" keeps its [chunk, metadata] events named "messages". Both may be asked at once.
+namespace legacy_messages {
+net::awaitable<sg::update<events_mode::talk_state>> call_tool(const events_mode::talk_state&, sg::context& ctx) {
+    // A tool call in two chunks of one index, then a whole message.
+    json::array first{json::object{{"type", "tool_call_chunk"}, {"index", 0}, {"id", "c1"}, {"name", "lookup"}, {"args", "{\"city\""}}};
+    json::array second{json::object{{"type", "tool_call_chunk"}, {"index", 0}, {"args", ": \"Palma\"}"}}};
+    ctx.write_message(json::object{{"type", "AIMessageChunk"}, {"content", ""}, {"id", "m2"}, {"tool_call_chunks", first}});
+    ctx.write_message(json::object{{"type", "AIMessageChunk"}, {"content", ""}, {"id", "m2"}, {"tool_call_chunks", second}});
+    ctx.write_message(json::object{{"type", "tool"}, {"content", "sunny"}, {"id", "m3"}, {"tool_call_id", "c1"}});
+    co_return sg::update<events_mode::talk_state>{};
+}
+} // namespace legacy_messages
+
+BOOST_AUTO_TEST_CASE(stream_mode_messages_legacy) {
+    using namespace events_mode;
+    sg::state_graph<talk_state> g;
+    g.add_node("speak", speak).add_node("call_tool", legacy_messages::call_tool);
+    g.add_edge(sg::START, "speak").add_edge("speak", "call_tool").add_edge("call_tool", sg::END);
+    std::vector<srv::assistant_spec> more;
+    more.push_back(srv::make_assistant("talk", g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()})));
+    running_server s(test_options(), std::move(more));
+    auto tid = new_thread(s.port);
+    auto r = post(s.port, "/threads/" + tid + "/runs/stream",
+                  json::object{{"assistant_id", "talk"}, {"input", json::object{{"said", "..."}}}, {"stream_mode", "messages"}});
+    BOOST_TEST_REQUIRE(r.status == 200u, r.body);
+    std::vector<std::string> seen;
+    std::vector<json::value> data;
+    for (const auto& e : parse_sse(r.body)) {
+        if (e.event == "metadata") continue;
+        seen.push_back(e.event);
+        data.push_back(e.data);
+    }
+    const std::vector<std::string> want{"messages/metadata", "messages/partial",  "messages/partial", "messages/metadata",
+                                        "messages/partial",  "messages/partial",  "messages/metadata", "messages/complete"};
+    BOOST_TEST(seen == want, boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(data.size() == want.size());
+    BOOST_TEST(data[0].at("m1").at("metadata").at("langgraph_node") == "speak");
+    BOOST_TEST(data[1].at(0).at("content") == "Hel");
+    BOOST_TEST(data[2].at(0).at("content") == "Hello");
+    BOOST_TEST(data[2].at(0).at("type") == "ai");
+    BOOST_TEST(data[2].at(0).at("id") == "m1");
+    const auto& call = data[5].at(0).at("tool_calls");
+    BOOST_TEST_REQUIRE(call.as_array().size() == 1u, json::serialize(data[5]));
+    BOOST_TEST(call.at(0).at("name") == "lookup");
+    BOOST_TEST(call.at(0).at("id") == "c1");
+    BOOST_TEST(call.at(0).at("args").at("city") == "Palma");
+    BOOST_TEST(data[4].at(0).at("tool_calls").as_array().empty()); // '{"city"' does not parse yet
+    BOOST_TEST(data[4].at(0).at("invalid_tool_calls").at(0).at("args") == "{\"city\"");
+    BOOST_TEST(data[7].at(0).at("type") == "tool");
+    BOOST_TEST(data[7].at(0).at("content") == "sunny");
+    // Beside messages-tuple: each keeps its own events.
+    r = post(s.port, "/threads/" + tid + "/runs/stream",
+             json::object{{"assistant_id", "talk"}, {"input", json::object{{"said", "?"}}}, {"stream_mode", json::array{"messages", "messages-tuple"}}});
+    std::size_t tuples = 0, partials = 0;
+    for (const auto& e : parse_sse(r.body)) {
+        tuples += e.event == "messages";
+        partials += e.event == "messages/partial";
+    }
+    BOOST_TEST(tuples == 5u);
+    BOOST_TEST(partials == 4u);
+}
+
 // PATCH /threads/{id}/state (the SDKs' patchState): the metadata of the thread's newest
 // checkpoint, or of the one the body names, takes the keys given; its values, the other
 // checkpoints and the thread's own record (its metadata) stay as they were.

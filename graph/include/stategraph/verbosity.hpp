@@ -43,7 +43,8 @@ constexpr std::optional<verbosity> parse_verbosity(std::string_view text) noexce
 /// ("values", "updates", "updates|<ns>", "metadata", "messages", "error", ...). Values below
 /// `full` are not shown one by one: the caller sends the final values apart (stream_filter does).
 constexpr bool shows(verbosity v, std::string_view name) noexcept {
-    const auto base = name.substr(0, name.find('|'));
+    auto base = name.substr(0, name.find('|'));
+    base = base.substr(0, base.find('/')); // "messages/partial" (LangGraph's legacy messages events) is "messages"
     switch (v) {
     case verbosity::full: return true;
     case verbosity::events: return base != "values" && base != "checkpoints" && base != "debug";

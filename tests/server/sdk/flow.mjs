@@ -13,6 +13,7 @@
 // usage: node flow.mjs http://127.0.0.1:PORT [THREAD_FILE]   (exit 0: every check passed; the
 // first thread's id is written to THREAD_FILE for restart.mjs)
 import { Client } from "@langchain/langgraph-sdk";
+import { check, checks, collect } from "./checks.mjs";
 
 const apiUrl = process.argv[2];
 if (!apiUrl) {
@@ -21,19 +22,6 @@ if (!apiUrl) {
 }
 const client = new Client({ apiUrl, apiKey: null });
 const graph = "global_supervisor";
-let checks = 0;
-function check(cond, what, extra) {
-  if (!cond) {
-    console.error(`FAIL: ${what}` + (extra === undefined ? "" : `: ${JSON.stringify(extra).slice(0, 600)}`));
-    process.exit(1);
-  }
-  checks++;
-}
-async function collect(gen) {
-  const out = [];
-  for await (const chunk of gen) out.push(chunk);
-  return out;
-}
 
 // 1. The assistant and its graph.
 const assistants = await client.assistants.search({ graphId: graph });
@@ -244,4 +232,4 @@ check(badStore && badStore.status === 422 && /namespace/.test(String(badStore.me
 
 // For restart.mjs: the thread a restarted server must find again.
 if (process.argv[3]) (await import("node:fs")).writeFileSync(process.argv[3], thread.thread_id);
-console.log(`sdk flow: ${checks} checks passed against ${apiUrl}`);
+console.log(`sdk flow: ${checks()} checks passed against ${apiUrl}`);

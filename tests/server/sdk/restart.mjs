@@ -5,15 +5,10 @@
 //
 // usage: node restart.mjs http://127.0.0.1:PORT THREAD_ID
 import { Client } from "@langchain/langgraph-sdk";
+import { check } from "./checks.mjs";
 
 const [apiUrl, threadId] = process.argv.slice(2);
 const client = new Client({ apiUrl, apiKey: null });
-function check(cond, what, extra) {
-  if (!cond) {
-    console.error(`FAIL: ${what}` + (extra === undefined ? "" : `: ${JSON.stringify(extra).slice(0, 600)}`));
-    process.exit(1);
-  }
-}
 const thread = await client.threads.get(threadId);
 check(thread.status === "idle", "the thread is found again, idle", thread.status);
 check(thread.metadata.graph_id === "global_supervisor", "its graph", thread.metadata);
