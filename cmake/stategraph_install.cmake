@@ -68,7 +68,11 @@ function(stategraph_install_parts export_set)
   install(EXPORT ${export_set} NAMESPACE stategraph:: DESTINATION ${stategraph_cmake_dir}
           FILE ${export_set}.cmake)
 endfunction()
-stategraph_install_parts(stategraphTargets ${stategraph_base_parts})
+# The umbrella (stategraph::stategraph) and the precompiled header (stategraph::precompiled) are
+# interface targets of the base set; their header is dsl's.
+set_target_properties(stategraph_precompiled PROPERTIES EXPORT_NAME precompiled)
+set_target_properties(stategraph_stategraph PROPERTIES EXPORT_NAME stategraph)
+stategraph_install_parts(stategraphTargets ${stategraph_base_parts} precompiled stategraph)
 if("sqlite" IN_LIST stategraph_optional_parts)
   stategraph_install_parts(stategraphSqliteTargets sqlite)
 endif()

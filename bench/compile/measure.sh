@@ -95,6 +95,24 @@ measure "-O2 compile (-c)" ok -O2 -c "$triage" -o "$work/triage_O2.o" "${flags[@
 measure "-fsyntax-only triage.cpp" ok -fsyntax-only "$triage" "${flags[@]}"
 measure "-fsyntax-only type_error.cpp (error)" fail -fsyntax-only "$type_error" "${flags[@]}"
 
+# The same with the precompiled header the package exports (stategraph::stategraph gives a
+# consumer's target <stategraph/dsl/precompiled.hpp> precompiled with its flags, as here): built
+# once, then each compile starts from it. -Winvalid-pch: a header GCC could not use fails the row.
+pch_header="$src_tree/dsl/include/stategraph/dsl/precompiled.hpp"
+if [[ -f $pch_header ]]; then
+    mkdir -p "$work/pch"
+    echo '#include <stategraph/dsl/precompiled.hpp>' >"$work/pch/stategraph_pch.hpp"
+    pch=(-Winvalid-pch -I"$work/pch" -include stategraph_pch.hpp)
+    measure "precompiled header (-O2, once)" ok -O2 -x c++-header "$work/pch/stategraph_pch.hpp" \
+        -o "$work/pch/stategraph_pch.hpp.gch" "${flags[@]}"
+    measure "-O2 compile (-c), precompiled" ok -O2 -c "$triage" -o "$work/triage_O2_pch.o" "${flags[@]}" "${pch[@]}"
+    measure "-O2 -c type_error.cpp, precompiled" fail -O2 -c "$type_error" -o "$work/type_error.o" "${flags[@]}" "${pch[@]}"
+    measure "-fsyntax-only type_error, precompiled" fail -O2 -fsyntax-only "$type_error" "${flags[@]}" "${pch[@]}"
+    if grep -q 'not using\|invalid' "$work/out"; then
+        echo "the precompiled header was not used:" >&2; head -5 "$work/out" >&2; exit 1
+    fi
+fi
+
 printf '| %-36s | %8s | %8s | %8s | %-20s | %-16s |\n' "step" "user s" "wall s" "RSS MB" "user s, each run" "load before"
 printf '| %-36s | %8s | %8s | %8s | %-20s | %-16s |\n' "------------------------------------" "-------:" "-------:" "-------:" "--------------------" "----------------"
 printf '%s\n' "${rows[@]}"

@@ -153,7 +153,12 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
         if (const auto* v = field(body, k)) breakpoints[k] = breakpoint_list(a->graph, a->spec.graph_id, k, *v);
     const auto recursion_limit = opt_int(config, "recursion_limit", a->spec.options.recursion_limit, 1, 10000);
     // LangGraph's per-run durability: sync (the default), async or exit.
-    const std::string durability_mode = one_of(body, "durability", {"sync", "async", "exit"});
+    // `checkpoint_during` is its deprecated boolean form (false: exit), read when durability is absent.
+    std::string durability_mode = one_of(body, "durability", {"sync", "async", "exit"});
+    if (const auto* during = field(body, "checkpoint_during"); during && !field(body, "durability")) {
+        if (!during->is_bool()) wrong_type("checkpoint_during", "a boolean (or send durability: sync, async or exit)", *during);
+        durability_mode = during->get_bool() ? "sync" : "exit";
+    }
     std::optional<std::string> from = opt_string(body, "checkpoint_id");
     if (auto cp = opt_object(body, "checkpoint"))
         if (auto id = opt_string(*cp, "checkpoint_id")) from = id;

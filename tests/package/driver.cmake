@@ -141,6 +141,13 @@ endif()
 
 run("configuring the consumer" ${CMAKE_COMMAND} ${args})
 run("building the consumer" ${CMAKE_COMMAND} --build ${BINARY} --target consumer consumer_server --parallel 2)
+# stategraph::stategraph gave `consumer` the precompiled header; consumer_server has none.
+file(GLOB_RECURSE consumer_pch ${BINARY}/CMakeFiles/consumer.dir/cmake_pch.hxx.gch)
+file(GLOB_RECURSE server_pch ${BINARY}/CMakeFiles/consumer_server.dir/cmake_pch.hxx.gch)
+if(NOT consumer_pch OR server_pch)
+  message(FATAL_ERROR "the precompiled header: want one for consumer (stategraph::stategraph), none for consumer_server; "
+                      "found '${consumer_pch}' and '${server_pch}'")
+endif()
 run("running the consumer" ${BINARY}/consumer ${BINARY}/orders.db)
 message(STATUS "${out}")
 if(NOT out MATCHES "consumer: ok")

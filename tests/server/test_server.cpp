@@ -715,7 +715,21 @@ BOOST_AUTO_TEST_CASE(per_run_durability) {
     BOOST_TEST(sync == 4u);  // input, start, work, ask
     BOOST_TEST(async == sync);
     BOOST_TEST(exit == 1u);  // the run's last checkpoint only
+    // The deprecated boolean form, as the SDK's checkpointDuring sends it: false is exit.
+    auto history_during = [&](bool during) {
+        auto tid = new_thread(s.port);
+        auto done = post(s.port, "/threads/" + tid + "/runs/wait",
+                         json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"checkpoint_during", during}});
+        BOOST_TEST(done.status == 200u);
+        return post(s.port, "/threads/" + tid + "/history", json::object{{"limit", 100}}).json().as_array().size();
+    };
+    BOOST_TEST(history_during(false) == exit);
+    BOOST_TEST(history_during(true) == sync);
     auto tid = new_thread(s.port);
+    auto bad_during = post(s.port, "/threads/" + tid + "/runs/wait",
+                           json::object{{"assistant_id", "chat"}, {"input", json::object{}}, {"checkpoint_during", "no"}});
+    BOOST_TEST(bad_during.status == 422u);
+    BOOST_TEST(bad_during.detail().find("checkpoint_during") != std::string::npos, bad_during.detail());
     auto bad = post(s.port, "/threads/" + tid + "/runs/wait",
                     json::object{{"assistant_id", "chat"}, {"input", json::object{}}, {"durability", "never"}});
     BOOST_TEST(bad.status == 422u);
