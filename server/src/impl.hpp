@@ -22,6 +22,15 @@ struct assistant_rec {
     std::optional<assistant_record> stored;
 };
 
+/// Where a run's webhook goes (webhook.cpp).
+struct webhook_target {
+    bool tls = false;
+    std::string host, port, target;
+};
+/// The webhook `url` taken apart; a 422 naming the field when it is not an absolute http(s) URL
+/// (or https in a build without OpenSSL).
+webhook_target parse_webhook(std::string_view url);
+
 /// A run this instance executes (claimed from the run store).
 struct live_run {
     run_record rec;
@@ -118,6 +127,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
     awaitable<void> wait_and_answer(call& c, run_record run, bool created, bool cancel_on_disconnect);
     awaitable<void> cancel_and_maybe_wait(call& c, run_record run, std::string action, bool wait);
     static json::object run_json(const run_record& r);
+    /// POSTs a finished run to its webhook, retrying; logs a failure (webhook.cpp).
+    static awaitable<void> send_webhook(std::shared_ptr<impl> self, std::string url, std::string body, std::string run_id);
     static json::value result_of(const run_record& r);
 
     void wake(waiter_list& w) {

@@ -143,6 +143,9 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     const double after_seconds = opt_number(body, "after_seconds", 0);
     if (after_seconds < 0 || after_seconds > 86400) throw http_error(422, "field 'after_seconds' must be between 0 and 86400");
     if (auto m = opt_object(body, "metadata")) run.metadata = *m;
+    // Called with the run when it ends (webhook.cpp); a URL that cannot be called is a 422 now.
+    const auto webhook = opt_string(body, "webhook");
+    if (webhook) (void)parse_webhook(*webhook);
     auto config = opt_object(body, "config").value_or(json::object{});
     auto input = field(body, "input");
     if (input && !input->is_object()) wrong_type("input", "an object (the state's fields)", *input);
@@ -314,6 +317,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     spec["durability"] = durability_mode;
     if (!run_ctx.empty()) spec["context"] = std::move(run_ctx);
     if (!configurable.empty()) spec["configurable"] = std::move(configurable);
+    if (webhook) spec["webhook"] = *webhook;
     if (from) spec["checkpoint_id"] = *from;
     for (auto& [k, v] : breakpoints) spec[k] = std::move(v);
     run.spec = std::move(spec);
@@ -1142,7 +1146,18 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             }
             rec.result = !run->last_values.is_null() ? run->last_values : (th ? th->values : json::value(nullptr));
             const bool removed_by_rollback = run->cancel_action == "rollback" && rec.error.is_null();
-            (void)co_await self->store->finish(rec, me, th ? &*th : nullptr);
+            const bool ended_here = co_await self->store->finish(rec, me, th ? &*th : nullptr);
+            if (const auto* hook = rec.spec.if_contains("webhook"); ended_here && hook && hook->is_string()) {
+                json::object payload = run_json(rec);
+                payload["values"] = rec.result;
+                if (!rec.error.is_null()) {
+                    const auto* message = rec.error.is_object() ? rec.error.get_object().if_contains("message") : nullptr;
+                    payload["error"] = message && message->is_string() ? message->get_string() : json::string(json::serialize(rec.error));
+                }
+                payload["run_ended_at"] = now_iso();
+                payload["webhook_sent_at"] = now_iso();
+                net::co_spawn(self->ex, send_webhook(self, std::string(hook->get_string()), json::serialize(payload), rec.run_id), net::detached);
+            }
             if (removed_by_rollback) (void)co_await self->store->delete_run(rec.run_id);
             // A stateless run's thread: its checkpoints go now; its record stays (unlisted) with
             // the run's, which a waiter still reads, and goes with them (run_store's trimming).

@@ -4,6 +4,11 @@
 // answered with a 4xx and a detail naming it.
 
 #include "server_test_support.hpp"
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include <condition_variable>
+#include <mutex>
 
 
 BOOST_AUTO_TEST_SUITE(server)
@@ -734,6 +739,119 @@ BOOST_AUTO_TEST_CASE(per_run_durability) {
                     json::object{{"assistant_id", "chat"}, {"input", json::object{}}, {"durability", "never"}});
     BOOST_TEST(bad.status == 422u);
     BOOST_TEST(bad.detail().find("durability") != std::string::npos, bad.detail());
+}
+
+// Issue 27: a run's webhook (LangGraph's `webhook`): when the run ends, the server POSTs it as
+// JSON to the URL (its record, its final values, the error of a failed run), trying three times
+// in all; a webhook that cannot be reached is logged and changes nothing of the run; a URL that
+// cannot be called is a 422 naming the field.
+namespace webhook_test {
+/// An HTTP endpoint on loopback that keeps what is POSTed to it; the first `failures` answers are 500.
+struct sink {
+    net::io_context io;
+    tcp::acceptor acceptor{io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)};
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<std::pair<std::string, json::value>> got; // target, body
+    int failures = 0;
+    std::thread thread;
+    explicit sink(int fail_first = 0) : failures(fail_first) {
+        net::co_spawn(io, serve(), net::detached);
+        thread = std::thread([this] { io.run(); });
+    }
+    ~sink() {
+        io.stop();
+        thread.join();
+    }
+    unsigned short port() const { return acceptor.local_endpoint().port(); }
+    net::awaitable<void> serve() {
+        for (int i = 0; i < 20; ++i) {
+            auto socket = co_await acceptor.async_accept(net::use_awaitable);
+            boost::beast::flat_buffer buffer;
+            http::request<http::string_body> req;
+            co_await http::async_read(socket, buffer, req, net::use_awaitable);
+            http::response<http::string_body> res;
+            {
+                std::lock_guard lock(m);
+                res.result(failures-- > 0 ? http::status::internal_server_error : http::status::ok);
+                got.emplace_back(std::string(req.target()), json::parse(req.body()));
+            }
+            res.prepare_payload();
+            co_await http::async_write(socket, res, net::use_awaitable);
+            cv.notify_all();
+        }
+    }
+    /// Waits (10 s at most) until `n` requests came; what came.
+    std::vector<std::pair<std::string, json::value>> wait_for(std::size_t n) {
+        std::unique_lock lock(m);
+        cv.wait_for(lock, std::chrono::seconds(10), [&] { return got.size() >= n; });
+        return got;
+    }
+};
+} // namespace webhook_test
+
+BOOST_AUTO_TEST_CASE(run_webhook) {
+    auto lines = std::make_shared<std::vector<std::string>>();
+    auto lines_mutex = std::make_shared<std::mutex>();
+    auto o = test_options();
+    o.log = [lines, lines_mutex](std::string_view l) {
+        std::lock_guard lock(*lines_mutex);
+        lines->emplace_back(l);
+    };
+    running_server s(o);
+    webhook_test::sink hook(1); // the first answer is a 500: the second attempt delivers it
+    const std::string url = "http://127.0.0.1:" + std::to_string(hook.port()) + "/hooks/run?source=test";
+    auto tid = new_thread(s.port);
+    auto done = post(s.port, "/threads/" + tid + "/runs/wait",
+                     json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"webhook", url}});
+    BOOST_TEST_REQUIRE(done.status == 200u, done.body);
+    auto got = hook.wait_for(2);
+    BOOST_TEST_REQUIRE(got.size() == 2u);
+    BOOST_TEST(got[0].second.at("run_id") == got[1].second.at("run_id")); // the same run, tried again after the 500
+    BOOST_TEST(got[1].first == "/hooks/run?source=test");
+    const auto& run = got[1].second;
+    BOOST_TEST(run.at("thread_id").as_string() == tid);
+    BOOST_TEST(run.at("status").as_string() == "success");
+    BOOST_TEST(run.at("assistant_id").is_string());
+    BOOST_TEST(run.at("run_id").is_string());
+    BOOST_TEST(json::serialize(run.at("values").at("log")) == R"(["work","ask"])");
+    BOOST_TEST(!run.as_object().contains("error"));
+    BOOST_TEST(run.at("webhook_sent_at").is_string());
+    // A failed run: its error.
+    auto failed = post(s.port, "/threads/" + tid + "/runs/wait",
+                       json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "fail"}}}, {"webhook", url}});
+    BOOST_TEST(failed.status == 200u);
+    got = hook.wait_for(3);
+    BOOST_TEST_REQUIRE(got.size() == 3u);
+    BOOST_TEST(got[2].second.at("status").as_string() == "error");
+    BOOST_TEST(std::string(got[2].second.at("error").as_string()).find("work failed on purpose") != std::string::npos);
+    // A URL that cannot be called: 422 naming the field, no run made.
+    for (const json::value bad : {json::value("ftp://127.0.0.1/x"), json::value("http:///x"), json::value("/relative"),
+                                  json::value("http://127.0.0.1:99999/"), json::value(5)}) {
+        auto r = post(s.port, "/threads/" + tid + "/runs/wait",
+                      json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"webhook", bad}});
+        BOOST_TEST(r.status == 422u, json::serialize(bad));
+        BOOST_TEST(r.detail().find("webhook") != std::string::npos, r.detail());
+    }
+    // A webhook nobody answers: the run succeeds; the failure is logged with the run's id.
+    unsigned short closed = 0;
+    {
+        net::io_context io;
+        tcp::acceptor a(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+        closed = a.local_endpoint().port();
+    }
+    auto lost = post(s.port, "/threads/" + tid + "/runs/wait",
+                     json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}},
+                                  {"webhook", "http://127.0.0.1:" + std::to_string(closed) + "/"}});
+    BOOST_TEST_REQUIRE(lost.status == 200u);
+    BOOST_TEST(json::serialize(lost.json().at("log")).find("work") != std::string::npos);
+    bool logged = false;
+    for (int i = 0; i < 100 && !logged; ++i) { // the three attempts take about 2 s
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::lock_guard lock(*lines_mutex);
+        for (const auto& l : *lines) logged = logged || (l.find("webhook") != std::string::npos && l.find("3 attempts") != std::string::npos);
+    }
+    BOOST_TEST(logged);
 }
 
 // Issues 24 and 27: assistants made over the API live in the run store (versions, latest, search,
