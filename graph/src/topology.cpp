@@ -225,7 +225,12 @@ std::vector<graph_problem> validate(const topology& t) {
     for (const auto& n : t.nodes) {
         vertex v = b.index[n.name];
         if (has_entry && !fwd[v] && !n.send_only)
-            out.push_back({errc::unreachable_node, "node '" + n.name + "' cannot be reached from START", {n.name}});
+            out.push_back({errc::unreachable_node,
+                           "node '" + n.name +
+                               "' cannot be reached from START (a node reached only by a Command's goto, or by a "
+                               "subgraph's to_parent, is named in the `ends` of the node that returns it: "
+                               "add_node(\"from\", fn, {.ends = {\"" + n.name + "\"}}))",
+                           {n.name}});
         // A Send-only node is reachable when some conditional edge may send to it.
         if (n.send_only && has_entry) {
             bool sent = false;
