@@ -184,15 +184,12 @@ asio::awaitable<void> connection::connect(const endpoint& where) {
     }
 }
 
-asio::awaitable<std::size_t> connection::read_some(char* data, std::size_t size) {
-    timer_->expires_after(timeout_);
+asio::awaitable<std::optional<std::size_t>> connection::read_some(char* data, std::size_t size, std::chrono::milliseconds wait) {
+    timer_->expires_after(wait);
     auto reading = socket_->async_read_some(asio::buffer(data, size), asio::as_tuple(asio::use_awaitable));
     auto waiting = timer_->async_wait(asio::as_tuple(asio::use_awaitable));
     auto done = co_await (std::move(reading) || std::move(waiting));
-    if (done.index() == 1) {
-        close();
-        throw_timeout();
-    }
+    if (done.index() == 1) co_return std::nullopt;
     auto [ec, n] = std::get<0>(done);
     if (ec) {
         close();
@@ -201,7 +198,22 @@ asio::awaitable<std::size_t> connection::read_some(char* data, std::size_t size)
     co_return n;
 }
 
-asio::awaitable<std::vector<reply>> connection::run(const std::vector<command>& cmds) {
+std::optional<reply> connection::take_parsed() {
+    auto* rd = static_cast<redisReader*>(reader_.get());
+    void* got = nullptr;
+    if (redisReaderGetReply(rd, &got) != REDIS_OK) {
+        std::string why = rd->errstr;
+        close();
+        throw protocol_error("unreadable reply from the Redis server: " + why);
+    }
+    if (!got) return std::nullopt;
+    auto* r = static_cast<redisReply*>(got);
+    auto out = convert(*r);
+    freeReplyObject(r);
+    return out;
+}
+
+asio::awaitable<void> connection::send(const std::vector<command>& cmds) {
     if (!socket_ || !socket_->is_open() || !reader_) throw network_error("the Redis connection is not open");
     std::string out;
     for (const auto& c : cmds) out += format(c);
@@ -212,28 +224,45 @@ asio::awaitable<std::vector<reply>> connection::run(const std::vector<command>& 
         close();
         throw network_error("writing to the Redis server: " + wec.message());
     }
+}
+
+asio::awaitable<std::optional<reply>> connection::receive(std::chrono::milliseconds wait) {
+    if (!socket_ || !socket_->is_open() || !reader_) throw network_error("the Redis connection is not open");
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+        if (auto r = take_parsed()) co_return r;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left <= std::chrono::milliseconds::zero()) co_return std::nullopt;
+        const auto n = co_await read_some(buffer_.data(), buffer_.size(), left);
+        if (!n) co_return std::nullopt;
+        feed(*n);
+    }
+}
+
+void connection::feed(std::size_t n) {
+    auto* rd = static_cast<redisReader*>(reader_.get());
+    if (redisReaderFeed(rd, buffer_.data(), n) != REDIS_OK) {
+        std::string why = rd->errstr;
+        close();
+        throw protocol_error("unreadable reply from the Redis server: " + why);
+    }
+}
+
+asio::awaitable<std::vector<reply>> connection::run(const std::vector<command>& cmds) {
+    co_await send(cmds);
     std::vector<reply> replies;
     replies.reserve(cmds.size());
-    auto* rd = static_cast<redisReader*>(reader_.get());
     while (replies.size() < cmds.size()) {
-        void* got = nullptr;
-        if (redisReaderGetReply(rd, &got) != REDIS_OK) {
-            std::string why = rd->errstr;
-            close();
-            throw protocol_error("unreadable reply from the Redis server: " + why);
-        }
-        if (got) {
-            auto* r = static_cast<redisReply*>(got);
-            replies.push_back(convert(*r));
-            freeReplyObject(r);
+        if (auto r = take_parsed()) {
+            replies.push_back(std::move(*r));
             continue;
         }
-        const auto n = co_await read_some(buffer_.data(), buffer_.size());
-        if (redisReaderFeed(rd, buffer_.data(), n) != REDIS_OK) {
-            std::string why = rd->errstr;
+        const auto n = co_await read_some(buffer_.data(), buffer_.size(), timeout_);
+        if (!n) {
             close();
-            throw protocol_error("unreadable reply from the Redis server: " + why);
+            throw_timeout();
         }
+        feed(*n);
     }
     co_return replies;
 }

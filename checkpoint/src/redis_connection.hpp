@@ -89,6 +89,12 @@ public:
     /// @brief Sends every command in one write and reads one reply per command, in order
     /// (pipelining). Error replies are returned, not thrown.
     boost::asio::awaitable<std::vector<reply>> run(const std::vector<command>& cmds);
+    /// @brief Sends every command in one write, reading nothing: for a subscribed connection
+    /// (SUBSCRIBE, PSUBSCRIBE, PING), whose answers arrive among its messages (`receive`).
+    boost::asio::awaitable<void> send(const std::vector<command>& cmds);
+    /// @brief The next reply or pushed message (a subscriber's `message` / `pmessage` arrays), or
+    /// nullopt when nothing came within `wait`; the connection stays open then.
+    boost::asio::awaitable<std::optional<reply>> receive(std::chrono::milliseconds wait);
     bool is_open() const noexcept { return socket_ ? socket_->is_open() : parked_ >= 0; }
     void close() noexcept;
     /// @brief Makes the connection wait on `ex` (the executor of the coroutine about to use it),
@@ -103,7 +109,13 @@ private:
     struct reader_deleter {
         void operator()(void* r) const noexcept;
     };
-    boost::asio::awaitable<std::size_t> read_some(char* data, std::size_t size);
+    /// What the server sent, or nullopt when nothing came within `wait` (the read is cancelled,
+    /// the connection stays open).
+    boost::asio::awaitable<std::optional<std::size_t>> read_some(char* data, std::size_t size, std::chrono::milliseconds wait);
+    /// A reply already read whole, if any (throws protocol_error on bytes that are no reply).
+    std::optional<reply> take_parsed();
+    /// Hands the reader the `n` bytes read into `buffer_`.
+    void feed(std::size_t n);
 
     std::optional<boost::asio::ip::tcp::socket> socket_; ///< bound (see `bind_to`)
     std::optional<boost::asio::steady_timer> timer_;

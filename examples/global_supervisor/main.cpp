@@ -10,7 +10,8 @@
 //   global_supervisor demo    [--db FILE] [--model-url URL --model NAME]
 //   global_supervisor break-lease --db FILE --thread ID
 //   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
-//                             [--verbosity full|events|result]
+//                             [--runs FILE|postgresql://...] [--workers N] [--role api|worker|both] [--instance NAME] [--lease-ms MS]
+//                             [--wakeups redis://HOST:PORT[/DB]] [--poll-ms MS] [--verbosity full|events|result]
 //   (chat, resume, demo, serve: --permissions FILE, permission rules over the agents' steps)
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
@@ -35,6 +36,12 @@
 // "model"?, "avatar_id"?}; a run's result is its output schema. --port 0 picks a free port; the first
 // line printed names the address. API keys (x-api-key) come from STATEGRAPH_API_KEYS (comma
 // separated), never from the command line.
+// serve --wakeups redis://HOST:PORT[/DB]: the instances on one run store (--runs) wake each other
+// through Redis pub/sub (channels "global_supervisor:<DB>:..."; deployments sharing a Redis server
+// take different DB numbers) when a run is queued, cancelled or ends, or has new events, instead of
+// finding out at their next poll; they then poll every second (--poll-ms; without --wakeups every
+// 100 ms, or PostgreSQL's LISTEN/NOTIFY wakes them). A Redis server that does not answer at start
+// is an error; one lost later is logged and the instances poll until it is back.
 
 #include "graph.hpp"
 #include "services.hpp"
@@ -57,6 +64,7 @@
 #include <csignal>
 #include <stategraph/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
+#include <stategraph/server/redis_notifier.hpp>
 #include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
 #include <stategraph/store/sqlite_store.hpp>
@@ -107,13 +115,15 @@ constexpr const char* usage_text =
     "  global_supervisor break-lease --db FILE --thread ID\n"
     "  global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--model-url URL --model NAME]\n"
     "                            [--checkpointer URL [--fallback URL]] [--runs FILE|postgresql://...] [--workers N]\n"
-    "                            [--role api|worker|both] [--instance NAME] [--lease-ms MS] [--verbosity full|events|result]\n"
+    "                            [--role api|worker|both] [--instance NAME] [--lease-ms MS]\n"
+    "                            [--wakeups redis://HOST:PORT[/DB]] [--poll-ms MS] [--verbosity full|events|result]\n"
     "  (serve: runs, their queue, events and thread records live in --runs: an SQLite file (default FILE.runs beside\n"
     "   --db; any number of instances on one host share it) or PostgreSQL (instances on many hosts); --workers runs\n"
     "   at once per instance (default 64); --role api takes requests and runs nothing, worker runs and listens on\n"
-    "   no port; a run whose instance died is taken over after --lease-ms (default 10000); --verbosity: how much of\n"
-    "   a run every stream shows: full (default), events (no state but the final values), result (messages, errors\n"
-    "   and the final values))\n"
+    "   no port; a run whose instance died is taken over after --lease-ms (default 10000); --wakeups: the instances\n"
+    "   wake each other through Redis pub/sub and poll the run store every --poll-ms (default 1000 with --wakeups,\n"
+    "   else 100); --verbosity: how much of a run every stream shows: full (default), events (no state but the\n"
+    "   final values), result (messages, errors and the final values))\n"
     "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
     "   of rules agent(task glob) over the planned agent steps, e.g. {\"deny\": [\"wealth(*transfer*)\"]})\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
@@ -156,7 +166,7 @@ args parse(int argc, char** argv) {
         {"demo", {"db", "model-url", "model", "permissions"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
         {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "runs",
-                   "workers", "role", "instance", "lease-ms", "verbosity"}},
+                   "workers", "role", "instance", "lease-ms", "wakeups", "poll-ms", "verbosity"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -631,6 +641,17 @@ int cmd_serve(const args& a) {
     { // where runs, their queue, their events and the thread records live
         srv::run_store_options ro;
         if (auto ms = number("lease-ms", 100, 3'600'000)) ro.lease = std::chrono::milliseconds(*ms);
+        if (auto url = a.get("wakeups")) { // Redis pub/sub between the instances
+            if (url->rfind("redis://", 0) != 0)
+                throw usage_error("serve: --wakeups takes redis://HOST:PORT[/DB] (got '" + *url + "')");
+            srv::redis_notifier_options no;
+            no.url = *url;
+            no.channel_prefix = "global_supervisor";
+            no.log = [](std::string_view line) { std::cerr << "global_supervisor: " << line << "\n"; };
+            ro.notifier = srv::open_redis_notifier(std::move(no));
+            so.poll_interval = std::chrono::milliseconds(1000); // a safety net now
+        }
+        if (auto ms = number("poll-ms", 10, 3'600'000)) so.poll_interval = std::chrono::milliseconds(*ms);
         const std::string runs = a.get("runs").value_or(db + ".runs");
         if (runs.rfind("postgres://", 0) == 0 || runs.rfind("postgresql://", 0) == 0) {
             srv::postgres_run_store_options po;
@@ -675,6 +696,8 @@ int cmd_serve(const args& a) {
               << " (assistant global_supervisor; SIGINT or SIGTERM stops)\n"
               << "global_supervisor: the studio page: http://" << so.host << ":" << port << "/studio" << std::endl;
     }
+    if (const auto& wakeups = so.runs->options().notifier)
+        std::cout << "global_supervisor: wake-ups through " << wakeups->describe() << std::endl;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     // SIGTERM or SIGINT: stop accepting, let every run reach a step boundary with its
     // checkpoint written, then exit.

@@ -2,6 +2,7 @@
 // parameters (a backend rewrites them), 64-bit integer times, JSON as text, row locks named by
 // the backend (PostgreSQL locks rows; SQLite's write transaction excludes every other writer).
 
+#include <stategraph/server/notifier.hpp>
 #include <stategraph/server/run_store.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -42,6 +43,17 @@ std::string sql_row::text(std::size_t i) const {
 
 awaitable<void> run_store_backend::notify(std::string_view, std::string_view) { co_return; }
 bool run_store_backend::listen(std::function<void(std::string, std::string)>) { return false; }
+
+awaitable<void> run_store::notify(std::string_view channel, std::string_view payload) {
+    if (opts_.notifier) co_await opts_.notifier->publish(channel, payload);
+    else co_await be_->notify(channel, payload);
+}
+
+bool run_store::listen(std::function<void(std::string channel, std::string payload)> on) {
+    // The channels this file notifies on: a run queued, cancelled or ended; a run's new events.
+    if (opts_.notifier) return opts_.notifier->subscribe({"sg_runs", "sg_events"}, std::move(on));
+    return be_->listen(std::move(on));
+}
 
 namespace {
 
@@ -595,7 +607,7 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
                         std::move(up));
     };
     co_await be_->transaction(work);
-    if (out.refused == submit_refusal::none) co_await be_->notify("sg_runs", run.run_id);
+    if (out.refused == submit_refusal::none) co_await notify("sg_runs", run.run_id);
     co_return out;
 }
 
@@ -683,7 +695,7 @@ awaitable<std::optional<run_record>> run_store::cancel(std::string run_id, std::
         out = std::move(r);
     };
     co_await be_->transaction(work);
-    if (out) co_await be_->notify("sg_runs", "cancel:" + run_id);
+    if (out) co_await notify("sg_runs", "cancel:" + run_id);
     co_return out;
 }
 
@@ -736,7 +748,7 @@ awaitable<std::optional<run_record>> run_store::claim(std::string worker) {
         }
     };
     co_await be_->transaction(work);
-    if (ended_some) co_await be_->notify("sg_runs", "ended");
+    if (ended_some) co_await notify("sg_runs", "ended");
     co_return out;
 }
 
@@ -810,7 +822,7 @@ awaitable<bool> run_store::finish(const run_record& run, std::string worker, con
         if (run.seq % 32 == 0 || opts_.max_finished_runs < 1000) co_await trim_finished(s, opts_.max_finished_runs);
     };
     co_await be_->transaction(work);
-    if (held) co_await be_->notify("sg_runs", "done:" + run.run_id);
+    if (held) co_await notify("sg_runs", "done:" + run.run_id);
     co_return held;
 }
 
@@ -824,7 +836,7 @@ awaitable<bool> run_store::release(std::string run_id, std::string worker) {
                                std::move(p)) > 0;
     };
     co_await be_->transaction(work);
-    if (held) co_await be_->notify("sg_runs", run_id);
+    if (held) co_await notify("sg_runs", run_id);
     co_return held;
 }
 
@@ -853,7 +865,7 @@ awaitable<std::size_t> run_store::expire_worker(std::string worker) {
             co_await s.exec("UPDATE sg_runs SET lease_until = 0 WHERE worker = ?1 AND status = 'running'", std::move(p)));
     };
     co_await be_->transaction(work);
-    if (n) co_await be_->notify("sg_runs", "expired");
+    if (n) co_await notify("sg_runs", "expired");
     co_return n;
 }
 
@@ -883,7 +895,7 @@ awaitable<bool> run_store::append_events(std::string run_id, std::string worker,
         }
     };
     co_await be_->transaction(work);
-    if (held) co_await be_->notify("sg_events", run_id);
+    if (held) co_await notify("sg_events", run_id);
     co_return held;
 }
 

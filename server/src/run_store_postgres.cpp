@@ -21,6 +21,7 @@
 #include <stategraph/server/run_store.hpp>
 
 #include "pg_connection.hpp"
+#include "wakeup_subscribers.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -442,24 +443,9 @@ struct postgres_backend::listener {
         cv.wait_for(lock, timeout, [&] { return listening; });
     }
 
-    void add(callback on) {
-        std::lock_guard lock(mutex);
-        subscribers.push_back(std::move(on));
-    }
+    void add(callback on) { subscribers.add(std::move(on)); }
 
-    void deliver(const std::string& channel, const std::string& payload) {
-        std::vector<callback> to_call;
-        {
-            std::lock_guard lock(mutex);
-            to_call = subscribers;
-        }
-        for (auto& on : to_call) {
-            try {
-                on(channel, payload);
-            } catch (...) { // a subscriber's failure is its own
-            }
-        }
-    }
+    void deliver(const std::string& channel, const std::string& payload) { subscribers.deliver(channel, payload); }
 
     /// The store's name of a channel heard.
     std::string logical(const std::string& physical) const {
@@ -511,10 +497,10 @@ struct postgres_backend::listener {
     asio::io_context io;
     std::thread thread;
     std::atomic<bool> stopping{false};
-    std::mutex mutex; ///< guards `subscribers`, `listening`
+    std::mutex mutex; ///< guards `listening`
     std::condition_variable cv;
     bool listening = false;
-    std::vector<callback> subscribers;
+    detail::wakeup_subscribers subscribers;
 };
 
 bool postgres_backend::listen(std::function<void(std::string channel, std::string payload)> on) {

@@ -742,7 +742,7 @@ void server::impl::start_workers() {
     auto self = shared_from_this();
     std::weak_ptr<impl> weak = self;
     auto ex2 = ex;
-    if (!listening) listening = store->backend().listen([weak, ex2](std::string channel, std::string payload) {
+    if (!listening) listening = store->listen([weak, ex2](std::string channel, std::string payload) {
         net::post(ex2, [weak, channel = std::move(channel), payload = std::move(payload)] {
             if (auto s = weak.lock()) s->on_notification(channel, payload);
         });
@@ -803,7 +803,8 @@ awaitable<void> server::impl::heartbeat_loop(std::shared_ptr<impl> self) {
     const auto renew_every = std::max<std::chrono::milliseconds>(self->store->options().lease / 3, std::chrono::milliseconds(10));
     net::steady_timer t(self->ex);
     while (!self->stopping_workers || !self->local.empty()) {
-        t.expires_after(self->opts.poll_interval);
+        // Claims are renewed in time even when polling is rare (wake-ups carry the news).
+        t.expires_after(std::min(self->opts.poll_interval, renew_every));
         auto [ec] = co_await t.async_wait(net::as_tuple(use_awaitable));
         (void)ec;
         if (self->local.empty()) {

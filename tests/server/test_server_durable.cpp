@@ -5,8 +5,8 @@
 // to the queue and starts none.
 
 #include "server_test_support.hpp"
+#include "shared_files.hpp"
 
-#include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/drain.hpp>
 #include <stategraph/server/run_store.hpp>
 
@@ -21,19 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory for one case's files, removed at the end.
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        path = fs::temp_directory_path() / ("sg-durable-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()));
-        fs::create_directories(path);
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
-
 /// An instance as deployed: the chat graph on an SQLite checkpoint file, records in an SQLite run
 /// store file; both files shared by every instance of the case.
 srv::server_options instance_options(const temp_dir& d, std::size_t workers, std::chrono::milliseconds lease) {
@@ -44,16 +31,6 @@ srv::server_options instance_options(const temp_dir& d, std::size_t workers, std
     o.max_runs_in_flight = workers;
     o.poll_interval = std::chrono::milliseconds(50);
     return o;
-}
-std::shared_ptr<sg::checkpoint::saver> chat_saver(const temp_dir& d) {
-    sg::checkpoint::sqlite_options so;
-    so.path = (d.path / "chat.db").string();
-    return std::make_shared<sg::checkpoint::sqlite_saver>(so);
-}
-
-std::string status_of(unsigned short port, const std::string& tid, const std::string& rid) {
-    auto r = get(port, "/threads/" + tid + "/runs/" + rid);
-    return r.status == 200u ? std::string(r.json().at("status").as_string()) : "http " + std::to_string(r.status);
 }
 
 /// A run's status as the run store has it (no server needed).

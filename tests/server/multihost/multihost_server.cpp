@@ -9,13 +9,15 @@
 //   multihost_server --checkpointer postgresql://...|sqlite:FILE|memory [--runs postgresql://...|sqlite:FILE]
 //                    [--host H]
 //                    [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N]
-//                    [--pool N] [--trace FILE] [--max-attempts N]
+//                    [--pool N] [--trace FILE] [--max-attempts N] [--wakeups redis://HOST:PORT[/DB]]
 //
 // memory and sqlite:FILE are for the benchmark's one-host rows (bench.sh).
 // --max-attempts N: claims of one run at most (run_store_options::max_attempts); the kill loop raises it.
 // --workers N: runs executed at once (server_options::max_runs_in_flight); 0: API only.
 // --lease-ms N: how long a killed instance's claims (run store) and thread leases (checkpointer)
 //   live before another instance takes them over.
+// --wakeups redis://...: the instances wake each other through Redis pub/sub
+//   (run_store_options::notifier, open_redis_notifier) instead of the run store's own way.
 // --trace FILE: one line per node start, appended (O_APPEND, one write each):
 //   "<unix µs> <instance> <thread id> <node> <nodes logged before it>"; the test reads it to know
 //   which instance runs a thread and when a killed run made progress again elsewhere.
@@ -23,6 +25,7 @@
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/postgres_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/server/redis_notifier.hpp>
 #include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
 #include <stategraph/stategraph.hpp>
@@ -118,7 +121,7 @@ int usage(const std::string& why) {
               << "\nusage: multihost_server --checkpointer postgresql://...|sqlite:FILE|memory [--runs postgresql://...|sqlite:FILE]"
                  " [--host H]"
                  " [--port N] [--instance NAME] [--workers N] [--lease-ms N] [--node-ms N] [--pool N] [--max-attempts N]"
-                 " [--trace FILE]\n";
+                 " [--trace FILE] [--wakeups redis://HOST:PORT[/DB]]\n";
     return 2;
 }
 
@@ -128,7 +131,7 @@ int main(int argc, char** argv) {
     srv::server_options so;
     so.host = "127.0.0.1";
     so.port = 8123;
-    std::string checkpointer, runs, trace_file;
+    std::string checkpointer, runs, trace_file, wakeups;
     long lease_ms = 3000, workers = 64, pool = 16, max_attempts = 3;
     try {
         for (int i = 1; i < argc; ++i) {
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
             else if (a == "--pool") pool = std::stol(v);
             else if (a == "--max-attempts") max_attempts = std::stol(v);
             else if (a == "--trace") trace_file = v;
+            else if (a == "--wakeups") wakeups = v;
             else return usage("unknown argument " + a);
         }
     } catch (const std::exception&) {
@@ -185,6 +189,13 @@ int main(int argc, char** argv) {
             srv::run_store_options store;
             store.lease = std::chrono::milliseconds(lease_ms);
             store.max_attempts = static_cast<int>(max_attempts);
+            if (!wakeups.empty()) {
+                srv::redis_notifier_options wo;
+                wo.url = wakeups;
+                wo.channel_prefix = "multihost";
+                wo.log = [name = cfg.instance](std::string_view line) { std::cerr << "multihost_server[" << name << "]: " << line << "\n"; };
+                store.notifier = srv::open_redis_notifier(std::move(wo));
+            }
             if (is_pg(runs)) {
                 srv::postgres_run_store_options ro;
                 ro.conninfo = runs;

@@ -38,6 +38,8 @@
 
 namespace stategraph::server {
 
+class notifier; // <stategraph/server/notifier.hpp>
+
 // ---------------------------------------------------------------------------------------------
 // The backend seam: SQL and transactions, nothing else.
 
@@ -228,6 +230,11 @@ struct run_store_options {
     std::size_t max_finished_runs = 10'000;
     /// Events kept per run for replay; beyond it the oldest go.
     std::size_t max_events_per_run = 10'000;
+    /// How the instances wake each other (<stategraph/server/notifier.hpp>), in place of the
+    /// backend's `notify` / `listen`: e.g. Redis pub/sub (`open_redis_notifier`) for instances on
+    /// one SQLite file, which would otherwise only poll. Null: the backend's (PostgreSQL
+    /// `LISTEN/NOTIFY`; none on SQLite).
+    std::shared_ptr<stategraph::server::notifier> notifier;
 };
 
 class run_store {
@@ -241,6 +248,10 @@ public:
     static std::int64_t now(); ///< microseconds since the epoch
     const run_store_options& options() const noexcept { return opts_; }
     run_store_backend& backend() const noexcept { return *be_; }
+    /// @brief Calls `on` with the wake-ups of every instance on this store, from now on: through
+    /// `options().notifier` when there is one, else the backend's `listen`. False when there are
+    /// none (instances then poll).
+    bool listen(std::function<void(std::string channel, std::string payload)> on);
 
     // -- threads ----------------------------------------------------------------------------
     /// @brief Inserts `t` unless a thread of its key exists; true when it was inserted.
@@ -339,6 +350,9 @@ public:
     boost::asio::awaitable<std::pair<std::int64_t, std::int64_t>> event_bounds(std::string run_id);
 
 private:
+    /// Tells the other instances (the notifier's `publish`, else the backend's `notify`).
+    boost::asio::awaitable<void> notify(std::string_view channel, std::string_view payload);
+
     std::shared_ptr<run_store_backend> be_;
     run_store_options opts_;
 };
