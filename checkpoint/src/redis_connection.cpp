@@ -185,6 +185,7 @@ asio::awaitable<void> connection::connect(const endpoint& where) {
 }
 
 asio::awaitable<std::optional<std::size_t>> connection::read_some(char* data, std::size_t size, std::chrono::milliseconds wait) {
+    if (!socket_ || !socket_->is_open() || !timer_) throw network_error("the Redis connection was closed");
     timer_->expires_after(wait);
     auto reading = socket_->async_read_some(asio::buffer(data, size), asio::as_tuple(asio::use_awaitable));
     auto waiting = timer_->async_wait(asio::as_tuple(asio::use_awaitable));
@@ -199,6 +200,9 @@ asio::awaitable<std::optional<std::size_t>> connection::read_some(char* data, st
 }
 
 std::optional<reply> connection::take_parsed() {
+    // Closed while a read or write was in flight (by a stop, or a reconnect on the same executor):
+    // the completion may still resume the caller, which then finds no reader.
+    if (!reader_) throw network_error("the Redis connection was closed");
     auto* rd = static_cast<redisReader*>(reader_.get());
     void* got = nullptr;
     if (redisReaderGetReply(rd, &got) != REDIS_OK) {
@@ -240,6 +244,7 @@ asio::awaitable<std::optional<reply>> connection::receive(std::chrono::milliseco
 }
 
 void connection::feed(std::size_t n) {
+    if (!reader_) throw network_error("the Redis connection was closed");
     auto* rd = static_cast<redisReader*>(reader_.get());
     if (redisReaderFeed(rd, buffer_.data(), n) != REDIS_OK) {
         std::string why = rd->errstr;

@@ -208,9 +208,9 @@ BOOST_AUTO_TEST_CASE(an_unreachable_server_or_a_bad_url_is_a_typed_error) {
 // the channels it subscribed to only; notifiers of another prefix or database are not heard.
 BOOST_AUTO_TEST_CASE(a_wake_up_is_heard_by_the_same_prefix_and_database_only, *boost::unit_test::precondition(needs_redis())) {
     const auto prefix = fresh_prefix();
+    heard on_b, on_prefix, on_db; // before the notifiers that call them: they outlive them
     auto a = open_notifier(with_db(redis_url(), 0), prefix);
     auto b = open_notifier(with_db(redis_url(), 0), prefix);
-    heard on_b;
     BOOST_TEST(b->subscribe({"sg_runs"}, on_b.sink()));
     BOOST_TEST(b->describe().find(prefix + ":0:") != std::string::npos, b->describe());
 
@@ -229,7 +229,6 @@ BOOST_AUTO_TEST_CASE(a_wake_up_is_heard_by_the_same_prefix_and_database_only, *b
     // Another prefix, another database: each heard by its own subscriber, not by b.
     auto other_prefix = open_notifier(with_db(redis_url(), 0), prefix + "-other");
     auto other_db = open_notifier(with_db(redis_url(), 1), prefix);
-    heard on_prefix, on_db;
     BOOST_TEST(other_prefix->subscribe({"sg_runs"}, on_prefix.sink()));
     BOOST_TEST(other_db->subscribe({"sg_runs"}, on_db.sink()));
     publish(*other_prefix, "sg_runs", "elsewhere-1");
@@ -251,9 +250,9 @@ BOOST_AUTO_TEST_CASE(a_dropped_subscription_is_made_again, *boost::unit_test::pr
     sg::checkpoint::testing::tcp_proxy proxy(where.first, where.second);
     const auto prefix = fresh_prefix();
     log_lines logged;
+    heard on_sub; // before the notifier that calls it: it outlives it
     auto sub = open_notifier(through(proxy), prefix, logged.sink());
     auto pub = open_notifier(with_db(redis_url(), 0), prefix);
-    heard on_sub;
     BOOST_TEST(sub->subscribe({"sg_runs", "sg_events"}, on_sub.sink()));
     publish(*pub, "sg_runs", "before");
     auto got = on_sub.next();

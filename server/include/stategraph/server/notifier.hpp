@@ -48,7 +48,8 @@ public:
     /// `channels` from now on, by any instance (and with those of channels other subscribers
     /// asked for). After a gap (the connection lost and made again) each channel is reported
     /// once with an empty payload. Returns once listening (or after a bounded wait when the
-    /// carrier cannot be reached now; it keeps trying). True: wake-ups will come.
+    /// carrier cannot be reached now; it keeps trying). True: wake-ups will come. `on` is called
+    /// until the notifier is destroyed: what it refers to must outlive the notifier.
     virtual bool subscribe(std::vector<std::string> channels, handler on) = 0;
     /// @brief A name for messages: "Redis 127.0.0.1:6379 (channels stategraph:0:*)".
     virtual std::string describe() const = 0;
