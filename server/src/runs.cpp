@@ -83,15 +83,16 @@ json::value server::impl::result_of(const run_record& r) {
     return r.result;
 }
 
-awaitable<void> server::impl::wait_run(const std::string& run_id, std::chrono::milliseconds timeout) {
-    auto& list = run_watch[run_id];
+awaitable<void> server::impl::wait_run(const std::string& run_id, std::chrono::milliseconds timeout, bool end_only) {
+    auto& watch = end_only ? run_end_watch : run_watch;
+    auto& list = watch[run_id];
     co_await wait_on(&list, &any_run_wake, timeout);
-    if (auto it = run_watch.find(run_id); it != run_watch.end() && it->second.empty()) run_watch.erase(it);
+    if (auto it = watch.find(run_id); it != watch.end() && it->second.empty()) watch.erase(it);
 }
 
 void server::impl::on_notification(const std::string& channel, const std::string& payload) {
     if (channel == "sg_events") {
-        wake_run(payload);
+        wake_run_events(payload);
         return;
     }
     // sg_runs: a run was queued (its id), cancelled ("cancel:<id>"), ended ("done:<id>") or
@@ -540,7 +541,7 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
             if (co_await write_chunk(c, body)) co_await end_chunked(c);
             co_return;
         }
-        co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : opts.poll_interval);
+        co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : opts.poll_interval, true);
         if (std::chrono::steady_clock::now() - quiet_since >= std::chrono::seconds(1)) {
             quiet_since = std::chrono::steady_clock::now();
             std::string nl = "\n";
@@ -645,7 +646,7 @@ awaitable<void> server::impl::cancel_and_maybe_wait(call& c, run_record run, std
         for (int i = 0; i < 1'000'000; ++i) {
             auto now = co_await store->get_run(run.run_id);
             if (!now || now->finished()) break;
-            co_await wait_run(run.run_id, opts.poll_interval);
+            co_await wait_run(run.run_id, opts.poll_interval, true);
         }
         reply(c, 204, nullptr);
     } else {
@@ -857,7 +858,7 @@ awaitable<void> server::impl::flush(std::shared_ptr<impl> self, std::shared_ptr<
             run->flush_failed = true;
             self->log_line("run '" + id + "': its events could not be stored: " + e.what());
         }
-        self->wake_run(id);
+        self->wake_run_events(id);
     }
     run->flushing = false;
     self->wake(run->flushed);
