@@ -35,7 +35,7 @@ struct live_run {
     bool flushing = false;
     bool flush_failed = false;
     waiter_list flushed; ///< woken when a flush ends
-    json::value last_values; ///< the last root values (null: none)
+    std::string last_values; ///< the last root values event's data, JSON text ("": none)
     bool langchain_events = false; ///< stream mode "events" asked for (LangChain's astream_events v2)
     std::map<std::string, json::value> task_inputs; ///< for "events": a running task's input, by task id
 };

@@ -825,8 +825,9 @@ awaitable<void> server::impl::heartbeat_loop(std::shared_ptr<impl> self) {
 }
 
 void server::impl::record(live_run& run, std::string name, const json::value& data) {
-    if (name == "values" && name.find(reserved::ns_separator) == std::string::npos) run.last_values = data;
-    run.buffered.push_back(run_event{run.next_event++, std::move(name), serialize_strict(data)});
+    std::string text = serialize_strict(data);
+    if (name == "values") run.last_values = text; // the root's (a subgraph's is "values|<ns>")
+    run.buffered.push_back(run_event{run.next_event++, std::move(name), std::move(text)});
     if (!run.flushing) {
         auto it = local.find(run.rec.run_id);
         if (it != local.end()) {
@@ -885,23 +886,19 @@ void server::impl::on_engine_event(live_run& run, const stream_event& e) {
         if (e.mode == stream_mode::messages && !run.modes.count("messages")) return;
     }
     std::string name;
-    json::value data;
+    json::value update; // "updates" wrap the data; the other modes record it as it is (not copied)
     switch (e.mode) {
-    case stream_mode::values:
-        name = "values";
-        data = e.data;
-        if (e.ns.empty()) run.last_values = e.data;
-        break;
-    case stream_mode::updates: name = "updates"; data = json::object{{e.node, e.data}}; break;
-    case stream_mode::custom: name = "custom"; data = e.data; break;
-    case stream_mode::tasks: name = "tasks"; data = e.data; break;
-    case stream_mode::checkpoints: name = "checkpoints"; data = e.data; break;
-    case stream_mode::debug: name = "debug"; data = e.data; break;
-    case stream_mode::messages: name = "messages"; data = e.data; break;
+    case stream_mode::values: name = "values"; break;
+    case stream_mode::updates: name = "updates"; update = json::object{{e.node, e.data}}; break;
+    case stream_mode::custom: name = "custom"; break;
+    case stream_mode::tasks: name = "tasks"; break;
+    case stream_mode::checkpoints: name = "checkpoints"; break;
+    case stream_mode::debug: name = "debug"; break;
+    case stream_mode::messages: name = "messages"; break;
     default: return;
     }
     for (const auto& n : e.ns) name.append(1, reserved::ns_separator).append(n);
-    record(run, std::move(name), data);
+    record(run, std::move(name), e.mode == stream_mode::updates ? update : e.data);
 }
 
 awaitable<std::string> server::impl::rollback_anchor(std::shared_ptr<assistant_rec> a, std::string thread_id) {
@@ -1041,9 +1038,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     // The output schema when the graph declares one (as the values events show it).
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     v[reserved::interrupt] = interrupts_json(outcome.interrupts);
-                    run->last_values = v;
                     self->record(*run, "values", v);
-                } else if (outcome.status == run_status::done && resumed && run->last_values.is_null() &&
+                } else if (outcome.status == run_status::done && resumed && run->last_values.empty() &&
                            run->cancel_action.empty()) {
                     // Taken over after the earlier worker had committed every step but before it
                     // stored their events (events are written apart from checkpoints): this attempt
@@ -1127,7 +1123,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     th->error = nullptr;
                 }
             }
-            rec.result = !run->last_values.is_null() ? run->last_values : (th ? th->values : json::value(nullptr));
+            rec.result = !run->last_values.empty() ? json::parse(run->last_values) : (th ? th->values : json::value(nullptr));
             const bool removed_by_rollback = run->cancel_action == "rollback" && rec.error.is_null();
             (void)co_await self->store->finish(rec, me, th ? &*th : nullptr);
             if (removed_by_rollback) (void)co_await self->store->delete_run(rec.run_id);
