@@ -6,12 +6,14 @@
 //                                                         |                       (22 nodes)
 //                                                         +--> memory_saver | sqlite_saver
 //
-//   stategraph_bench_server [--port N] [--checkpointer memory|sqlite] [--db FILE]
+//   stategraph_bench_server [--port N] [--checkpointer memory|sqlite] [--db FILE] [--runs FILE]
+// The run store is SQLite in memory (the server's default), or the SQLite file --runs FILE.
 // Prints "listening <port>" on stdout once it accepts; SIGINT/SIGTERM stops it.
 #include "supervisor.hpp"
 
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
+#include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -24,7 +26,7 @@ namespace {
 
 int usage(const std::string& why) {
     std::cerr << "stategraph_bench_server: " << why
-              << "\nusage: stategraph_bench_server [--port N] [--checkpointer memory|sqlite] [--db FILE]\n";
+              << "\nusage: stategraph_bench_server [--port N] [--checkpointer memory|sqlite] [--db FILE] [--runs FILE]\n";
     return 2;
 }
 
@@ -34,7 +36,7 @@ int main(int argc, char** argv) {
     namespace srv = stategraph::server;
     namespace sup = stategraph::bench::supervisor;
     unsigned short port = 0;
-    std::string kind = "memory", db;
+    std::string kind = "memory", db, runs;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (i + 1 >= argc) return usage("missing value after " + a);
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
         if (a == "--port") port = static_cast<unsigned short>(std::stoi(v));
         else if (a == "--checkpointer") kind = v;
         else if (a == "--db") db = v;
+        else if (a == "--runs") runs = v;
         else return usage("unknown argument " + a);
     }
     std::shared_ptr<stategraph::checkpoint::saver> saver;
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
     srv::server_options so;
     so.port = port;
     so.max_runs_in_flight = 256; // above the 64 clients: the queue bound is not what is measured
+    if (!runs.empty()) so.runs = srv::open_sqlite_run_store(runs); // else SQLite in memory (the server's default)
     srv::assistant_options ao;
     ao.description = "The benchmark supervisor graph (shared/bench/supervisor_topology.md)";
     ao.recursion_limit = sup::recursion_limit;

@@ -44,7 +44,7 @@ struct live_run {
     bool flushing = false;
     bool flush_failed = false;
     waiter_list flushed; ///< woken when a flush ends
-    json::value last_values; ///< the last root values (null: none)
+    std::string last_values; ///< the last root values event's data, JSON text ("": none)
     bool langchain_events = false; ///< stream mode "events" asked for (LangChain's astream_events v2)
     std::map<std::string, json::value> task_inputs; ///< for "events": a running task's input, by task id
     /// for the legacy "messages" mode: each message streamed so far, accumulated from its chunks
@@ -64,7 +64,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::string instance;
     std::vector<std::shared_ptr<assistant_rec>> assistants;
     std::map<std::string, std::shared_ptr<live_run>> local; ///< run id -> the runs executing here
-    std::map<std::string, waiter_list> run_watch;           ///< run id -> who waits for news of it
+    std::map<std::string, waiter_list> run_watch;           ///< run id -> who waits for news of it (events, its end)
+    /// run id -> who waits only for its end (/runs/wait, join, cancel?wait): not woken by each
+    /// flush of its events, which would have them read the whole run again each time.
+    std::map<std::string, waiter_list> run_end_watch;
     waiter_list runs_changed;  ///< thread streams: a run was queued or ended (here or, notified, elsewhere)
     /// Waiters of single runs, besides their own `run_watch` list: news that names no run
     /// (claims expired, runs ended by a sweep). A waiter is not woken by other runs' news (with
@@ -134,11 +137,18 @@ struct server::impl : std::enable_shared_from_this<impl> {
     void wake(waiter_list& w) {
         for (auto* t : w) t->cancel();
     }
+    /// News of a run that may be its end (it ended, was cancelled, a notification named it).
     void wake_run(const std::string& run_id) {
+        wake_run_events(run_id);
+        if (auto it = run_end_watch.find(run_id); it != run_end_watch.end()) wake(it->second);
+    }
+    /// New events of a run: its streams look.
+    void wake_run_events(const std::string& run_id) {
         if (auto it = run_watch.find(run_id); it != run_watch.end()) wake(it->second);
     }
-    /// Waits for news of `run_id` (local events, a notification) or `timeout`.
-    awaitable<void> wait_run(const std::string& run_id, std::chrono::milliseconds timeout);
+    /// Waits for news of `run_id` (local events, a notification) or `timeout`; with `end_only`,
+    /// for news that may be its end.
+    awaitable<void> wait_run(const std::string& run_id, std::chrono::milliseconds timeout, bool end_only = false);
     void on_notification(const std::string& channel, const std::string& payload);
 
     // workers

@@ -200,6 +200,8 @@ run_store::run_store(std::shared_ptr<run_store_backend> backend, run_store_optio
             big + ")",
         "CREATE INDEX IF NOT EXISTS sg_runs_by_thread ON sg_runs (thread_key, seq)",
         "CREATE INDEX IF NOT EXISTS sg_runs_by_status ON sg_runs (status, seq)",
+        // claim: a running run is looked at only when its lease is over (not read row by row)
+        "CREATE INDEX IF NOT EXISTS sg_runs_by_lease ON sg_runs (status, lease_until)",
         "CREATE INDEX IF NOT EXISTS sg_runs_by_finish ON sg_runs (finished_at)",
         "CREATE TABLE IF NOT EXISTS sg_run_events (run_id TEXT NOT NULL, id " + big +
             " NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, id))",
@@ -241,6 +243,7 @@ awaitable<bool> run_store::create_assistant(const assistant_record& a) {
                                "ON CONFLICT (assistant_id, version) DO NOTHING";
     bool inserted = false;
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        inserted = false; // a body may run again (a transient failure is retried)
         params id{a.assistant_id};
         if (!(co_await s.query(find, std::move(id))).empty()) co_return;
         auto p = assistant_params(a);
@@ -269,6 +272,7 @@ awaitable<std::optional<assistant_record>> run_store::add_assistant_version(assi
                                ", latest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1)";
     bool found = false;
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        found = false;
         params id{a.assistant_id};
         auto rows = co_await s.query(newest, std::move(id));
         if (rows.empty()) co_return;
@@ -287,6 +291,7 @@ awaitable<std::optional<assistant_record>> run_store::add_assistant_version(assi
 awaitable<bool> run_store::set_latest_assistant(std::string id, std::int64_t version) {
     bool found = false;
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
+        found = false;
         params p{id, version};
         if ((co_await s.query("SELECT 1 FROM sg_assistants WHERE assistant_id = ?1 AND version = ?2", std::move(p))).empty())
             co_return;

@@ -87,15 +87,16 @@ json::value server::impl::result_of(const run_record& r) {
     return r.result;
 }
 
-awaitable<void> server::impl::wait_run(const std::string& run_id, std::chrono::milliseconds timeout) {
-    auto& list = run_watch[run_id];
+awaitable<void> server::impl::wait_run(const std::string& run_id, std::chrono::milliseconds timeout, bool end_only) {
+    auto& watch = end_only ? run_end_watch : run_watch;
+    auto& list = watch[run_id];
     co_await wait_on(&list, &any_run_wake, timeout);
-    if (auto it = run_watch.find(run_id); it != run_watch.end() && it->second.empty()) run_watch.erase(it);
+    if (auto it = watch.find(run_id); it != watch.end() && it->second.empty()) watch.erase(it);
 }
 
 void server::impl::on_notification(const std::string& channel, const std::string& payload) {
     if (channel == "sg_events") {
-        wake_run(payload);
+        wake_run_events(payload);
         return;
     }
     // sg_runs: a run was queued (its id), cancelled ("cancel:<id>"), ended ("done:<id>") or
@@ -553,7 +554,7 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
             if (co_await write_chunk(c, body)) co_await end_chunked(c);
             co_return;
         }
-        co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : opts.poll_interval);
+        co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : opts.poll_interval, true);
         if (std::chrono::steady_clock::now() - quiet_since >= std::chrono::seconds(1)) {
             quiet_since = std::chrono::steady_clock::now();
             std::string nl = "\n";
@@ -658,7 +659,7 @@ awaitable<void> server::impl::cancel_and_maybe_wait(call& c, run_record run, std
         for (int i = 0; i < 1'000'000; ++i) {
             auto now = co_await store->get_run(run.run_id);
             if (!now || now->finished()) break;
-            co_await wait_run(run.run_id, opts.poll_interval);
+            co_await wait_run(run.run_id, opts.poll_interval, true);
         }
         reply(c, 204, nullptr);
     } else {
@@ -838,8 +839,9 @@ awaitable<void> server::impl::heartbeat_loop(std::shared_ptr<impl> self) {
 }
 
 void server::impl::record(live_run& run, std::string name, const json::value& data) {
-    if (name == "values" && name.find(reserved::ns_separator) == std::string::npos) run.last_values = data;
-    run.buffered.push_back(run_event{run.next_event++, std::move(name), serialize_strict(data)});
+    std::string text = serialize_strict(data);
+    if (name == "values") run.last_values = text; // the root's (a subgraph's is "values|<ns>")
+    run.buffered.push_back(run_event{run.next_event++, std::move(name), std::move(text)});
     if (!run.flushing) {
         auto it = local.find(run.rec.run_id);
         if (it != local.end()) {
@@ -871,7 +873,7 @@ awaitable<void> server::impl::flush(std::shared_ptr<impl> self, std::shared_ptr<
             run->flush_failed = true;
             self->log_line("run '" + id + "': its events could not be stored: " + e.what());
         }
-        self->wake_run(id);
+        self->wake_run_events(id);
     }
     run->flushing = false;
     self->wake(run->flushed);
@@ -903,23 +905,19 @@ void server::impl::on_engine_event(live_run& run, const stream_event& e) {
         if (e.mode == stream_mode::messages && !run.modes.count("messages")) return;
     }
     std::string name;
-    json::value data;
+    json::value update; // "updates" wrap the data; the other modes record it as it is (not copied)
     switch (e.mode) {
-    case stream_mode::values:
-        name = "values";
-        data = e.data;
-        if (e.ns.empty()) run.last_values = e.data;
-        break;
-    case stream_mode::updates: name = "updates"; data = json::object{{e.node, e.data}}; break;
-    case stream_mode::custom: name = "custom"; data = e.data; break;
-    case stream_mode::tasks: name = "tasks"; data = e.data; break;
-    case stream_mode::checkpoints: name = "checkpoints"; data = e.data; break;
-    case stream_mode::debug: name = "debug"; data = e.data; break;
-    case stream_mode::messages: name = "messages"; data = e.data; break;
+    case stream_mode::values: name = "values"; break;
+    case stream_mode::updates: name = "updates"; update = json::object{{e.node, e.data}}; break;
+    case stream_mode::custom: name = "custom"; break;
+    case stream_mode::tasks: name = "tasks"; break;
+    case stream_mode::checkpoints: name = "checkpoints"; break;
+    case stream_mode::debug: name = "debug"; break;
+    case stream_mode::messages: name = "messages"; break;
     default: return;
     }
     for (const auto& n : e.ns) name.append(1, reserved::ns_separator).append(n);
-    record(run, std::move(name), data);
+    record(run, std::move(name), e.mode == stream_mode::updates ? update : e.data);
 }
 
 awaitable<std::string> server::impl::rollback_anchor(std::shared_ptr<assistant_rec> a, std::string thread_id) {
@@ -1059,9 +1057,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     // The output schema when the graph declares one (as the values events show it).
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     v[reserved::interrupt] = interrupts_json(outcome.interrupts);
-                    run->last_values = v;
                     self->record(*run, "values", v);
-                } else if (outcome.status == run_status::done && resumed && run->last_values.is_null() &&
+                } else if (outcome.status == run_status::done && resumed && run->last_values.empty() &&
                            run->cancel_action.empty()) {
                     // Taken over after the earlier worker had committed every step but before it
                     // stored their events (events are written apart from checkpoints): this attempt
@@ -1145,7 +1142,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     th->error = nullptr;
                 }
             }
-            rec.result = !run->last_values.is_null() ? run->last_values : (th ? th->values : json::value(nullptr));
+            rec.result = !run->last_values.empty() ? json::parse(run->last_values) : (th ? th->values : json::value(nullptr));
             const bool removed_by_rollback = run->cancel_action == "rollback" && rec.error.is_null();
             const bool ended_here = co_await self->store->finish(rec, me, th ? &*th : nullptr);
             if (const auto* hook = rec.spec.if_contains("webhook"); ended_here && hook && hook->is_string()) {

@@ -323,6 +323,7 @@ void server::stop() {
     impl_->wake(impl_->any_run_wake);
     impl_->wake(impl_->dispatch_wake);
     for (auto& [id, w] : impl_->run_watch) impl_->wake(w);
+    for (auto& [id, w] : impl_->run_end_watch) impl_->wake(w);
 }
 
 void server::drain(std::function<void()> done) {
