@@ -74,7 +74,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
     /// many clients waiting, each notification would otherwise re-read every waiting run).
     waiter_list any_run_wake;
     waiter_list dispatch_wake; ///< the dispatcher: a run was queued, a worker is free
-    waiter_list drained_wake;  ///< drain: a live run ended
+    waiter_list drained_wake;  ///< drain: a live run ended, or a webhook was delivered or given up
+    std::size_t webhooks_in_flight = 0; ///< webhooks being sent (a drain waits for them too)
     std::list<beast::tcp_stream*> sessions;
     std::size_t open_connections = 0;
     bool dispatching = false, beating = false, listening = false;

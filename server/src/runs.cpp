@@ -1154,7 +1154,14 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                 }
                 payload["run_ended_at"] = now_iso();
                 payload["webhook_sent_at"] = now_iso();
-                net::co_spawn(self->ex, send_webhook(self, std::string(hook->get_string()), json::serialize(payload), rec.run_id), net::detached);
+                // A drain (wait_idle) waits for it, within drain_timeout, as it waits for runs.
+                ++self->webhooks_in_flight;
+                auto sending = send_webhook(self, std::string(hook->get_string()), json::serialize(payload), rec.run_id);
+                net::co_spawn(self->ex, std::move(sending), [self, id = rec.run_id](std::exception_ptr e) {
+                    --self->webhooks_in_flight;
+                    if (e) self->log_line("run '" + id + "': its webhook stopped unexpectedly");
+                    self->wake(self->drained_wake);
+                });
             }
             if (removed_by_rollback) (void)co_await self->store->delete_run(rec.run_id);
             // A stateless run's thread: its checkpoints go now; its record stays (unlisted) with
@@ -1199,7 +1206,7 @@ awaitable<void> server::impl::reclaim_dead_local(std::shared_ptr<impl> self) {
 
 awaitable<void> server::impl::wait_idle(std::shared_ptr<impl> self, std::function<void()> done) {
     const auto until = std::chrono::steady_clock::now() + self->opts.drain_timeout;
-    while (!self->local.empty() && std::chrono::steady_clock::now() < until)
+    while ((!self->local.empty() || self->webhooks_in_flight > 0) && std::chrono::steady_clock::now() < until)
         co_await wait_on(&self->drained_wake, nullptr, std::chrono::milliseconds(50));
     // Runs still going past the bound keep their claims, which expire; another instance takes them.
     self->stopping_workers = true;

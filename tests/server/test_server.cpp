@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 
 #include <condition_variable>
+#include <future>
 #include <mutex>
 
 
@@ -852,6 +853,28 @@ BOOST_AUTO_TEST_CASE(run_webhook) {
         for (const auto& l : *lines) logged = logged || (l.find("webhook") != std::string::npos && l.find("3 attempts") != std::string::npos);
     }
     BOOST_TEST(logged);
+}
+
+// Issue 24: a drain waits for the webhooks of runs that ended before it (within drain_timeout):
+// a process stopped by SIGTERM right after a run ends still delivers its webhook.
+BOOST_AUTO_TEST_CASE(drain_waits_for_webhooks) {
+    running_server s(test_options());
+    webhook_test::sink hook(1); // a 500 first: the delivery comes on the second attempt, a second later
+    const std::string url = "http://127.0.0.1:" + std::to_string(hook.port()) + "/hook";
+    auto tid = new_thread(s.port);
+    auto done = post(s.port, "/threads/" + tid + "/runs/wait",
+                     json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"webhook", url}});
+    BOOST_TEST_REQUIRE(done.status == 200u, done.body);
+    std::promise<std::size_t> delivered_at_drain;
+    net::post(s.io, [&] {
+        s.server->drain([&] {
+            std::lock_guard lock(hook.m);
+            delivered_at_drain.set_value(hook.got.size());
+        });
+    });
+    auto f = delivered_at_drain.get_future();
+    BOOST_TEST_REQUIRE((f.wait_for(std::chrono::seconds(10)) == std::future_status::ready));
+    BOOST_TEST(f.get() == 2u); // the 500, then the delivery: both before the drain ended
 }
 
 // Issues 24 and 27: assistants made over the API live in the run store (versions, latest, search,

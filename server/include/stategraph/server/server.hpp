@@ -55,7 +55,7 @@ public:
     /// asks every run of the process to stop at its next superstep boundary with everything
     /// saved (`stategraph::request_drain`, process-wide) and hands each back to the queue
     /// (pending, for any instance on the run store), then calls `done` once none is in flight
-    /// here, or after `server_options::drain_timeout` (a run still in a node then keeps its claim
+    /// here and the webhooks of ended runs are delivered (or given up), or after `server_options::drain_timeout` (a run still in a node then keeps its claim
     /// until it expires, and another instance takes it over). Clients waiting on a handed-back
     /// run through this instance are told `ServerDraining`.
     void drain(std::function<void()> done);
