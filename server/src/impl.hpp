@@ -79,6 +79,12 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::list<beast::tcp_stream*> sessions;
     std::size_t open_connections = 0;
     bool dispatching = false, beating = false, listening = false;
+    /// How long a waiter on a run executing elsewhere (or queued) waits before it looks again
+    /// when nothing woke it: with wake-ups between instances (`listening`) the news comes as a
+    /// notification and this is only a safety net; without them it is the poll interval.
+    std::chrono::milliseconds news_interval() const {
+        return listening ? std::max(opts.poll_interval, std::chrono::milliseconds(1000)) : opts.poll_interval;
+    }
 
     impl(net::any_io_executor e, server_options o);
 

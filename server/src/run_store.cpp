@@ -41,6 +41,15 @@ std::string sql_row::text(std::size_t i) const {
     return {};
 }
 
+awaitable<std::int64_t> run_store_backend::session::exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows) {
+    std::int64_t changed = 0;
+    for (const auto& row : rows) {
+        std::vector<sql_value> p = row;
+        changed += co_await exec(sql, std::move(p));
+    }
+    co_return changed;
+}
+
 awaitable<void> run_store_backend::notify(std::string_view, std::string_view) { co_return; }
 bool run_store_backend::listen(std::function<void(std::string, std::string)>) { return false; }
 
@@ -887,12 +896,12 @@ awaitable<bool> run_store::append_events(std::string run_id, std::string worker,
                                      std::move(p));
         if (rows.empty()) co_return;
         held = true;
-        for (const auto& e : events) {
-            params ep{run_id, e.id, e.name, e.data};
-            co_await s.exec("INSERT INTO sg_run_events (run_id, id, name, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, id) "
-                            "DO UPDATE SET name = excluded.name, data = excluded.data",
-                            std::move(ep));
-        }
+        std::vector<params> each;
+        each.reserve(events.size());
+        for (const auto& e : events) each.push_back(params{run_id, e.id, e.name, e.data});
+        co_await s.exec_many("INSERT INTO sg_run_events (run_id, id, name, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, id) "
+                             "DO UPDATE SET name = excluded.name, data = excluded.data",
+                             each);
         const auto keep = static_cast<std::int64_t>(std::max<std::size_t>(opts_.max_events_per_run, 1));
         if (events.back().id + 1 > keep) { // beyond the bound: the oldest go
             params tp{run_id, events.back().id + 1 - keep};

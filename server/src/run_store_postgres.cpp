@@ -200,6 +200,9 @@ public:
         co_return r.affected();
     }
 
+    /// One pipeline: the statement once per row (and BEGIN first when not sent yet).
+    boost::asio::awaitable<std::int64_t> exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows) override;
+
     bool begun = false;   ///< BEGIN was sent (and the transaction is open unless it failed)
     bool aborted = false; ///< a statement failed: the connection rolled the transaction back
     bool broken = false;  ///< the connection is lost
@@ -413,6 +416,33 @@ asio::awaitable<pg::result> pg_session::run(std::string_view sql, const std::vec
     }
     begun = true;
     co_return std::move(r.back());
+}
+
+asio::awaitable<std::int64_t> pg_session::exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows) {
+    if (rows.empty()) co_return 0;
+    if (aborted || broken)
+        throw run_store_error(be_.prefix() + ": `" + excerpt(sql) + "` after the transaction failed", false);
+    const std::string text = dollar_parameters(sql);
+    std::vector<pg::statement> batch;
+    batch.reserve(rows.size() + 1);
+    const bool with_begin = !begun;
+    if (with_begin) batch.emplace_back("BEGIN");
+    for (const auto& row : rows) batch.push_back(make_statement(text, row));
+    std::vector<pg::result> r;
+    try {
+        r = co_await conn_.run(batch, statement_timeout);
+    } catch (const pg::connection_lost& e) {
+        broken = true;
+        throw be_.lost(sql, e);
+    } catch (const pg::server_error& e) {
+        begun = true;
+        aborted = true;
+        throw be_.error(sql, e);
+    }
+    begun = true;
+    std::int64_t changed = 0;
+    for (std::size_t i = with_begin ? 1 : 0; i < r.size(); ++i) changed += r[i].affected();
+    co_return changed;
 }
 
 /// One connection of its own, on a thread of its own, LISTENing on the store's channels.

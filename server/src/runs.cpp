@@ -103,7 +103,8 @@ void server::impl::on_notification(const std::string& channel, const std::string
     // claims expired: the dispatcher looks for work, streams and waiters look again.
     wake(dispatch_wake);
     wake(runs_changed);
-    if (payload == "ended" || payload == "expired") wake(any_run_wake); // news of no one run
+    // News of no one run; "" after the listener reconnected: anything may have happened.
+    if (payload == "ended" || payload == "expired" || payload.empty()) wake(any_run_wake);
     auto colon = payload.find(':');
     const std::string id = colon == std::string::npos ? payload : payload.substr(colon + 1);
     wake_run(id);
@@ -450,7 +451,7 @@ awaitable<bool> server::impl::relay_events(call& c, std::string run_id, std::set
             co_await end_chunked(c);
             co_return true;
         }
-        co_await wait_run(run_id, local.count(run_id) ? std::chrono::milliseconds(10'000) : opts.poll_interval);
+        co_await wait_run(run_id, local.count(run_id) ? std::chrono::milliseconds(10'000) : news_interval());
         if (std::chrono::steady_clock::now() - quiet_since >= std::chrono::seconds(10)) {
             std::string beat = ": heartbeat\n\n";
             if (!co_await write_chunk(c, beat)) co_return false;
@@ -511,7 +512,7 @@ awaitable<void> server::impl::relay_thread(call& c, thread_record th, std::optio
                 }
             }
         }
-        if (cur) co_await wait_run(cur->run_id, opts.poll_interval);
+        if (cur) co_await wait_run(cur->run_id, news_interval());
         else co_await wait_on(&runs_changed, nullptr, opts.poll_interval);
         if (std::chrono::steady_clock::now() - quiet_since >= std::chrono::seconds(10)) {
             std::string beat = ": heartbeat\n\n";
@@ -554,7 +555,7 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
             if (co_await write_chunk(c, body)) co_await end_chunked(c);
             co_return;
         }
-        co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : opts.poll_interval, true);
+        co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : news_interval(), true);
         if (std::chrono::steady_clock::now() - quiet_since >= std::chrono::seconds(1)) {
             quiet_since = std::chrono::steady_clock::now();
             std::string nl = "\n";
@@ -659,7 +660,7 @@ awaitable<void> server::impl::cancel_and_maybe_wait(call& c, run_record run, std
         for (int i = 0; i < 1'000'000; ++i) {
             auto now = co_await store->get_run(run.run_id);
             if (!now || now->finished()) break;
-            co_await wait_run(run.run_id, opts.poll_interval, true);
+            co_await wait_run(run.run_id, news_interval(), true);
         }
         reply(c, 204, nullptr);
     } else {

@@ -4,6 +4,9 @@
 // answered with a 4xx and a detail naming it.
 
 #include "server_test_support.hpp"
+
+#include <stategraph/drain.hpp>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
@@ -858,6 +861,9 @@ BOOST_AUTO_TEST_CASE(run_webhook) {
 // Issue 24: a drain waits for the webhooks of runs that ended before it (within drain_timeout):
 // a process stopped by SIGTERM right after a run ends still delivers its webhook.
 BOOST_AUTO_TEST_CASE(drain_waits_for_webhooks) {
+    struct undrain { // the drain flag is process-wide: the next tests run normally
+        ~undrain() { stategraph::cancel_drain(); }
+    } after;
     running_server s(test_options());
     webhook_test::sink hook(1); // a 500 first: the delivery comes on the second attempt, a second later
     const std::string url = "http://127.0.0.1:" + std::to_string(hook.port()) + "/hook";

@@ -83,6 +83,10 @@ public:
         virtual boost::asio::awaitable<std::vector<sql_row>> query(std::string_view sql, std::vector<sql_value> params) = 0;
         /// Runs `sql` and returns the rows it changed.
         virtual boost::asio::awaitable<std::int64_t> exec(std::string_view sql, std::vector<sql_value> params) = 0;
+        /// Runs `sql` once per entry of `rows` (its parameters), in order, and returns the rows
+        /// changed in all. The default calls `exec` for each; a backend that can send them in one
+        /// round trip (PostgreSQL's pipeline) overrides it. `rows` must outlive the call.
+        virtual boost::asio::awaitable<std::int64_t> exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows);
     };
     /// @brief The transaction body: runs its statements on the session; what it throws rolls the
     /// transaction back and reaches the caller.
