@@ -209,6 +209,8 @@ public:
 
 private:
     asio::awaitable<pg::result> run(std::string_view sql, const std::vector<sql_value>& params);
+    /// One pipeline: BEGIN when not sent yet, then `sql` once per row; the rows' results.
+    asio::awaitable<std::vector<pg::result>> send(std::string_view sql, const std::vector<const std::vector<sql_value>*>& rows);
     const postgres_backend& be_;
     pg::connection& conn_;
 };
@@ -396,30 +398,7 @@ private:
     std::unique_ptr<listener> listener_;
 };
 
-asio::awaitable<pg::result> pg_session::run(std::string_view sql, const std::vector<sql_value>& params) {
-    if (aborted || broken)
-        throw run_store_error(be_.prefix() + ": `" + excerpt(sql) + "` after the transaction failed", false);
-    const std::string text = dollar_parameters(sql);
-    std::vector<pg::statement> batch;
-    if (!begun) batch.emplace_back("BEGIN");
-    batch.push_back(make_statement(text, params));
-    std::vector<pg::result> r;
-    try {
-        r = co_await conn_.run(batch, statement_timeout);
-    } catch (const pg::connection_lost& e) {
-        broken = true;
-        throw be_.lost(sql, e);
-    } catch (const pg::server_error& e) {
-        begun = true;
-        aborted = true;
-        throw be_.error(sql, e);
-    }
-    begun = true;
-    co_return std::move(r.back());
-}
-
-asio::awaitable<std::int64_t> pg_session::exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows) {
-    if (rows.empty()) co_return 0;
+asio::awaitable<std::vector<pg::result>> pg_session::send(std::string_view sql, const std::vector<const std::vector<sql_value>*>& rows) {
     if (aborted || broken)
         throw run_store_error(be_.prefix() + ": `" + excerpt(sql) + "` after the transaction failed", false);
     const std::string text = dollar_parameters(sql);
@@ -427,7 +406,7 @@ asio::awaitable<std::int64_t> pg_session::exec_many(std::string_view sql, const 
     batch.reserve(rows.size() + 1);
     const bool with_begin = !begun;
     if (with_begin) batch.emplace_back("BEGIN");
-    for (const auto& row : rows) batch.push_back(make_statement(text, row));
+    for (const auto* row : rows) batch.push_back(make_statement(text, *row));
     std::vector<pg::result> r;
     try {
         r = co_await conn_.run(batch, statement_timeout);
@@ -440,8 +419,24 @@ asio::awaitable<std::int64_t> pg_session::exec_many(std::string_view sql, const 
         throw be_.error(sql, e);
     }
     begun = true;
+    if (with_begin) r.erase(r.begin());
+    co_return r;
+}
+
+asio::awaitable<pg::result> pg_session::run(std::string_view sql, const std::vector<sql_value>& params) {
+    const std::vector<const std::vector<sql_value>*> one{&params};
+    auto r = co_await send(sql, one);
+    co_return std::move(r.back());
+}
+
+asio::awaitable<std::int64_t> pg_session::exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows) {
+    if (rows.empty()) co_return 0;
+    std::vector<const std::vector<sql_value>*> each;
+    each.reserve(rows.size());
+    for (const auto& row : rows) each.push_back(&row);
+    auto r = co_await send(sql, each);
     std::int64_t changed = 0;
-    for (std::size_t i = with_begin ? 1 : 0; i < r.size(); ++i) changed += r[i].affected();
+    for (const auto& one : r) changed += one.affected();
     co_return changed;
 }
 
