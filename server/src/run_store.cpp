@@ -58,6 +58,21 @@ awaitable<void> run_store::notify(std::string_view channel, std::string_view pay
     else co_await be_->notify(channel, payload);
 }
 
+awaitable<void> run_store::commit(const run_store_backend::body& work, const news_of& news) {
+    const bool with_commit = !opts_.notifier && be_->notifies_at_commit();
+    std::optional<notice> after;
+    const run_store_backend::body wrapped = [&](run_store_backend::session& s) -> awaitable<void> {
+        after.reset();
+        co_await work(s);
+        auto n = news();
+        if (!n) co_return;
+        if (with_commit) s.at_commit.emplace_back(std::move(n->channel), std::move(n->payload));
+        else after = std::move(n);
+    };
+    co_await be_->transaction(wrapped);
+    if (after) co_await notify(after->channel, after->payload);
+}
+
 bool run_store::listen(std::function<void(std::string channel, std::string payload)> on) {
     // The channels this file notifies on: a run queued, cancelled or ended; a run's new events.
     if (opts_.notifier) return opts_.notifier->subscribe({"sg_runs", "sg_events"}, std::move(on));
@@ -620,8 +635,11 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
         co_await s.exec("UPDATE sg_threads SET status = 'busy', graph_id = ?2, metadata = ?3, updated_at = ?4 WHERE key = ?1",
                         std::move(up));
     };
-    co_await be_->transaction(work);
-    if (out.refused == submit_refusal::none) co_await notify("sg_runs", run.run_id);
+    const news_of news = [&]() -> std::optional<notice> {
+        if (out.refused != submit_refusal::none) return std::nullopt;
+        return notice{"sg_runs", run.run_id};
+    };
+    co_await commit(work, news);
     co_return out;
 }
 
@@ -708,8 +726,11 @@ awaitable<std::optional<run_record>> run_store::cancel(std::string run_id, std::
         }
         out = std::move(r);
     };
-    co_await be_->transaction(work);
-    if (out) co_await notify("sg_runs", "cancel:" + run_id);
+    const news_of news = [&]() -> std::optional<notice> {
+        if (!out) return std::nullopt;
+        return notice{"sg_runs", "cancel:" + run_id};
+    };
+    co_await commit(work, news);
     co_return out;
 }
 
@@ -761,8 +782,11 @@ awaitable<std::optional<run_record>> run_store::claim(std::string worker) {
             co_return;
         }
     };
-    co_await be_->transaction(work);
-    if (ended_some) co_await notify("sg_runs", "ended");
+    const news_of news = [&]() -> std::optional<notice> {
+        if (!ended_some) return std::nullopt;
+        return notice{"sg_runs", "ended"};
+    };
+    co_await commit(work, news);
     co_return out;
 }
 
@@ -835,8 +859,11 @@ awaitable<bool> run_store::finish(const run_record& run, std::string worker, con
         // not on every finish: counting them reads the whole index.
         if (run.seq % 32 == 0 || opts_.max_finished_runs < 1000) co_await trim_finished(s, opts_.max_finished_runs);
     };
-    co_await be_->transaction(work);
-    if (held) co_await notify("sg_runs", "done:" + run.run_id);
+    const news_of news = [&]() -> std::optional<notice> {
+        if (!held) return std::nullopt;
+        return notice{"sg_runs", "done:" + run.run_id};
+    };
+    co_await commit(work, news);
     co_return held;
 }
 
@@ -849,8 +876,11 @@ awaitable<bool> run_store::release(std::string run_id, std::string worker) {
                                "worker = ?2 AND status = 'running'",
                                std::move(p)) > 0;
     };
-    co_await be_->transaction(work);
-    if (held) co_await notify("sg_runs", run_id);
+    const news_of news = [&]() -> std::optional<notice> {
+        if (!held) return std::nullopt;
+        return notice{"sg_runs", run_id};
+    };
+    co_await commit(work, news);
     co_return held;
 }
 
@@ -878,8 +908,11 @@ awaitable<std::size_t> run_store::expire_worker(std::string worker) {
         n = static_cast<std::size_t>(
             co_await s.exec("UPDATE sg_runs SET lease_until = 0 WHERE worker = ?1 AND status = 'running'", std::move(p)));
     };
-    co_await be_->transaction(work);
-    if (n) co_await notify("sg_runs", "expired");
+    const news_of news = [&]() -> std::optional<notice> {
+        if (!n) return std::nullopt;
+        return notice{"sg_runs", "expired"};
+    };
+    co_await commit(work, news);
     co_return n;
 }
 
@@ -908,8 +941,11 @@ awaitable<bool> run_store::append_events(std::string run_id, std::string worker,
             co_await s.exec("DELETE FROM sg_run_events WHERE run_id = ?1 AND id < ?2", std::move(tp));
         }
     };
-    co_await be_->transaction(work);
-    if (held) co_await notify("sg_events", run_id);
+    const news_of news = [&]() -> std::optional<notice> {
+        if (!held) return std::nullopt;
+        return notice{"sg_events", run_id};
+    };
+    co_await commit(work, news);
     co_return held;
 }
 

@@ -186,6 +186,9 @@ public:
 
 class postgres_backend;
 
+/// `notify`, sent alone or in a transaction's COMMIT round trip.
+constexpr std::string_view sql_notify = "SELECT pg_catalog.pg_notify($1, $2)";
+
 /// The statements of one transaction on one leased connection.
 class pg_session final : public run_store_backend::session {
 public:
@@ -245,6 +248,7 @@ public:
     asio::awaitable<void> transaction(const body& work) override {
         co_await retrying<bool>("a transaction", [this, &work](pg::pool::lease& conn) -> asio::awaitable<bool> {
             pg_session s(*this, *conn);
+            s.at_commit.clear();
             std::exception_ptr failed;
             try {
                 co_await work(s);
@@ -261,7 +265,13 @@ public:
                                               "error); nothing was committed",
                                       false);
             if (!s.begun) co_return true; // no statement: nothing to commit
-            std::vector<pg::statement> commit{pg::statement("COMMIT")};
+            // The notifications go in the COMMIT's round trip: delivered when it commits.
+            std::vector<pg::statement> commit;
+            for (const auto& [channel, payload] : s.at_commit) {
+                commit.emplace_back(sql_notify);
+                commit.back().text(schema_channel(channel, schema_)).text(payload);
+            }
+            commit.emplace_back("COMMIT");
             bool lost = false;
             std::string why;
             try {
@@ -303,10 +313,10 @@ public:
     std::string describe() const override { return name_; }
 
     asio::awaitable<void> notify(std::string_view channel, std::string_view payload) override {
-        static constexpr std::string_view sql = "SELECT pg_catalog.pg_notify(?1, ?2)";
         std::vector<sql_value> params{schema_channel(channel, schema_), std::string(payload)};
-        (void)co_await query(sql, std::move(params));
+        (void)co_await query(sql_notify, std::move(params));
     }
+    bool notifies_at_commit() const noexcept override { return true; }
 
     bool listen(std::function<void(std::string channel, std::string payload)> on) override;
 

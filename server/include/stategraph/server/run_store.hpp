@@ -87,6 +87,10 @@ public:
         /// changed in all. The default calls `exec` for each; a backend that can send them in one
         /// round trip (PostgreSQL's pipeline) overrides it. `rows` must outlive the call.
         virtual boost::asio::awaitable<std::int64_t> exec_many(std::string_view sql, const std::vector<std::vector<sql_value>>& rows);
+
+        /// Notifications (channel, payload) the backend sends as the transaction commits, when it
+        /// `notifies_at_commit` (the store fills it; the backend clears it when it starts a body).
+        std::vector<std::pair<std::string, std::string>> at_commit;
     };
     /// @brief The transaction body: runs its statements on the session; what it throws rolls the
     /// transaction back and reaches the caller.
@@ -110,6 +114,10 @@ public:
     /// @brief Tells the other instances on this database that something happened on `channel`
     /// (PostgreSQL `NOTIFY`; a no-op where instances poll). Called after the change committed.
     virtual boost::asio::awaitable<void> notify(std::string_view channel, std::string_view payload);
+    /// @brief True when `transaction` sends its session's `at_commit` notifications with the
+    /// commit (PostgreSQL: `pg_notify` in the COMMIT's round trip, delivered only if it commits);
+    /// false (the default): the store calls `notify` after the commit.
+    virtual bool notifies_at_commit() const noexcept { return false; }
     /// @brief Calls `on` (on some thread of the backend's) with each notification of the other
     /// instances, from now on; false when this backend has none (instances then poll).
     virtual bool listen(std::function<void(std::string channel, std::string payload)> on);
@@ -356,6 +364,14 @@ public:
 private:
     /// Tells the other instances (the notifier's `publish`, else the backend's `notify`).
     boost::asio::awaitable<void> notify(std::string_view channel, std::string_view payload);
+    /// What a transaction tells the other instances when it commits (nullopt: nothing).
+    struct notice {
+        std::string channel, payload;
+    };
+    using news_of = std::function<std::optional<notice>()>;
+    /// Runs `work` in a transaction; `news`, asked after the body, says what to notify: sent
+    /// with the commit where the backend can, else after it.
+    boost::asio::awaitable<void> commit(const run_store_backend::body& work, const news_of& news);
 
     std::shared_ptr<run_store_backend> be_;
     run_store_options opts_;
