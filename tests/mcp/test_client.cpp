@@ -1,5 +1,6 @@
 // The MCP client (mcp/include/stategraph/mcp/client.hpp) against real servers from npm:
-// server-everything over stdio and streamable HTTP, server-filesystem over stdio; and servers
+// server-everything over stdio and streamable HTTP, server-filesystem over stdio, a paginating
+// server on the official SDK (paginated_server.mjs); and servers
 // that fail: missing, exiting, hanging, killed mid-call, a call past its time limit, a call the
 // caller cancels.
 #include <stategraph/mcp/client.hpp>
@@ -170,6 +171,24 @@ BOOST_AUTO_TEST_CASE(server_filesystem_lists_and_reads_a_directory) {
     // Outside the allowed directory: the tool says so (isError), the client goes on.
     auto const outside = call(c, "read_text_file", R"({"path":"/etc/hostname"})");
     BOOST_TEST(outside.is_error);
+    run_sync(c.close());
+}
+
+// tools/list over three pages (nextCursor), and a ping the server sends the client during a call.
+BOOST_AUTO_TEST_CASE(tools_are_listed_across_pages_and_the_servers_ping_is_answered) {
+    mcp::server_config cfg;
+    cfg.name = "paginated";
+    cfg.command = "node";
+    cfg.args = {std::string(STATEGRAPH_SOURCE_DIR) + "/tests/mcp/paginated_server.mjs"};
+    cfg.timeout = 30s;
+    auto c = run_sync(mcp::client::connect(cfg));
+    std::vector<std::string> names;
+    for (auto const& t : c.tools()) names.push_back(t.name);
+    std::vector<std::string> const expected{"alpha", "beta", "gamma", "delta", "ping-client"};
+    BOOST_TEST(names == expected, boost::test_tools::per_element());
+    BOOST_TEST(run_sync(c.list_tools()).size() == 5u);
+    BOOST_TEST(call(c, "delta", "{}").text() == "called delta");
+    BOOST_TEST(call(c, "ping-client", "{}").text() == "the client answered ping");
     run_sync(c.close());
 }
 
