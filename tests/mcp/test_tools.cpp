@@ -1,10 +1,12 @@
 // make_tools (mcp/include/stategraph/mcp/tools.hpp): MCP tools run by tool_node and by a ReAct
 // agent with a scripted model, under permission rules; an `ask` rule interrupts, and a second
-// connection (a fresh server, as another process would have) resumes the thread.
+// connection, then a second process (agent_turn.cpp), resumes the thread.
 #include <stategraph/mcp/tools.hpp>
 
+#include "ask_agent.hpp"
 #include "mcp_checks.hpp"
 #include "mcp_servers.hpp"
+#include "temp_dir.hpp"
 
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/nodes/react_agent.hpp>
@@ -16,19 +18,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <cstdio>
 #include <thread>
 
-namespace mcp_tools_test {
-
-struct desk {
-    std::vector<stategraph::nodes::chat_message> messages;
-};
-BOOST_DESCRIBE_STRUCT(desk, (), (messages))
-inline auto reducers(stategraph::for_state<desk>) {
-    return stategraph::reducers{stategraph::reduce<&desk::messages>(stategraph::messages)};
-}
-
-}  // namespace mcp_tools_test
 
 namespace {
 
@@ -37,7 +29,7 @@ namespace mcp = stategraph::mcp;
 namespace nodes = stategraph::nodes;
 namespace sg = stategraph;
 namespace servers = stategraph::test::mcp_servers;
-using mcp_tools_test::desk;
+using mcp_ask_agent::desk;
 using namespace std::chrono_literals;
 using stategraph::test::mcp_checks::contains;
 
@@ -121,36 +113,15 @@ BOOST_AUTO_TEST_CASE(tool_errors_and_a_dead_server_answer_the_model) {
 }
 
 // A ReAct agent whose model (scripted) asks for the MCP echo tool, under an `ask` rule: the run
-// stops for approval; a new connection and a new graph over the same checkpointer (as a second
-// process would build them) resume the thread, the tool runs, the model answers with its text.
+// stops for approval; a new connection and a new graph over the same checkpointer (as another
+// process builds them) resume the thread, the tool runs, the model answers with its text.
 BOOST_AUTO_TEST_CASE(an_ask_rule_interrupts_and_a_second_connection_resumes) {
-    auto model = std::make_shared<nodes::rule_chat_model>([](nodes::chat_request const& r) {
-        nodes::chat_response out;
-        auto const& last = r.messages.back();
-        if (last.role == "tool") {
-            out.content = "The server said: " + last.content;
-        } else {
-            out.tool_calls.push_back(nodes::tool_call{"call_1", "echo", R"({"message":"approved text"})"});
-        }
-        return out;
-    });
     auto saver = std::make_shared<sg::checkpoint::memory_saver>();
-    auto build = [&](mcp::client const& c) {
-        nodes::react_options options;
-        options.name = "mcp_agent";
-        options.permissions = nodes::permission_rules({"get-*"}, {"get-env"}, {"echo"});
-        sg::state_graph<desk> g("desk");
-        g.add_node("agent", nodes::react_agent<&desk::messages>(model, mcp::make_tools(c), options));
-        g.add_edge(sg::START, "agent").add_edge("agent", sg::END);
-        sg::compile_options co;
-        co.checkpointer = saver;
-        return g.compile(co);
-    };
     sg::run_config cfg;
     cfg.thread_id = "mcp-ask";
     {
         auto first_connection = sg::run_sync(mcp::client::connect(servers::everything_stdio()));
-        auto app = build(first_connection);
+        auto app = mcp_ask_agent::build(first_connection, saver);
         auto first = sg::run_sync(app.invoke(start_with({user("say it")}), cfg));
         BOOST_REQUIRE(first.interrupted());
         auto const& question = first.interrupts.at(0).value;
@@ -160,11 +131,39 @@ BOOST_AUTO_TEST_CASE(an_ask_rule_interrupts_and_a_second_connection_resumes) {
         BOOST_TEST(question.at("arguments") == json::parse(R"({"message":"approved text"})"));
     }  // the first server is stopped here
     auto second_connection = sg::run_sync(mcp::client::connect(servers::everything_stdio()));
-    auto app = build(second_connection);
+    auto app = mcp_ask_agent::build(second_connection, saver);
     auto done = sg::run_sync(app.invoke(sg::resume(true), cfg));
     BOOST_REQUIRE(!done.interrupted());
     BOOST_TEST(done.values.messages.back().content == "The server said: Echo: approved text");
     sg::run_sync(second_connection.close());
 }
+
+#ifdef STATEGRAPH_MCP_AGENT_TURN
+/// Run agent_turn with @p args; its stdout.
+std::string agent_turn(std::string const& args, int& status) {
+    std::string const command = std::string(STATEGRAPH_MCP_AGENT_TURN) + " " + args;
+    std::string out;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    BOOST_REQUIRE(pipe);
+    char chunk[512];
+    while (std::size_t n = std::fread(chunk, 1, sizeof chunk, pipe)) out.append(chunk, n);
+    status = ::pclose(pipe);
+    return out;
+}
+
+// The same across processes: one process stops at the approval, a second one (its own server,
+// the thread in a SQLite file) resumes it by thread id.
+BOOST_AUTO_TEST_CASE(an_ask_rule_interrupts_and_a_second_process_resumes) {
+    stategraph::test::temp_dir dir;
+    std::string const db = dir.file("threads.db");
+    int status = -1;
+    auto const first = agent_turn(db + " job-1 start", status);
+    BOOST_TEST(status == 0);
+    BOOST_TEST(contains(first, R"("type":"tool_approval","tool":"echo")"));
+    auto const second = agent_turn(db + " job-1 approve", status);
+    BOOST_TEST(status == 0);
+    BOOST_TEST(contains(second, "answer: The server said: Echo: approved text"));
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()
