@@ -192,6 +192,34 @@ BOOST_AUTO_TEST_CASE(tools_are_listed_across_pages_and_the_servers_ping_is_answe
     run_sync(c.close());
 }
 
+// A server that answers initialize with the revision given as its argument (and lists no tools):
+// the client accepts an older revision it speaks and refuses one it does not.
+constexpr char const* fixed_revision_server = R"(
+const revision = process.argv[1];
+require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  const result = m.method === "initialize"
+    ? { protocolVersion: revision, capabilities: { tools: {} }, serverInfo: { name: "fixed", version: "1" } }
+    : { tools: [] };
+  process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result }) + "\n");
+});)";
+
+BOOST_AUTO_TEST_CASE(the_server_chooses_the_protocol_revision) {
+    auto older = node_script("older", fixed_revision_server);
+    older.args.push_back("2025-03-26");
+    auto c = run_sync(mcp::client::connect(older));
+    BOOST_TEST(c.protocol_version() == "2025-03-26");
+    BOOST_TEST(c.tools().empty());
+    run_sync(c.close());
+
+    auto unknown = node_script("future", fixed_revision_server);
+    unknown.args.push_back("2031-01-01");
+    auto const e = error_of([&] { run_sync(mcp::client::connect(unknown)); });
+    BOOST_TEST((e.code() == mcp::errc::protocol_error));
+    BOOST_TEST(contains(e.what(), "MCP server 'future' chose protocol revision '2031-01-01', which this client does not speak"));
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_command_fails_to_start) {
     auto cfg = servers::everything_stdio();
     cfg.name = "ghost";
