@@ -1,6 +1,7 @@
 // The streamable HTTP transport: each message POSTed to the endpoint (Accept: application/json,
 // text/event-stream), the answer read as JSON or as an SSE stream, the session id kept, a GET
-// stream opened for the server's own messages, the session DELETEd at the end. http:// only.
+// stream opened for the server's own messages, the session DELETEd at the end. http:// and
+// https:// (OpenSSL's default trust store, which SSL_CERT_FILE / SSL_CERT_DIR can point elsewhere).
 
 #include "transport.hpp"
 
@@ -10,7 +11,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
@@ -20,7 +24,9 @@
 
 #include <chrono>
 #include <map>
-#include <set>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 namespace stategraph::mcp::detail {
 
@@ -34,6 +40,7 @@ using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
 struct url_parts {
+    bool tls = false;
     std::string host;
     std::string port;
     std::string target;
@@ -44,10 +51,10 @@ url_parts parse_url(std::string const& name, std::string const& url) {
         return mcp_error(errc::start_failed, name, server_label(name) + ": url \"" + url + "\": " + why);
     };
     std::string rest;
-    if (url.rfind("http://", 0) == 0) rest = url.substr(7);
-    else if (url.rfind("https://", 0) == 0) throw bad("https is not supported yet (use http://, or a local TLS proxy)");
-    else throw bad("expected http://host[:port]/path");
     url_parts out;
+    if (url.rfind("http://", 0) == 0) rest = url.substr(7);
+    else if (url.rfind("https://", 0) == 0) rest = url.substr(8), out.tls = true;
+    else throw bad("expected http://host[:port]/path or https://...");
     auto const slash = rest.find('/');
     std::string authority = rest.substr(0, slash);
     out.target = slash == std::string::npos ? "/" : rest.substr(slash);
@@ -63,7 +70,7 @@ url_parts parse_url(std::string const& name, std::string const& url) {
         out.host = authority;
     }
     if (out.host.empty()) throw bad("no host");
-    if (out.port.empty()) out.port = "80";
+    if (out.port.empty()) out.port = out.tls ? "443" : "80";
     return out;
 }
 
@@ -111,11 +118,40 @@ private:
     bool has_data_ = false;
 };
 
+/// One HTTP connection, plain or TLS. `with(f)` calls f with the stream.
+class connection {
+public:
+    connection(asio::any_io_executor io, asio::ssl::context* tls) {
+        if (tls) tls_ = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, *tls);
+        else tcp_ = std::make_unique<beast::tcp_stream>(io);
+    }
+    beast::tcp_stream& tcp() { return tls_ ? beast::get_lowest_layer(*tls_) : *tcp_; }
+    beast::ssl_stream<beast::tcp_stream>* tls() { return tls_.get(); }
+    template <class F>
+    auto with(F& f) {
+        return tls_ ? f(*tls_) : f(*tcp_);
+    }
+    void close() {
+        boost::system::error_code ignored;
+        tcp().socket().close(ignored);
+    }
+
+private:
+    std::unique_ptr<beast::tcp_stream> tcp_;
+    std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
+};
+
 class http_transport final : public transport, public std::enable_shared_from_this<http_transport> {
 public:
     http_transport(asio::any_io_executor io, server_config const& config)
         : io_(io), name_(config.name), url_text_(config.url), url_(parse_url(config.name, config.url)),
-          headers_(config.headers), timeout_(config.timeout) {}
+          headers_(config.headers), timeout_(config.timeout) {
+        if (url_.tls) {
+            tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+            tls_->set_default_verify_paths();
+            tls_->set_verify_mode(asio::ssl::verify_peer);
+        }
+    }
 
     asio::awaitable<void> start(transport_events events) override {
         events_ = std::move(events);
@@ -139,27 +175,31 @@ public:
         if (it == open_.end()) return;
         auto stream = it->second;
         open_.erase(it);
-        stream->socket().close();  // the POST coroutine sees the error and, abandoned, says nothing
+        stream->close();  // the POST coroutine sees the error and, abandoned, says nothing
     }
 
     asio::awaitable<void> stop() override {
         stopping_ = true;
-        if (listener_) listener_->socket().close();
-        for (auto& [id, stream] : open_) stream->socket().close();
+        if (listener_) listener_->close();
+        for (auto& [id, stream] : open_) stream->close();
         open_.clear();
         if (session_id_.empty()) co_return;
         // DELETE the session (a server that does not allow it answers 405: fine).
         try {
-            auto stream = std::make_shared<beast::tcp_stream>(io_);
+            auto stream = self_connection();
             auto connect = connect_stream(shared_from_this(), stream, std::chrono::milliseconds(5000));
             co_await std::move(connect);
             http::request<http::empty_body> req{http::verb::delete_, url_.target, 11};
             set_headers(req);
-            co_await http::async_write(*stream, req, asio::use_awaitable);
-            beast::flat_buffer buffer;
-            http::response<http::string_body> res;
-            co_await http::async_read(*stream, buffer, res, asio::use_awaitable);
-            stream->socket().close();
+            auto exchange = [&req](auto& s) -> asio::awaitable<void> {
+                co_await http::async_write(s, req, asio::use_awaitable);
+                beast::flat_buffer buffer;
+                http::response<http::string_body> res;
+                co_await http::async_read(s, buffer, res, asio::use_awaitable);
+            };
+            auto op = stream->with(exchange);
+            co_await std::move(op);
+            stream->close();
         } catch (...) {
             // the session ends with the server anyway
         }
@@ -179,19 +219,27 @@ private:
         if (!protocol_version_.empty()) req.set("MCP-Protocol-Version", protocol_version_);
     }
 
-    static asio::awaitable<void> connect_stream(std::shared_ptr<http_transport> self,
-                                                std::shared_ptr<beast::tcp_stream> stream,
+    std::shared_ptr<connection> self_connection() { return std::make_shared<connection>(io_, tls_.get()); }
+
+    static asio::awaitable<void> connect_stream(std::shared_ptr<http_transport> self, std::shared_ptr<connection> stream,
                                                 std::chrono::milliseconds limit) {
         tcp::resolver resolver(self->io_);
         auto endpoints = co_await resolver.async_resolve(self->url_.host, self->url_.port, asio::use_awaitable);
-        stream->expires_after(limit);
-        co_await stream->async_connect(endpoints, asio::use_awaitable);
-        stream->expires_never();
+        stream->tcp().expires_after(limit);
+        co_await stream->tcp().async_connect(endpoints, asio::use_awaitable);
+        if (auto* tls = stream->tls()) {
+            if (!SSL_set_tlsext_host_name(tls->native_handle(), self->url_.host.c_str()))
+                throw boost::system::system_error(
+                    boost::system::error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category()));
+            tls->set_verify_callback(asio::ssl::host_name_verification(self->url_.host));
+            co_await tls->async_handshake(asio::ssl::stream_base::client, asio::use_awaitable);
+        }
+        stream->tcp().expires_never();
     }
 
     /// Read the body of @p parser's message, handing each piece to @p on_bytes.
-    template <class F>
-    static asio::awaitable<void> read_body(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+    template <class Stream, class F>
+    static asio::awaitable<void> read_body(Stream& stream, beast::flat_buffer& buffer,
                                            http::response_parser<http::buffer_body>& parser, F on_bytes) {
         char chunk[8192];
         while (!parser.is_done()) {
@@ -213,7 +261,7 @@ private:
 
     static asio::awaitable<void> post(std::shared_ptr<http_transport> self, std::string body,
                                       std::optional<std::int64_t> id) {
-        auto stream = std::make_shared<beast::tcp_stream>(self->io_);
+        auto stream = self->self_connection();
         if (id) self->open_[*id] = stream;
         std::string failure;
         errc kind = errc::connection_lost;
@@ -226,51 +274,11 @@ private:
             req.set(http::field::accept, "application/json, text/event-stream");
             req.body() = std::move(body);
             req.prepare_payload();
-            co_await http::async_write(*stream, req, asio::use_awaitable);
-            beast::flat_buffer buffer;
-            http::response_parser<http::buffer_body> parser;
-            parser.body_limit(boost::none);
-            co_await http::async_read_header(*stream, buffer, parser, asio::use_awaitable);
-            auto const& res = parser.get();
-            if (auto sid = res.find("Mcp-Session-Id"); sid != res.end() && !sid->value().empty())
-                self->session_id_ = std::string(sid->value());
-            auto const status = res.result_int();
-            std::string const type(res[http::field::content_type]);
-            if (status >= 400) {
-                std::string text;
-                auto collect = [&text](std::string_view piece) {
-                    if (text.size() < 2000) text.append(piece.substr(0, 2000 - text.size()));
-                };
-                auto reading = read_body(*stream, buffer, parser, collect);
-                co_await std::move(reading);
-                kind = status == 404 && !self->session_id_.empty() ? errc::connection_lost : errc::protocol_error;
-                failure = "HTTP " + std::to_string(status) + (status == 404 && !self->session_id_.empty()
-                                                                  ? " (the session is gone)" : std::string()) +
-                          " from " + self->url_text_ + (text.empty() ? std::string() : ": " + text);
-            } else if (status == 202 || status == 204 || !id) {
-                // accepted (a notification or an answer of ours)
-            } else if (type.rfind("text/event-stream", 0) == 0) {
-                sse_reader sse;
-                auto* raw = self.get();
-                auto on_bytes = [&sse, raw](std::string_view piece) {
-                    sse.feed(piece, [raw](std::string const& data) { raw->dispatch(data); });
-                };
-                auto reading = read_body(*stream, buffer, parser, on_bytes);
-                co_await std::move(reading);
-            } else {
-                std::string text;
-                auto collect = [&text](std::string_view piece) { text.append(piece); };
-                auto reading = read_body(*stream, buffer, parser, collect);
-                co_await std::move(reading);
-                if (type.rfind("application/json", 0) != 0) {
-                    kind = errc::protocol_error;
-                    failure = "unexpected content type \"" + type + "\" from " + self->url_text_;
-                } else {
-                    self->dispatch(text);
-                }
-            }
+            auto exchange = [&](auto& s) { return post_exchange(self, s, req, id, failure, kind); };
+            auto op = stream->with(exchange);
+            co_await std::move(op);
             boost::system::error_code ignored;
-            stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+            stream->tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
         } catch (boost::system::system_error const& e) {
             failure = "cannot reach " + self->url_text_ + ": " + e.code().message();
         }
@@ -283,23 +291,80 @@ private:
                                          "the reply from " + self->url_text_ + " ended without an answer");
     }
 
+    /// Send @p req and read the reply: JSON or SSE messages are dispatched; a failure is left
+    /// in @p failure (with its kind).
+    template <class Stream>
+    static asio::awaitable<void> post_exchange(std::shared_ptr<http_transport> self, Stream& stream,
+                                               http::request<http::string_body>& req, std::optional<std::int64_t> id,
+                                               std::string& failure, errc& kind) {
+        co_await http::async_write(stream, req, asio::use_awaitable);
+        beast::flat_buffer buffer;
+        http::response_parser<http::buffer_body> parser;
+        parser.body_limit(boost::none);
+        co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
+        auto const& res = parser.get();
+        if (auto sid = res.find("Mcp-Session-Id"); sid != res.end() && !sid->value().empty())
+            self->session_id_ = std::string(sid->value());
+        auto const status = res.result_int();
+        std::string const type(res[http::field::content_type]);
+        if (status >= 400) {
+            std::string text;
+            auto collect = [&text](std::string_view piece) {
+                if (text.size() < 2000) text.append(piece.substr(0, 2000 - text.size()));
+            };
+            auto reading = read_body(stream, buffer, parser, collect);
+            co_await std::move(reading);
+            bool const gone = status == 404 && !self->session_id_.empty();
+            kind = gone ? errc::connection_lost : errc::protocol_error;
+            failure = "HTTP " + std::to_string(status) + (gone ? " (the session is gone)" : std::string()) + " from " +
+                      self->url_text_ + (text.empty() ? std::string() : ": " + text);
+        } else if (status == 202 || status == 204 || !id) {
+            // accepted (a notification or an answer of ours)
+        } else if (type.rfind("text/event-stream", 0) == 0) {
+            sse_reader sse;
+            auto* raw = self.get();
+            auto on_bytes = [&sse, raw](std::string_view piece) {
+                sse.feed(piece, [raw](std::string const& data) { raw->dispatch(data); });
+            };
+            auto reading = read_body(stream, buffer, parser, on_bytes);
+            co_await std::move(reading);
+        } else {
+            std::string text;
+            auto collect = [&text](std::string_view piece) { text.append(piece); };
+            auto reading = read_body(stream, buffer, parser, collect);
+            co_await std::move(reading);
+            if (type.rfind("application/json", 0) != 0) {
+                kind = errc::protocol_error;
+                failure = "unexpected content type \"" + type + "\" from " + self->url_text_;
+            } else {
+                self->dispatch(text);
+            }
+        }
+    }
+
+    using parser_ptr = std::shared_ptr<http::response_parser<http::buffer_body>>;
+
     /// GET: the stream of messages the server sends on its own (list_changed...). Awaited until
     /// the server answered (or refused: 405), then read in the background.
     static asio::awaitable<void> open_listener(std::shared_ptr<http_transport> self) {
-        auto stream = std::make_shared<beast::tcp_stream>(self->io_);
+        auto stream = self->self_connection();
         auto parser = std::make_shared<http::response_parser<http::buffer_body>>();
         auto buffer = std::make_shared<beast::flat_buffer>();
+        parser->body_limit(boost::none);
         try {
             auto connect = connect_stream(self, stream, std::chrono::milliseconds(5000));
             co_await std::move(connect);
             http::request<http::empty_body> req{http::verb::get, self->url_.target, 11};
             self->set_headers(req);
             req.set(http::field::accept, "text/event-stream");
-            co_await http::async_write(*stream, req, asio::use_awaitable);
-            parser->body_limit(boost::none);
-            stream->expires_after(5s);
-            co_await http::async_read_header(*stream, *buffer, *parser, asio::use_awaitable);
-            stream->expires_never();
+            stream->tcp().expires_after(5s);
+            auto ask = [&](auto& s) -> asio::awaitable<void> {
+                co_await http::async_write(s, req, asio::use_awaitable);
+                co_await http::async_read_header(s, *buffer, *parser, asio::use_awaitable);
+            };
+            auto op = stream->with(ask);
+            co_await std::move(op);
+            stream->tcp().expires_never();
         } catch (boost::system::system_error const&) {
             co_return;  // no stream of its own: requests still work
         }
@@ -310,16 +375,16 @@ private:
         asio::co_spawn(self->io_, std::move(op), asio::detached);
     }
 
-    static asio::awaitable<void> listen(std::shared_ptr<http_transport> self, std::shared_ptr<beast::tcp_stream> stream,
-                                        std::shared_ptr<http::response_parser<http::buffer_body>> parser,
-                                        std::shared_ptr<beast::flat_buffer> buffer) {
+    static asio::awaitable<void> listen(std::shared_ptr<http_transport> self, std::shared_ptr<connection> stream,
+                                        parser_ptr parser, std::shared_ptr<beast::flat_buffer> buffer) {
         sse_reader sse;
         auto* raw = self.get();
         auto on_bytes = [&sse, raw](std::string_view piece) {
             sse.feed(piece, [raw](std::string const& data) { raw->dispatch(data); });
         };
         try {
-            auto reading = read_body(*stream, *buffer, *parser, on_bytes);
+            auto read = [&](auto& s) { return read_body(s, *buffer, *parser, on_bytes); };
+            auto reading = stream->with(read);
             co_await std::move(reading);
         } catch (boost::system::system_error const&) {
             // closed by stop(), or by the server
@@ -336,8 +401,9 @@ private:
     transport_events events_;
     std::string session_id_;
     std::string protocol_version_;
-    std::map<std::int64_t, std::shared_ptr<beast::tcp_stream>> open_;
-    std::shared_ptr<beast::tcp_stream> listener_;
+    std::unique_ptr<asio::ssl::context> tls_;  // https only
+    std::map<std::int64_t, std::shared_ptr<connection>> open_;
+    std::shared_ptr<connection> listener_;
     bool stopping_ = false;
 };
 

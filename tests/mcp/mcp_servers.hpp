@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,37 +51,39 @@ inline unsigned short free_port() {
     return a.local_endpoint().port();
 }
 
-/// @brief `node server-everything streamableHttp` on a free port, in a process group of its own,
-/// stopped (SIGTERM, then SIGKILL) and reaped when this goes.
-class everything_http {
+/// @brief `node ARGS...` in a process group of its own, with `PORT` set to @p port, waited for
+/// until 127.0.0.1:port accepts connections; stopped (SIGTERM, then SIGKILL) and reaped when
+/// this goes.
+class node_process {
 public:
-    everything_http() : port_(free_port()) {
+    node_process(std::vector<std::string> args, unsigned short port) {
         pid_ = ::fork();
         if (pid_ < 0) throw std::runtime_error("fork failed");
         if (pid_ == 0) {
             ::setpgid(0, 0);
-            std::string const port = std::to_string(port_);
-            ::setenv("PORT", port.c_str(), 1);
-            std::string const js = everything_js();
-            ::execlp("node", "node", js.c_str(), "streamableHttp", static_cast<char*>(nullptr));
+            std::string const port_text = std::to_string(port);
+            ::setenv("PORT", port_text.c_str(), 1);
+            std::vector<char*> argv{const_cast<char*>("node")};
+            for (auto& a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execvp("node", argv.data());
             ::_exit(127);
         }
         ::setpgid(pid_, pid_);
-        // Wait until it accepts connections (node starts in about half a second).
         auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         for (;;) {
             boost::asio::io_context io;
             boost::asio::ip::tcp::socket s(io);
             boost::system::error_code ec;
-            s.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
+            s.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
             if (!ec) break;
-            if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("server-everything (streamableHttp) did not listen");
+            if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("node " + args.at(0) + " did not listen");
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
     }
-    everything_http(everything_http const&) = delete;
-    everything_http& operator=(everything_http const&) = delete;
-    ~everything_http() {
+    node_process(node_process const&) = delete;
+    node_process& operator=(node_process const&) = delete;
+    ~node_process() {
         ::kill(-pid_, SIGTERM);
         for (int i = 0; i < 100; ++i) {
             if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
@@ -90,6 +93,16 @@ public:
         ::waitpid(pid_, nullptr, 0);
     }
 
+private:
+    pid_t pid_ = -1;
+};
+
+/// @brief `node server-everything streamableHttp` on a free port.
+class everything_http {
+public:
+    everything_http() : port_(free_port()), process_({everything_js(), "streamableHttp"}, port_) {}
+
+    unsigned short port() const { return port_; }
     std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/mcp"; }
     stategraph::mcp::server_config config() const {
         stategraph::mcp::server_config c;
@@ -102,7 +115,22 @@ public:
 
 private:
     unsigned short port_;
-    pid_t pid_ = -1;
+    node_process process_;
+};
+
+/// @brief tls_proxy.mjs in front of @p backend_port: TLS on a free port with @p cert and @p key.
+class tls_front {
+public:
+    tls_front(std::string const& cert, std::string const& key, unsigned short backend_port)
+        : port_(free_port()),
+          process_({std::string(STATEGRAPH_SOURCE_DIR) + "/tests/mcp/tls_proxy.mjs", cert, key, std::to_string(port_),
+                    std::to_string(backend_port)},
+                   port_) {}
+    unsigned short port() const { return port_; }
+
+private:
+    unsigned short port_;
+    node_process process_;
 };
 
 }  // namespace stategraph::test::mcp_servers

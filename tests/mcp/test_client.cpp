@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -350,6 +351,36 @@ BOOST_AUTO_TEST_CASE(an_http_call_past_its_time_limit_times_out) {
     BOOST_TEST((e.code() == mcp::errc::timeout));
     BOOST_TEST(contains(e.what(), "MCP server 'everything-http'"));
     BOOST_TEST(call(c, "echo", R"({"message":"on"})").text() == "Echo: on");
+    run_sync(c.close());
+}
+
+// https://: server-everything behind a TLS front (tls_proxy.mjs) with a certificate made here for
+// localhost. Not trusted: the handshake fails, naming the server. Trusted through SSL_CERT_FILE
+// (OpenSSL's default trust store): the session works.
+BOOST_AUTO_TEST_CASE(server_everything_over_https) {
+    stategraph::test::temp_dir dir;
+    std::string const cert = dir.file("cert.pem"), key = dir.file("key.pem");
+    std::string const make_cert = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                                  "-addext subjectAltName=DNS:localhost -keyout " + key + " -out " + cert +
+                                  " >/dev/null 2>&1";
+    BOOST_REQUIRE(std::system(make_cert.c_str()) == 0);
+    servers::everything_http server;
+    servers::tls_front front(cert, key, server.port());
+    auto cfg = server.config();
+    cfg.name = "everything-https";
+    cfg.url = "https://localhost:" + std::to_string(front.port()) + "/mcp";
+
+    auto const untrusted = error_of([&] { run_sync(mcp::client::connect(cfg)); });
+    BOOST_TEST((untrusted.code() == mcp::errc::start_failed));
+    BOOST_TEST(contains(untrusted.what(), "MCP server 'everything-https' did not complete the initialize handshake"));
+    BOOST_TEST(contains(untrusted.what(), "certificate verify failed"));
+
+    ::setenv("SSL_CERT_FILE", cert.c_str(), 1);
+    auto c = run_sync(mcp::client::connect(cfg));
+    ::unsetenv("SSL_CERT_FILE");
+    BOOST_TEST(c.protocol_version() == "2025-11-25");
+    BOOST_TEST(call(c, "echo", R"({"message":"over tls"})").text() == "Echo: over tls");
+    BOOST_TEST(eventually([&] { return has_tool(c.tools(), "simulate-research-query"); }));  // the GET stream, over TLS
     run_sync(c.close());
 }
 

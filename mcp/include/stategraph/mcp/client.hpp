@@ -3,7 +3,7 @@
 
 /// @file
 /// @brief `client`: a connection to one MCP server (protocol revision 2025-11-25, accepting
-/// 2025-06-18, 2025-03-26 and 2024-11-05) over stdio or streamable HTTP.
+/// 2025-06-18, 2025-03-26 and 2024-11-05) over stdio or streamable HTTP (http:// and https://).
 
 #include <stategraph/mcp/call.hpp>
 #include <stategraph/mcp/error.hpp>

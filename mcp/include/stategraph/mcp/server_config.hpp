@@ -28,7 +28,7 @@ struct server_config {
     std::string command;                        ///< @brief stdio: the program (looked up in PATH).
     std::vector<std::string> args;              ///< @brief stdio: its arguments.
     std::map<std::string, std::string> env;     ///< @brief stdio: variables set on top of this process's environment.
-    std::string url;                            ///< @brief http: the endpoint, `http://host[:port]/path`.
+    std::string url;                            ///< @brief http: the endpoint, `http://host[:port]/path` or `https://...`.
     std::map<std::string, std::string> headers; ///< @brief http: sent with every request (e.g. Authorization).
     std::chrono::milliseconds timeout{60000};   ///< @brief Time limit of each request (the handshake included).
     std::string description;                    ///< @brief Free text (seed 004); not sent anywhere.
