@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <map>
@@ -102,6 +103,9 @@ public:
         std::string tool;
         std::unique_ptr<asio::steady_timer> timer;
         std::function<void(progress const&)> on_progress;
+        std::chrono::milliseconds timeout{0};
+        bool reset_on_progress = false;
+        std::chrono::steady_clock::time_point latest;  // the end, whatever progress says
         bool done = false;
         json::value result;
         std::exception_ptr error;
@@ -228,13 +232,16 @@ public:
             auto const key = token ? integer_id(*token) : std::nullopt;
             if (!key) return;
             auto it = pending_.find(*key);
-            if (it == pending_.end() || !it->second->on_progress || it->second->done) return;
+            if (it == pending_.end() || it->second->done) return;
             progress step;
             step.value = number_field(*p, "progress").value_or(0);
             step.total = number_field(*p, "total");
             step.message = string_field(*p, "message");
+            auto& call = *it->second;
+            if (call.reset_on_progress)  // the waiter sees its wait end early and waits again
+                call.timer->expires_at(std::min(std::chrono::steady_clock::now() + call.timeout, call.latest));
             try {
-                it->second->on_progress(step);
+                if (call.on_progress) call.on_progress(step);
             } catch (...) {
                 // a callback's failure is its own; the call goes on
             }
@@ -274,19 +281,22 @@ public:
 
     /// One request, answered or failed. Runs on the I/O thread.
     static asio::awaitable<json::value> request(client_impl* self, std::string method, json::object params,
-                                                std::string tool, std::chrono::milliseconds timeout,
-                                                std::function<void(progress const&)> on_progress) {
+                                                std::string tool, call_options options) {
         co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
         if (self->lost_) throw self->lost_error(method, tool);
-        if (timeout.count() <= 0) timeout = self->config_.timeout;
+        auto const timeout = options.timeout.count() > 0 ? options.timeout : self->config_.timeout;
         std::int64_t const id = self->next_id_++;
         auto p = std::make_shared<pending>();
         p->method = method;
         p->tool = tool;
         p->timer = std::make_unique<asio::steady_timer>(self->io());
         p->timer->expires_after(timeout);
-        if (on_progress) {
-            p->on_progress = std::move(on_progress);
+        p->timeout = timeout;
+        if (options.on_progress) {
+            p->on_progress = std::move(options.on_progress);
+            p->reset_on_progress = options.reset_timeout_on_progress;
+            p->latest = std::chrono::steady_clock::now() +
+                        (options.max_timeout.count() > 0 ? options.max_timeout : 10 * timeout);
             auto& meta = params["_meta"];
             if (!meta.is_object()) meta = json::object();
             meta.get_object()["progressToken"] = id;
@@ -294,13 +304,20 @@ public:
         self->pending_[id] = p;
         json::object message{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
         self->send_message(message, id);
-        auto [ec] = co_await p->timer->async_wait(asio::as_tuple(asio::use_awaitable));
+        bool cancelled = false;
+        for (;;) {
+            auto [ec] = co_await p->timer->async_wait(asio::as_tuple(asio::use_awaitable));
+            if (p->done) break;
+            auto const state = co_await asio::this_coro::cancellation_state;
+            cancelled = state.cancelled() != asio::cancellation_type::none;
+            if (cancelled || ec != asio::error::operation_aborted) break;
+            // else progress moved the deadline: wait again
+        }
         self->pending_.erase(id);
         if (p->done) {
             if (p->error) std::rethrow_exception(p->error);
             co_return std::move(p->result);
         }
-        bool const cancelled = ec == asio::error::operation_aborted;
         std::string const what = self->what_of(*p);
         self->send_cancelled(id, cancelled ? "cancelled by the client" : "timed out");
         if (cancelled)
@@ -310,7 +327,9 @@ public:
                             tool);
         throw mcp_error(errc::timeout, self->config_.name,
                         server_label(self->config_.name) + ": the " + what + " got no answer within " +
-                            std::to_string(timeout.count()) + " ms (the server was sent notifications/cancelled)",
+                            std::to_string(timeout.count()) + " ms" +
+                            (p->reset_on_progress ? std::string(" of its last progress (or its maximum)") : std::string()) +
+                            " (the server was sent notifications/cancelled)",
                         tool);
     }
 
@@ -322,9 +341,8 @@ public:
             if (!cursor.empty()) params["cursor"] = cursor;
             std::string method = "tools/list";
             std::string no_tool;
-            std::function<void(progress const&)> no_progress;
-            auto op = request(self, std::move(method), std::move(params), std::move(no_tool), std::chrono::milliseconds(0),
-                              std::move(no_progress));
+            call_options defaults;
+            auto op = request(self, std::move(method), std::move(params), std::move(no_tool), std::move(defaults));
             auto result = co_await std::move(op);
             auto const* obj = result.if_object();
             auto const* tools = obj ? obj->if_contains("tools") : nullptr;
@@ -366,9 +384,8 @@ public:
         try {
             std::string method = "initialize";
             std::string no_tool;
-            std::function<void(progress const&)> no_progress;
-            auto op = request(self, std::move(method), std::move(params), std::move(no_tool), std::chrono::milliseconds(0),
-                              std::move(no_progress));
+            call_options defaults;
+            auto op = request(self, std::move(method), std::move(params), std::move(no_tool), std::move(defaults));
             result = co_await std::move(op);
         } catch (mcp_error const& e) {
             if (e.kind() != errc::server_exited && e.kind() != errc::connection_lost && e.kind() != errc::protocol_error)
@@ -466,7 +483,7 @@ asio::awaitable<call_result> call_tool_on(std::shared_ptr<detail::client_impl> i
     std::string method = "tools/call";
     std::string named_tool = tool;
     auto pending = detail::client_impl::request(impl.get(), std::move(method), std::move(params), std::move(named_tool),
-                                                options.timeout, std::move(options.on_progress));
+                                                std::move(options));
     auto result = co_await asio::co_spawn(io, std::move(pending), asio::use_awaitable);
     auto const* obj = result.if_object();
     auto const* content = obj ? obj->if_contains("content") : nullptr;
@@ -487,9 +504,9 @@ asio::awaitable<void> ping_on(std::shared_ptr<detail::client_impl> impl) {
     std::string method = "ping";
     json::object params;
     std::string no_tool;
-    std::function<void(progress const&)> no_progress;
+    call_options defaults;
     auto pending = detail::client_impl::request(impl.get(), std::move(method), std::move(params), std::move(no_tool),
-                                                std::chrono::milliseconds(0), std::move(no_progress));
+                                                std::move(defaults));
     co_await asio::co_spawn(io, std::move(pending), asio::use_awaitable);
 }
 

@@ -286,12 +286,33 @@ BOOST_AUTO_TEST_CASE(a_call_past_its_time_limit_times_out_and_the_session_goes_o
     auto const e = error_of([&] {
         run_sync(c.call_tool("trigger-long-running-operation", std::move(args), std::move(options)));
     });
-    BOOST_TEST((std::chrono::steady_clock::now() - start < 2s));
+    BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));  // 300 ms, with room for a loaded CI machine
     BOOST_TEST((e.code() == mcp::errc::timeout));
     BOOST_TEST(contains(e.what(), "MCP server 'everything': the call of tool 'trigger-long-running-operation' got no "
                                   "answer within 300 ms (the server was sent notifications/cancelled)"));
     std::this_thread::sleep_for(1200ms);  // past the operation's end
     BOOST_TEST(call(c, "echo", R"({"message":"still here"})").text() == "Echo: still here");
+    run_sync(c.close());
+}
+
+// A 2 s operation reporting every 0.25 s under a 1 s time limit: cut without
+// reset_timeout_on_progress, completed with it.
+BOOST_AUTO_TEST_CASE(progress_can_restart_the_time_limit) {
+    auto c = run_sync(mcp::client::connect(servers::everything_stdio()));
+    auto options_for = [](bool reset) {
+        mcp::call_options options;
+        options.timeout = 1s;
+        options.on_progress = [](mcp::progress const&) {};
+        options.reset_timeout_on_progress = reset;
+        return options;
+    };
+    auto args = json::parse(R"({"duration":2,"steps":8})").as_object();
+    auto const cut = error_of([&] {
+        run_sync(c.call_tool("trigger-long-running-operation", args, options_for(false)));
+    });
+    BOOST_TEST((cut.code() == mcp::errc::timeout));
+    auto const done = run_sync(c.call_tool("trigger-long-running-operation", args, options_for(true)));
+    BOOST_TEST(contains(done.text(), "Long running operation completed"));
     run_sync(c.close());
 }
 
@@ -318,7 +339,7 @@ BOOST_AUTO_TEST_CASE(a_call_the_caller_cancels_throws_cancelled) {
     auto const start = std::chrono::steady_clock::now();
     io.run();
     BOOST_TEST(finished);
-    BOOST_TEST((std::chrono::steady_clock::now() - start < 3s));
+    BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));
     auto const e = error_of([&] { std::rethrow_exception(failure); });
     BOOST_TEST((e.code() == mcp::errc::cancelled));
     BOOST_TEST(contains(e.what(), "MCP server 'everything': the call of tool 'trigger-long-running-operation' was "

@@ -30,6 +30,11 @@ struct call_options {
     /// @brief Called for each progress notification (the request then carries a progressToken).
     /// It runs on the client's I/O thread: keep it short, and synchronize what it touches.
     std::function<void(progress const&)> on_progress;
+    /// @brief Each progress notification restarts the time limit, so that a long call that keeps
+    /// reporting is not cut; `max_timeout` still ends it.
+    bool reset_timeout_on_progress = false;
+    /// @brief With reset_timeout_on_progress: the most a call may take; zero: ten times its time limit.
+    std::chrono::milliseconds max_timeout{0};
 };
 
 /// @brief What `tools/call` returned.
