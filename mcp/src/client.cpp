@@ -82,8 +82,9 @@ public:
         work_.reset();
         io_->stop();
         if (thread_.joinable()) {
-            if (thread_.get_id() == std::this_thread::get_id()) thread_.detach();  // a callback held the last copy
-            else thread_.join();
+            // A callback that held the last copy (client.hpp says not to) cannot join its own thread.
+            if (thread_.get_id() == std::this_thread::get_id()) std::terminate();
+            thread_.join();
         }
         if (transport_) transport_->stop_now();
         pending_.clear();

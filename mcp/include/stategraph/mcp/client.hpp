@@ -42,7 +42,9 @@ inline constexpr char const* latest_protocol_version = "2025-11-25";
 /// A request awaited by a coroutine that is cancelled (terminal or total cancellation) sends
 /// `notifications/cancelled` and throws errc::cancelled.
 ///
-/// Thread safety: every member may be called from any thread.
+/// Thread safety: every member may be called from any thread. The callbacks (progress, tool list
+/// changes) run on the client's I/O thread and must not hold a copy of the client: the last copy
+/// must not go on that thread.
 /// g++ 12: name the arguments before the `co_await` (no braced lists in the expression).
 class client {
 public:
