@@ -44,6 +44,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <exception>
 #include <list>
 #include <map>
 #include <sstream>

@@ -118,6 +118,20 @@ struct server::impl : std::enable_shared_from_this<impl> {
     void log_line(const std::string& line) const {
         if (opts.log) opts.log(line);
     }
+    /// The completion handler of a coroutine spawned on its own (in place of `detached`, which
+    /// would drop its exception): an exception is logged, naming `what`.
+    auto logged(std::string what) {
+        return [self = shared_from_this(), what = std::move(what)](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+                self->log_line(what + " stopped on an error: " + x.what());
+            } catch (...) {
+                self->log_line(what + " stopped on an error");
+            }
+        };
+    }
     /// Threads kept by an earlier server whose records the run store lacks: those recorded in
     /// the first checkpointer's node cache (servers before the run store), then, without API
     /// keys, threads found in the checkpointers.

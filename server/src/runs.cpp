@@ -116,7 +116,7 @@ void server::impl::on_notification(const std::string& channel, const std::string
                 if (!r || r->cancel.empty()) co_return;
                 s->cancel_local(run_id, r->cancel);
             };
-            net::co_spawn(ex, check(self, id), net::detached);
+            net::co_spawn(ex, check(self, id), logged("run '" + id + "': reading its cancellation"));
         }
 }
 
@@ -848,7 +848,7 @@ void server::impl::record(live_run& run, std::string name, const json::value& da
         if (it != local.end()) {
             auto self = shared_from_this();
             run.flushing = true;
-            net::co_spawn(ex, flush(self, it->second), net::detached);
+            net::co_spawn(ex, flush(self, it->second), logged("run '" + run.rec.run_id + "': writing its events"));
         }
     }
 }

@@ -8,6 +8,10 @@
 
 #include <unistd.h>
 
+#include <functional>
+#include <memory>
+#include <utility>
+
 namespace stategraph::server {
 
 namespace {
@@ -250,7 +254,7 @@ awaitable<void> server::impl::accept_loop() {
         boost::system::error_code ignored;
         sock.set_option(tcp::no_delay(true), ignored);
         if (open_connections >= std::max<std::size_t>(opts.max_connections, 1)) {
-            net::co_spawn(ex, refuse(self, std::move(sock)), net::detached);
+            net::co_spawn(ex, refuse(self, std::move(sock)), logged("refusing a connection over max_connections"));
             continue;
         }
         ++open_connections;
@@ -298,7 +302,7 @@ void server::add(assistant_spec spec) {
 
 unsigned short server::listen() {
     if (!impl_->opts.serve_api) { // a worker-only instance: no socket, only workers
-        net::co_spawn(impl_->ex, impl::adopt_then_accept(impl_), net::detached);
+        net::co_spawn(impl_->ex, impl::adopt_then_accept(impl_), impl_->logged("the worker-only instance's start"));
         return 0;
     }
     auto& acc = impl_->acceptor;
@@ -308,7 +312,7 @@ unsigned short server::listen() {
     acc.bind(ep);
     acc.listen();
     impl_->bound = acc.local_endpoint().port();
-    net::co_spawn(impl_->ex, impl::adopt_then_accept(impl_), net::detached);
+    net::co_spawn(impl_->ex, impl::adopt_then_accept(impl_), impl_->logged("accepting connections"));
     return impl_->bound;
 }
 
@@ -330,7 +334,18 @@ void server::drain(std::function<void()> done) {
     impl_->draining = true;
     stop();
     request_drain();
-    net::co_spawn(impl_->ex, impl::wait_idle(impl_, std::move(done)), net::detached);
+    // wait_idle calls `done` itself; if it fails, `done` is still called (a drain always ends).
+    auto finish = std::make_shared<std::function<void()>>(std::move(done));
+    std::function<void()> once = [finish] {
+        if (auto f = std::exchange(*finish, nullptr)) f();
+    };
+    auto idle = impl::wait_idle(impl_, once);
+    net::co_spawn(impl_->ex, std::move(idle), [self = impl_, once](std::exception_ptr e) {
+        if (!e) return;
+        self->logged("the drain")(e);
+        self->stopping_workers = true;
+        once();
+    });
 }
 
 unsigned short server::port() const noexcept { return impl_->bound; }
