@@ -44,6 +44,7 @@
 // is an error; one lost later is logged and the instances poll until it is back.
 
 #include "graph.hpp"
+#include "research_mcp.hpp"
 #include "services.hpp"
 #include "utf8.hpp"
 
@@ -124,6 +125,8 @@ constexpr const char* usage_text =
     "   wake each other through Redis pub/sub and poll the run store every --poll-ms (default 1000 with --wakeups,\n"
     "   else 100); --verbosity: how much of a run every stream shows: full (default), events (no state but the\n"
     "   final values), result (messages, errors and the final values))\n"
+    "  (chat, resume, demo, serve: --mcp FILE, the research agent's MCP servers as JSON {\"mcp_servers\": [{\"name\",\n"
+    "   \"type\": \"stdio\"|\"http\", \"command\", \"args\", \"url\", ...}]}: it asks each one's search tool)\n"
     "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
     "   of rules agent(task glob) over the planned agent steps, e.g. {\"deny\": [\"wealth(*transfer*)\"]})\n"
     "  (chat, resume, state, history, break-lease: --checkpointer redis://HOST:PORT or postgresql://... keeps the\n"
@@ -157,15 +160,15 @@ args parse(int argc, char** argv) {
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "input"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "input", "mcp"}},
         {"update-state", {"db", "thread", "as-node", "checkpointer", "fallback"}},
-        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions"}},
+        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "mcp"}},
         {"state", {"db", "thread", "checkpointer", "fallback"}},
         {"history", {"db", "thread", "checkpointer", "fallback"}},
         {"dot", {"db", "thread", "checkpoint", "format", "diff"}},
-        {"demo", {"db", "model-url", "model", "permissions"}},
+        {"demo", {"db", "model-url", "model", "permissions", "mcp"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
-        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "runs",
+        {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "mcp", "runs",
                    "workers", "role", "instance", "lease-ms", "wakeups", "poll-ms", "verbosity"}},
     };
     auto cmd = allowed.find(a.command);
@@ -320,6 +323,7 @@ struct app {
             o.model = std::make_shared<gs::llm_brain>(model, oo.model);
         }
         if (auto file = a.get("permissions")) o.agents.permissions = load_permissions(a, *file);
+        if (auto file = a.get("mcp")) o.research = std::make_shared<const gs::research_tools>(gs::connect_research_servers(*file));
         svc = std::make_unique<gs::services>(std::move(o));
         graph = gs::build_graph(make_checkpointer(a, db), *svc);
     }

@@ -1,5 +1,7 @@
 #include "services.hpp"
 
+#include "research_mcp.hpp"
+
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -452,6 +454,10 @@ memory_store open_store(const services::options& o) {
 services::services(options o)
     : options_(std::move(o)), store_(open_store(options_)),
       brain_(options_.model ? options_.model : std::make_shared<rule_brain>()) {}
+
+const research_tools* services::research() const noexcept {
+    return options_.research && !options_.research->empty() ? options_.research.get() : nullptr;
+}
 
 std::string services::today() const { return options_.today ? *options_.today : today_iso_date(); }
 

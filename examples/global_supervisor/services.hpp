@@ -36,6 +36,8 @@
 
 namespace global_supervisor {
 
+class research_tools; // research_mcp.hpp
+
 /// @brief The LLM-shaped decisions of the supervisor. Arguments are taken by value (coroutines).
 class brain {
 public:
@@ -127,6 +129,8 @@ public:
         agent_settings agents;
         std::optional<std::string> today;         ///< "YYYY-MM-DD" to pin the date (tests)
         bool seed_demo = true;                    ///< seed the demo contacts and facts
+        /// the research agent's MCP servers (`--mcp FILE`); null or empty: its notes only
+        std::shared_ptr<const research_tools> research;
     };
 
     explicit services(options o);
@@ -143,6 +147,8 @@ public:
     const std::string& user_id() const noexcept { return options_.user_id; }
     const agent_settings& agents() const noexcept { return options_.agents; }
     const std::filesystem::path& db_path() const noexcept { return options_.db; }
+    /// @brief The research agent's MCP servers; null when none is configured.
+    const research_tools* research() const noexcept;
     /// @brief Today as "YYYY-MM-DD" (UTC, or the pinned date).
     std::string today() const;
 

@@ -25,6 +25,9 @@
 // inside agent_execution's journaled task, so the stage's flow (Send per task, retries, the
 // last attempt's own time limit, permission interrupts) is unchanged.
 //
+// The research agent: what the user's notes say (the brain), then, with `--mcp FILE`, what each
+// configured MCP server's search tool answers (research_mcp.hpp).
+//
 // Permission: a task that needs it asks through an interrupt ({kind: "agent", action, question,
 // options: [approve, deny]}); the thread is resumed by id with approve / deny, or answered by a
 // new chat message (stage 2 sends the task back here with the decision). Whether a step asks
@@ -33,6 +36,8 @@
 // ask asks, allow runs it without asking.
 
 #include "stages/planning.hpp"
+
+#include "research_mcp.hpp"
 
 #include <stategraph/nodes/supervisor.hpp>
 
@@ -166,6 +171,12 @@ stategraph::compiled_graph<agent_desk> agent_desk_graph(services& svc) {
         auto run = [&svc](const agent_desk& d) -> boost::asio::awaitable<stategraph::update<agent_desk>> {
             auto pending = svc.model().run_agent(d.task, d.context);
             std::string summary = co_await std::move(pending);
+            // The research agent also asks its MCP servers (--mcp), when there are any.
+            if (d.task.agent == agent_kind::research && svc.research()) {
+                auto asking = svc.research()->ask(d.task.task);
+                std::string found = co_await std::move(asking);
+                if (!found.empty()) summary += " " + found;
+            }
             co_return stategraph::update<agent_desk>{}.set<&agent_desk::summary>(std::move(summary));
         };
         desk.add(nodes::intent<agent_desk>(std::string(to_string(kind)), run)
