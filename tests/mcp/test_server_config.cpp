@@ -86,4 +86,15 @@ BOOST_AUTO_TEST_CASE(the_category_names_each_error) {
     BOOST_TEST(mcp::to_string(mcp::errc::tool_error) == std::string("tool_error"));
 }
 
+// The spellings a user writes: a string literal and a std::string (both were ambiguous between
+// the text and a boost::json::value made from it).
+BOOST_AUTO_TEST_CASE(a_literal_and_a_std_string_parse) {
+    auto const from_literal = mcp::parse_server_configs(R"([{"name":"a","type":"stdio","command":"x"}])");
+    BOOST_TEST(from_literal.size() == 1u);
+    std::string const text = R"({"mcp_servers":[{"name":"b","type":"http","url":"http://127.0.0.1:1/mcp"}]})";
+    auto const from_string = mcp::parse_server_configs(text);
+    BOOST_TEST_REQUIRE(from_string.size() == 1u);
+    BOOST_TEST(from_string[0].url == "http://127.0.0.1:1/mcp");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

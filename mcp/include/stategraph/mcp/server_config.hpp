@@ -43,6 +43,14 @@ std::vector<server_config> parse_server_configs(boost::json::value const& json);
 
 /// @brief The same from JSON text. @throws mcp_error(errc::bad_config), also for text that is not JSON.
 std::vector<server_config> parse_server_configs(std::string_view json_text);
+/// @brief The same from JSON text (a string literal or `std::string`: the natural spellings, which
+/// would otherwise be ambiguous between the text and a `boost::json::value` made from it).
+inline std::vector<server_config> parse_server_configs(char const* json_text) {
+    return parse_server_configs(std::string_view(json_text));
+}
+inline std::vector<server_config> parse_server_configs(std::string const& json_text) {
+    return parse_server_configs(std::string_view(json_text));
+}
 
 }  // namespace stategraph::mcp
 
