@@ -98,7 +98,7 @@ struct compile_options {
     /// Where checkpoints go (`memory_saver`, `sqlite_saver`, ...); null: no threads, no interrupts,
     /// no `get_state` (those throw `thread_error(no_checkpointer)`). Shared with every run.
     std::shared_ptr<checkpoint::saver> checkpointer;
-    /// Added to the builder's `interrupt_before` nodes (static breakpoints); "*" is every node.
+    /// Added to the builder's `interrupt_before` nodes (static breakpoints, by name).
     std::vector<std::string> interrupt_before;
     /// Added to the builder's `interrupt_after` nodes.
     std::vector<std::string> interrupt_after;
@@ -215,8 +215,9 @@ public:
     /// @param modes the event kinds wanted, combined with `|` (values, updates, messages, custom,
     /// checkpoints, tasks, debug; `stream_mode::none`: no events).
     /// @param on_event called synchronously, one event at a time, on the call's executor, before the
-    /// run goes on (a slow handler slows the run); copied or moved into the call. An exception it throws
-    /// fails the call.
+    /// run goes on (a slow handler slows the run); copied or moved into the call. An exception it
+    /// throws propagates: from an event a node writes (custom, messages) it fails that node (its
+    /// retry policy applies), from the others it fails the call.
     /// @return as `invoke`; errors as there.
     template <class H>
     boost::asio::awaitable<run_result<S>> stream(input in, const run_config& cfg, stream_mode modes, H&& on_event) const {

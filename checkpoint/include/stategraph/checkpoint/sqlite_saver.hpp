@@ -140,9 +140,9 @@ public:
     /// @param options the file, durability, busy timeout (ms), lease time to live (ms), read-only,
     /// inline size, page size, own thread and encryption key (`sqlite_options`); the key is parsed and
     /// kept in memory, the string not.
-    /// @throws checkpoint_error: `storage_failure` (no path, a file that cannot be opened or created,
+    /// @throws checkpoint_error: `storage_failure` (no path, a file SQLite cannot open or create,
     /// a malformed key, a key without libsodium), `corrupt_checkpoint`, `schema_too_new` or
-    /// `key_mismatch`, all naming the path.
+    /// `key_mismatch`.
     explicit sqlite_saver(sqlite_options options);
     /// @brief Closes the connection and releases the leases this saver still holds.
     ~sqlite_saver() override;

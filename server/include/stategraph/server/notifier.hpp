@@ -44,7 +44,8 @@ public:
     /// Never throws and never waits on the network: a wake-up that cannot be sent is dropped
     /// (the others find the change at their next poll).
     /// @param channel "sg_runs" or "sg_events".
-    /// @param payload a run id, "cancel:<id>", ...; both views are read before the first suspension.
+    /// @param payload a run id, "cancel:<id>", ...; both are views: keep the strings alive until
+    /// the `co_await` completes.
     virtual boost::asio::awaitable<void> publish(std::string_view channel, std::string_view payload) = 0;
     /// @brief Calls `on` (on a thread of the notifier's) with every wake-up published on
     /// `channels` from now on, by any instance (and with those of channels other subscribers
