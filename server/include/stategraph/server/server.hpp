@@ -67,8 +67,8 @@ public:
     /// here, or after `server_options::drain_timeout` (a run still in a node then keeps its claim
     /// until it expires, and another instance takes it over). Clients waiting on a handed-back
     /// run through this instance are told `ServerDraining`.
-    /// @param done called once, on the server's executor, when no run is in flight here or
-    /// `drain_timeout` has passed (exit the process there).
+    /// @param done called once, on the server's executor, when the drain is over as said above
+    /// (at the latest after `drain_timeout`); exit the process there.
     void drain(std::function<void()> done);
 
     /// @brief The bound port (0 before `listen`).
