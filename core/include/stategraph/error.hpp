@@ -56,15 +56,22 @@ enum class errc {
 /// @brief The category of `errc`, named "stategraph".
 const std::error_category& stategraph_category() noexcept;
 
+/// @brief An `std::error_code` of `e` in `stategraph_category()` (found by ADL).
+/// @param e the code.
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), stategraph_category()}; }
 
 /// @brief Short name of an error kind, such as "invalid_concurrent_update".
+/// @param e the code. Thread safety: pure; any thread.
 const char* to_string(errc e) noexcept;
 
 /// @brief Base of every exception stategraph throws: a `std::system_error` with an `errc`
 /// code, plus the names (nodes, fields, thread ids) the message talks about.
+/// Thread safety: an immutable exception object; copies may be read from any thread.
 class graph_error : public std::system_error {
 public:
+    /// @param code the kind of error (`code()` compares equal to it; `kind()` returns it).
+    /// @param what the message, naming what went wrong and where.
+    /// @param names the node, field or thread names involved, most relevant first.
     graph_error(errc code, const std::string& what, std::vector<std::string> names = {})
         : std::system_error(make_error_code(code), what), names_(std::move(names)) {}
     errc kind() const noexcept { return static_cast<errc>(code().value()); }
@@ -85,6 +92,7 @@ struct graph_problem {
 /// @brief Thrown by `compile()`: every problem of the graph at once.
 class compile_error : public graph_error {
 public:
+    /// @param problems every problem found; the message lists them, `code()` is the first one's.
     explicit compile_error(std::vector<graph_problem> problems);
     const std::vector<graph_problem>& problems() const noexcept { return problems_; }
 
@@ -99,6 +107,9 @@ struct recursion_limit_error : graph_error { using graph_error::graph_error; };
 /// @brief Thrown when a node fails; `nested()` holds the node's own exception.
 class node_error : public graph_error {
 public:
+    /// @param node the failed node's name.
+    /// @param inner the node's own exception (`nested()`, `rethrow_nested()`).
+    /// @param what the message.
     node_error(std::string node, std::exception_ptr inner, const std::string& what)
         : graph_error(errc::node_failed, what, {node}), node_(std::move(node)), inner_(std::move(inner)) {}
     const std::string& node() const noexcept { return node_; }

@@ -19,6 +19,8 @@ namespace stategraph {
 /// checkpointer keeps it across processes; `compile_options::cache` puts it in another saver,
 /// and a graph compiled with neither keeps it in process memory. Entries are keyed by graph name,
 /// node name and the key below; `compiled_graph::clear_cache()` removes them.
+/// Thread safety: a plain value; `key` is called from every run of the node, possibly at once, on
+/// the run's executor.
 struct cache_policy {
     /// The cache key of a node's input, given as JSON (the state's fields, or a Send payload).
     /// Empty: the whole input's JSON text. Keys longer than 128 bytes are stored as a 128-bit hash.

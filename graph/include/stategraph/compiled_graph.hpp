@@ -43,6 +43,8 @@ template <class S>
 class state_graph;
 
 /// @brief What `invoke` returns.
+/// @tparam S the graph's state type.
+/// Thread safety: a plain value; distinct objects are independent.
 template <class S>
 struct run_result {
     run_status status = run_status::done;
@@ -56,6 +58,9 @@ struct run_result {
     boost::json::object output;
     bool interrupted() const { return status == run_status::interrupted; }
     /// @brief The output as the graph's output schema type `O`.
+    /// @tparam O the output schema's type (`state_graph::output_schema<O>`).
+    /// @throws graph_error(invalid_input) when `output` does not read as an `O` (for instance when
+    /// the graph declares no output schema and `output` is empty while `O` has required members).
     template <class O>
     O output_as() const {
         return read_json<O>(output, errc::invalid_input, "run_result::output_as");
@@ -73,6 +78,8 @@ struct run_result {
 /// for (auto const& t : snap.tasks)
 ///     for (auto const& i : t.interrupts) std::cout << t.name << " asks " << boost::json::serialize(i.value) << '\n';
 /// @endcode
+/// @tparam S the graph's state type.
+/// Thread safety: a plain value; distinct objects are independent.
 template <class S>
 struct state_snapshot {
     S values{};                        ///< the state at this checkpoint (a default `S` for a thread with none)
@@ -86,10 +93,16 @@ struct state_snapshot {
 };
 
 /// @brief Options of `compile()`.
+/// Thread safety: a plain value; the savers and store it points to are shared with every run.
 struct compile_options {
+    /// Where checkpoints go (`memory_saver`, `sqlite_saver`, ...); null: no threads, no interrupts,
+    /// no `get_state` (those throw `thread_error(no_checkpointer)`). Shared with every run.
     std::shared_ptr<checkpoint::saver> checkpointer;
+    /// Added to the builder's `interrupt_before` nodes (static breakpoints, by name).
     std::vector<std::string> interrupt_before;
+    /// Added to the builder's `interrupt_after` nodes.
     std::vector<std::string> interrupt_after;
+    /// Replaces the builder's graph name when not empty.
     std::string name;
     /// Where cached nodes keep their outcomes (`cache_policy`); empty: the checkpointer, or, for a
     /// graph without one, a memory saver private to the compiled graph.
@@ -132,6 +145,12 @@ boost::asio::awaitable<std::vector<state_snapshot<S>>> typed_history(std::unique
 
 /// @brief A compiled graph over state `S`: cheap to copy (a shared handle), safe to run from
 /// many coroutines and threads at once (each call has its own state).
+/// @tparam S the state type of the `state_graph<S>` it was compiled from.
+/// Thread safety: every member is const; one object (or copies of it) may run any number of calls
+/// at once from any threads. A call runs on the executor of the coroutine that awaits it: the
+/// tasks of a step interleave on one strand of it (a node that blocks holds up the others of its
+/// run). Make one call at a time per thread id: a saver's lease (SQLite, Postgres, Redis) keeps other
+/// processes off a thread (`thread_busy`), not a second call of this process.
 template <class S>
 class compiled_graph {
 public:
@@ -145,8 +164,27 @@ public:
     explicit compiled_graph(std::shared_ptr<const detail::graph_core> core) : core_(std::move(core)) {}
 
     /// @brief Runs the graph until it ends or interrupts.
+    /// @param in the input (`update<S>`, `as_input(...)`, `resume_input`, `command<S>`, or
+    /// `continue_input{}`); moved into the call.
+    /// @return the call's result: `done`, `interrupted` or `drained`, with the final state.
+    /// @throws thread_error(invalid_input) when the graph has a checkpointer (a thread id is needed);
+    /// otherwise as the overload with a `run_config`.
     boost::asio::awaitable<run_result<S>> invoke(input in) const { return invoke(std::move(in), run_config{}); }
     /// @brief Runs the graph until it ends or interrupts, on the thread `cfg.thread_id`.
+    /// @param in the input: new values reduced into the thread's state (starting a new run of the
+    /// graph from START), a resume for a pending interrupt, a command, or `continue_input{}` to go on
+    /// from the latest checkpoint (after a breakpoint or a drain).
+    /// @param cfg thread id (required with a checkpointer), checkpoint to replay or fork from,
+    /// recursion limit (supersteps, default 25), durability, retention, runtime context and store;
+    /// copied into the call.
+    /// @return the result: status, final state, pending interrupts, the last checkpoint id and step,
+    /// the nodes that run next, and the output schema's JSON.
+    /// @throws node_error (node_failed, the node's exception nested) when a node fails for good;
+    /// invalid_update_error, recursion_limit_error, graph_error (invalid_route, unmapped_route,
+    /// invalid_input, node_timeout); thread_error (thread_not_found, checkpoint_not_found,
+    /// nothing_to_resume, unknown_interrupt_id, resume_type_mismatch); drift_error; checkpoint_error
+    /// from the saver (thread_busy, storage_failure, ...). A failed call still leaves its last good
+    /// checkpoint stored.
     boost::asio::awaitable<run_result<S>> invoke(input in, const run_config& cfg) const {
         return detail::typed_run<S>(request(std::move(in), cfg, stream_mode::none, {}));
     }
@@ -154,6 +192,11 @@ public:
     /// @brief Runs the graph with breakpoints of this call's own (LangGraph's `interrupt_before` /
     /// `interrupt_after` given to `invoke`): those set replace the compiled ones for the call; "*"
     /// names every node. An unknown node is a graph_error(unknown_node) naming it.
+    /// @param in as for `invoke(in, cfg)`.
+    /// @param cfg as for `invoke(in, cfg)`.
+    /// @param breakpoints `before` and/or `after` node lists; each one set replaces the compiled
+    /// breakpoints of its kind for this call only.
+    /// @return as `invoke(in, cfg)`; errors as there.
     boost::asio::awaitable<run_result<S>> invoke(input in, const run_config& cfg, run_breakpoints breakpoints) const {
         auto req = request(std::move(in), cfg, stream_mode::none, {});
         req->interrupt_before = std::move(breakpoints.before);
@@ -166,6 +209,16 @@ public:
     /// a lambda that captures by value as a named object: g++ 12 destroys the captures of a lambda
     /// built inside a `co_await` expression twice (a compiler bug; it crashes), so such a
     /// temporary does not compile there, with a message saying what to write.
+    /// @tparam H the handler's type: callable as `on_event(const stream_event&)`.
+    /// @param in as for `invoke`.
+    /// @param cfg as for `invoke`.
+    /// @param modes the event kinds wanted, combined with `|` (values, updates, messages, custom,
+    /// checkpoints, tasks, debug; `stream_mode::none`: no events).
+    /// @param on_event called synchronously, one event at a time, on the call's executor, before the
+    /// run goes on (a slow handler slows the run); copied or moved into the call. An exception it
+    /// throws propagates: from an event a node writes (custom, messages) it fails that node (its
+    /// retry policy applies), from the others it fails the call.
+    /// @return as `invoke`; errors as there.
     template <class H>
     boost::asio::awaitable<run_result<S>> stream(input in, const run_config& cfg, stream_mode modes, H&& on_event) const {
         static_assert(std::is_invocable_v<std::remove_cvref_t<H>&, const stream_event&>,
@@ -181,10 +234,17 @@ public:
 
     /// @brief The thread's state at its latest checkpoint. The writes of tasks that already
     /// finished in the unfinished step are applied.
+    /// @param thread_id the thread.
+    /// @return its latest checkpoint as a snapshot (migrated to the current state version if needed).
+    /// @throws thread_error(no_checkpointer) for a graph without a checkpointer;
+    /// thread_error(thread_not_found) for a thread with no checkpoint; checkpoint_error from the saver.
     boost::asio::awaitable<state_snapshot<S>> get_state(std::string thread_id) const {
         return get_state(std::move(thread_id), std::nullopt);
     }
     /// @brief The thread's state at checkpoint `checkpoint_id` (the latest when empty).
+    /// @param thread_id the thread.
+    /// @param checkpoint_id a checkpoint id from a snapshot or `run_result`; nullopt: the latest.
+    /// @throws as the overload above, and thread_error(checkpoint_not_found) for an unknown id.
     boost::asio::awaitable<state_snapshot<S>> get_state(std::string thread_id,
                                                         std::optional<std::string> checkpoint_id) const {
         auto req = std::make_unique<detail::state_request>();
@@ -198,6 +258,10 @@ public:
     /// each subgraph node's task also carries its subgraph's state (`task_snapshot::state`, JSON,
     /// nested for nested subgraphs), as LangGraph's `get_state(config, subgraphs=True)`:
     /// `co_await app.get_state("t", {.subgraphs = true})`.
+    /// @param thread_id the thread.
+    /// @param o which checkpoint (`checkpoint_id`, empty: the latest) and whether subgraph states are
+    /// included (`subgraphs`).
+    /// @throws as `get_state(thread_id, checkpoint_id)`.
     boost::asio::awaitable<state_snapshot<S>> get_state(std::string thread_id, state_options o) const {
         auto req = std::make_unique<detail::state_request>();
         req->graph = core_;
@@ -208,9 +272,17 @@ public:
     }
 
     /// @brief The thread's checkpoints, newest first.
+    /// @param thread_id the thread; a thread with no checkpoints gives an empty list.
+    /// @throws thread_error(no_checkpointer) for a graph without a checkpointer; checkpoint_error from
+    /// the saver.
     boost::asio::awaitable<std::vector<state_snapshot<S>>> get_state_history(std::string thread_id) const {
         return get_state_history(std::move(thread_id), checkpoint::list_options{});
     }
+    /// @brief The thread's checkpoints, newest first, filtered and limited by `options`.
+    /// @param thread_id the thread.
+    /// @param options `before` (a checkpoint id: only older ones), `limit` (at most this many),
+    /// `source` and `step` filters (`checkpoint::list_options`), applied by the saver.
+    /// @throws as the overload above.
     boost::asio::awaitable<std::vector<state_snapshot<S>>> get_state_history(std::string thread_id,
                                                                              checkpoint::list_options options) const {
         auto req = std::make_unique<detail::state_request>();
@@ -225,6 +297,17 @@ public:
     /// The next nodes are the successors of `as_node`. Returns the new checkpoint id.
     /// @throws thread_error(invalid_input) without `as_node` when several nodes wrote last;
     /// drift_error when the thread was written by another graph shape, unless `allow_drift`.
+    /// @param thread_id the thread; one with no checkpoint starts from the state's defaults (its first
+    /// checkpoint, as if written from START).
+    /// @param values the fields to write, through their reducers.
+    /// @param as_node the node the update counts as written by (its outgoing edges decide `next`);
+    /// an unknown name is a graph_error(unknown_node).
+    /// @param checkpoint_id the checkpoint to update (a fork from there); nullopt: the latest. An
+    /// unknown id is a thread_error(checkpoint_not_found).
+    /// @param allow_drift true: update a thread written by another graph shape.
+    /// @return the id of the new checkpoint.
+    /// @throws also thread_error(no_checkpointer) without a checkpointer, and checkpoint_error from
+    /// the saver (thread_busy when another process holds the thread's lease).
     boost::asio::awaitable<std::string> update_state(std::string thread_id, update<S> values,
                                                      std::optional<std::string> as_node = std::nullopt,
                                                      std::optional<std::string> checkpoint_id = std::nullopt,
@@ -237,6 +320,13 @@ public:
     /// @brief `update_state` from a caller's JSON object of state fields: a nested struct's
     /// members left out keep the checkpoint's values (stategraph/json_shape.hpp); an unknown field
     /// or member is an `unknown_member_error`.
+    /// @param thread_id as for the typed overload.
+    /// @param values field name -> JSON value; read with the state's JSON conversions (a value that
+    /// does not convert is a graph_error(invalid_input)).
+    /// @param as_node as for the typed overload.
+    /// @param checkpoint_id as for the typed overload.
+    /// @param allow_drift as for the typed overload.
+    /// @return the id of the new checkpoint; errors as the typed overload.
     boost::asio::awaitable<std::string> update_state(std::string thread_id, boost::json::object values,
                                                      std::optional<std::string> as_node = std::nullopt,
                                                      std::optional<std::string> checkpoint_id = std::nullopt,
@@ -259,6 +349,8 @@ public:
     /// returns how many entries went. Entries of other graphs in the same saver stay.
     boost::asio::awaitable<std::size_t> clear_cache() const { return detail::clear_cache(core_, {}); }
     /// @brief Removes the cached outcomes of the nodes `nodes` only.
+    /// @param nodes node names of this graph whose cached outcomes go.
+    /// @return how many entries were removed. Runs on the awaiting coroutine's executor.
     boost::asio::awaitable<std::size_t> clear_cache(std::vector<std::string> nodes) const {
         return detail::clear_cache(core_, std::move(nodes));
     }
@@ -282,6 +374,7 @@ public:
     /// @param o what to highlight
     void write_dot(std::ostream& os, const dot_options& o) const { stategraph::write_dot(os, core_->topo, o); }
     /// @brief Mermaid flowchart of the graph.
+    /// @param os where the Mermaid text goes. Thread safety: as `write_dot`.
     void write_mermaid(std::ostream& os) const { stategraph::write_mermaid(os, core_->topo); }
     /// @brief The checkpointer the graph was compiled with (may be null).
     const std::shared_ptr<checkpoint::saver>& checkpointer() const { return core_->saver; }

@@ -117,6 +117,8 @@ boost::asio::awaitable<T> ready(T v) {
 
 /// @brief Passed to nodes that take it as their second parameter.
 /// Not thread safe: it belongs to one task attempt.
+/// Use it only inside the node call it was given to, on the run's executor (the node's coroutine);
+/// do not keep it past the node's return.
 class context {
 public:
     /// @brief The node's name.
@@ -139,6 +141,8 @@ public:
 
     /// @brief The caller's dependencies passed with the call (`run_config::runtime`), as type `T`.
     /// @throws graph_error(invalid_input) naming the node when the call passed none, or another type.
+    /// @tparam T the exact type passed with `runtime_of(deps)` (no base-class conversion).
+    /// @return the caller's object, which the caller keeps alive for the call.
     template <class T>
     const T& runtime() const {
         const auto& r = detail::runtime_of_call(*f_);
@@ -166,6 +170,12 @@ public:
     /// their stored answers, by position). The payload is converted to JSON before anything is
     /// awaited, so it may be a temporary.
     /// @throws thread_error(resume_type_mismatch) when the answer does not convert to `T`.
+    /// @tparam T the answer's type (default: raw JSON); needs a JSON conversion.
+    /// @tparam P the payload's type; needs a JSON conversion (shown to the human, streamed, saved).
+    /// @param payload what the human is asked, converted to JSON at once.
+    /// @return the answer to this interrupt on resume. Without one the node ends here (the
+    /// `interrupt_signal` the engine catches) and the call returns `run_status::interrupted`; the thread
+    /// needs a checkpointer to be resumed.
     template <class T = boost::json::value, class P>
     boost::asio::awaitable<T> interrupt(P&& payload) {
         static_assert(!detail::gcc12_unsafe_temporary<P>,
@@ -178,6 +188,10 @@ public:
 
     /// @brief The same as `interrupt`, without `co_await` (for plain nodes, and safe with any
     /// temporary as payload).
+    /// @tparam T the answer's type (default: raw JSON).
+    /// @tparam P the payload's type; needs a JSON conversion.
+    /// @param payload what the human is asked.
+    /// @return the answer on resume; throws `interrupt_signal` (let it pass) when there is none yet.
     template <class T = boost::json::value, class P>
     T interrupt_now(const P& payload) {
         const boost::json::value* answer = detail::next_resume(*f_);
@@ -202,6 +216,12 @@ public:
     /// the `co_await` expression and g++ 12 destroys it twice.
     /// @throws thread_error(resume_type_mismatch) when a saved result does not convert to the
     /// type `fn` returns now.
+    /// @tparam F a callable with no arguments returning a value with a JSON conversion, an awaitable of
+    /// one, or void.
+    /// @param name the side effect's name, unique within the node (repeated names are numbered by order).
+    /// @param fn the effect; it runs on the node's executor. An exception it throws is not saved: it
+    /// fails the attempt (and is retried per the node's policy, running `fn` again).
+    /// @return an awaitable of `fn`'s result (the saved one on a re-run).
     template <class F>
     auto task(std::string_view name, F&& fn) {
         static_assert(!detail::gcc12_unsafe_callable<F>,
@@ -217,6 +237,9 @@ public:
     }
 
     /// @brief Streams a custom event (stream mode `custom`).
+    /// @tparam T any type with a JSON conversion.
+    /// @param event the payload; converted and passed to the stream handler at once, and only when the
+    /// call streams `custom` (otherwise nothing is converted).
     template <class T>
     void write(const T& event) {
         if (detail::wants_custom(*f_)) detail::emit_custom(*f_, boost::json::value_from(event));
@@ -226,6 +249,8 @@ public:
     /// `[chunk, metadata]` pair; the metadata names the node, step, namespace, thread and run.
     /// A chat model node calls it for each token it receives:
     /// `ctx.write_message(boost::json::object{{"type", "AIMessageChunk"}, {"content", token}, {"id", id}})`.
+    /// @tparam T any type with a JSON conversion.
+    /// @param chunk the token or message chunk; dropped unless the call streams `messages`.
     template <class T>
     void write_message(const T& chunk) {
         if (detail::wants_messages(*f_)) detail::emit_message(*f_, boost::json::value_from(chunk));

@@ -16,10 +16,12 @@ namespace stategraph {
 
 /// @brief Asks every run of this process to stop at its next superstep boundary.
 /// Async-signal-safe: may be called from a signal handler.
+/// Thread safety: any thread, and signal handlers (it sets an atomic flag).
 void request_drain() noexcept;
 /// @brief Whether a drain was requested (and not cancelled).
 bool drain_requested() noexcept;
 /// @brief Lets runs started from now on go to their end again.
+/// Thread safety: any thread.
 void cancel_drain() noexcept;
 
 } // namespace stategraph

@@ -30,6 +30,7 @@ struct node_failure {
 
 /// @brief Thrown when an error handler itself fails: `errc::node_failed`, naming the node first
 /// and the handler second; `nested()` is the handler's exception, `node_failure()` the node's.
+/// Thread safety: an immutable exception object; copies may be read from any thread.
 class error_handler_error : public graph_error {
 public:
     error_handler_error(std::string node, std::string handler, std::exception_ptr handler_error,
@@ -75,13 +76,24 @@ concept error_handler_of = (detail::handler_with_context<F, S> || detail::handle
 /// any callable `f(const S&, const node_failure&[, context&])` returning `update<S>`, `command<S>`,
 /// `void`, or an awaitable of those: `node_options{.on_error = apologize}` or
 /// `node_options{.on_error = {"apologize", apologize}}`.
+/// Thread safety: immutable once built; one handler (or copies) may serve many runs at once, so the
+/// callable must be safe to call concurrently. It runs on the run's executor, in the failed node's
+/// task; it may not interrupt (that is an `error_handler_error`).
 class error_handler {
 public:
     error_handler() = default;
     template <class F>
         requires(!std::is_same_v<std::remove_cvref_t<F>, error_handler>)
+    /// @brief A handler named "error_handler".
+    /// @tparam F the callable's type; its first parameter's type is the state it reads, checked against
+    /// the graph's state by `compile()` (`errc::invalid_input`).
+    /// @param fn the handler, moved in.
     error_handler(F fn) : error_handler("error_handler", std::move(fn)) {}
 
+    /// @brief A named handler.
+    /// @tparam F as above.
+    /// @param name shown in errors, debug events and graph descriptions.
+    /// @param fn the handler, moved in.
     template <class F>
     error_handler(std::string name, F fn) : name_(std::move(name)) {
         using S = typename decltype(detail::handler_state_impl<F>())::type;

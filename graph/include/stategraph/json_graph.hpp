@@ -56,6 +56,7 @@ struct json_command {
 };
 
 /// @brief One call of `json_graph::invoke`: what goes in, how it runs, what it streams.
+/// Thread safety: a plain value, moved into the call.
 struct json_run {
     /// Continue the thread (`continue_run`), new values (the graph's input schema when it
     /// declares one, else state fields; read against the thread's state: a nested struct's
@@ -81,6 +82,7 @@ using json_result = run_result<boost::json::object>;
 using json_snapshot = state_snapshot<boost::json::object>;
 
 /// @brief One call of `json_graph::update_state`.
+/// Thread safety: a plain value, moved into the call.
 struct json_update {
     std::string thread_id;
     boost::json::object values;           ///< state fields (none: a checkpoint with no change); nested members left out kept
@@ -104,15 +106,20 @@ struct namespace_head {
 ///
 /// Cancellation: a call stops when the awaiting coroutine's cancellation slot is emitted (as
 /// `compiled_graph::invoke` does): tasks in flight are cancelled, and what was saved stays.
+/// Thread safety: every member is const; one object (or copies) may serve calls from any threads at
+/// once, each running on the executor of the coroutine that awaits it (as `compiled_graph`).
 class json_graph {
 public:
     json_graph() = default;
     /// @brief The JSON face of `g`.
+    /// @tparam S the graph's state type.
+    /// @param g the compiled graph, shared (not copied).
     template <class S>
     explicit json_graph(const compiled_graph<S>& g) : json_graph(g.core()) {}
     /// @brief The JSON face of a compiled graph's engine tables (`compiled_graph::core()`, or
     /// a server `assistant_spec`'s `core`).
     /// @throws std::invalid_argument when `core` is null.
+    /// @param core the engine tables, shared.
     explicit json_graph(std::shared_ptr<const detail::graph_core> core);
 
     // -- running ---------------------------------------------------------------------------------
@@ -122,20 +129,29 @@ public:
     /// the state (thrown by this call, before anything runs); the engine's errors otherwise
     /// (`nothing_to_resume`, `unknown_interrupt_id`, `checkpoint_not_found`, `recursion_limit`,
     /// `node_failed`, ...).
+    /// @param run input, `run_config`, stream modes and handler, per-call breakpoints.
+    /// @return status, the state as JSON, interrupts, the last checkpoint id and step, next nodes and
+    /// the output schema's JSON.
     boost::asio::awaitable<json_result> invoke(json_run run) const;
 
     // -- state -----------------------------------------------------------------------------------
 
     /// @brief The thread's state at its latest checkpoint (writes of tasks that finished in the
     /// unfinished step applied). @throws thread_error `thread_not_found`, `no_checkpointer`.
+    /// @param thread_id the thread.
     boost::asio::awaitable<json_snapshot> get_state(std::string thread_id) const;
     /// @brief The thread's state at checkpoint `checkpoint_id` (the latest when empty).
     /// @throws thread_error `checkpoint_not_found` naming the thread.
+    /// @param thread_id the thread.
+    /// @param checkpoint_id a checkpoint id; nullopt: the latest.
     boost::asio::awaitable<json_snapshot> get_state(std::string thread_id, std::optional<std::string> checkpoint_id) const;
     /// @brief The thread's state at `o.checkpoint_id`, with its waiting subgraphs' states when
     /// `o.subgraphs` (see `compiled_graph::get_state(thread, state_options)`).
+    /// @param thread_id the thread.
+    /// @param o the checkpoint (empty: the latest) and whether subgraph states are included.
     boost::asio::awaitable<json_snapshot> get_state(std::string thread_id, state_options o) const;
     /// @brief The thread's checkpoints, newest first (empty for an unknown thread).
+    /// @param thread_id the thread.
     boost::asio::awaitable<std::vector<json_snapshot>> get_state_history(std::string thread_id) const;
     boost::asio::awaitable<std::vector<json_snapshot>> get_state_history(std::string thread_id,
                                                                          checkpoint::list_options options) const;
@@ -144,14 +160,17 @@ public:
     /// @throws graph_error `invalid_input` naming the field (thrown by this call), `unknown_node`
     /// for an `as_node` that is not a node, `thread_not_found`, `checkpoint_not_found`,
     /// `graph_drift` (unless `allow_drift`).
+    /// @param u the thread, values, `as_node`, checkpoint, drift permission and subgraph namespace.
     boost::asio::awaitable<std::string> update_state(json_update u) const;
     /// @brief The interrupts the thread's latest checkpoint waits on (what a resume answers).
     /// @throws thread_error `thread_not_found` for a thread with no checkpoint.
+    /// @param thread_id the thread.
     boost::asio::awaitable<std::vector<interrupt_info>> pending_interrupts(std::string thread_id) const;
     /// @brief The thread's checkpoint namespaces that a resume continues: the graph's own ("")
     /// first, then, depth first, each subgraph namespace holding an interrupted task's subgraph,
     /// with the newest checkpoint of each (namespaces with none are left out).
     /// @throws thread_error `no_checkpointer`.
+    /// @param thread_id the thread.
     boost::asio::awaitable<std::vector<namespace_head>> subgraph_namespaces(std::string thread_id) const;
 
     // -- conversions -----------------------------------------------------------------------------
@@ -159,18 +178,26 @@ public:
     /// @brief Checks that `values` fits the state as an update, as `invoke` and `update_state`
     /// would read it. @throws graph_error `invalid_input` naming the field, with `where` first in
     /// the message (as "input: unknown field 'x' (did you mean 'y'?)").
+    /// @param values state fields as JSON.
+    /// @param where what the values are, for the message ("input", "update").
     void check_values(const boost::json::object& values, std::string_view where) const;
     /// @brief Checks that `input` fits the graph's input (its input schema, else the state's
     /// fields), as `invoke` reads it. @throws graph_error `invalid_input` (an
     /// `unknown_member_error` for a member a struct lacks) with `where` first in the message.
+    /// @param input the caller's input object.
+    /// @param where what it is, for the message.
     void check_input(const boost::json::object& input, std::string_view where) const;
     /// @brief A typed state as JSON, as this face shows it (every field).
+    /// @tparam S the state type.
+    /// @param state the state.
     template <class S>
     static boost::json::object to_json(const S& state) {
         return detail::state_json(detail::table_of<S>(), &state);
     }
     /// @brief A typed update from JSON, as this face reads it.
     /// @throws graph_error `invalid_input` naming the field.
+    /// @tparam S the state type.
+    /// @param values field name -> JSON value.
     template <class S>
     static update<S> update_from_json(const boost::json::object& values) {
         auto box = detail::update_from_json(detail::table_of<S>(), values, errc::invalid_input, "update");
@@ -186,6 +213,7 @@ public:
     /// @brief The state's fields, in declaration order.
     const std::vector<std::string>& fields() const;
     /// @brief Whether `name` is a node of the graph.
+    /// @param name a node name.
     bool has_node(const std::string& name) const;
     /// @brief The checkpointer the graph was compiled with (may be null).
     const std::shared_ptr<checkpoint::saver>& checkpointer() const;

@@ -91,6 +91,13 @@ std::vector<std::string> member_names() {
 /// @brief Reads `v` into `target` under the merge rule above. `where` names the place for
 /// messages ("input.conversation"). Throws `unknown_member_error`, or `graph_error(code)` naming
 /// the member when a value does not convert.
+/// @tparam T a described struct (merged member by member) or any type with a JSON conversion
+/// (replaced whole).
+/// @param target the value read into; members the JSON leaves out keep their values.
+/// @param v the caller's JSON.
+/// @param code the `errc` of the error thrown (`invalid_input` for callers' input).
+/// @param where the path for messages; each nested member appends ".name".
+/// Thread safety: touches only `target`; any thread.
 template <class T>
 void merge_json(T& target, const boost::json::value& v, errc code, const std::string& where) {
     if constexpr (detail::is_described_struct_v<T>) {
@@ -127,6 +134,10 @@ void merge_json(T& target, const boost::json::value& v, errc code, const std::st
 }
 
 /// @brief Reads a whole `T` from `v` under the merge rule: members left out keep `T{}`'s values.
+/// @tparam T as for `merge_json`, default-constructible.
+/// @param v the JSON.
+/// @param code the `errc` of the error thrown.
+/// @param where the path for messages.
 template <class T>
 T read_json(const boost::json::value& v, errc code, const std::string& where) {
     T out{};
@@ -137,6 +148,8 @@ T read_json(const boost::json::value& v, errc code, const std::string& where) {
 /// @brief The JSON Schema of `T`: objects for described structs (with a title and, when
 /// `required` is true, every member required), strings with an `enum` for described enums,
 /// arrays, maps as objects with `additionalProperties`, optionals as `anyOf [T, null]`.
+/// @tparam T the type described.
+/// @param required list every member of a described struct as required.
 template <class T>
 boost::json::object json_schema_of(bool required = false) {
     using boost::json::object;

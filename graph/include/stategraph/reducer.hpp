@@ -25,6 +25,7 @@ template <class S>
 struct for_state {};
 
 /// @brief Reducer: concatenate the update onto the current value (vectors, strings, deques).
+/// Thread safety: stateless; call from any thread.
 struct append_t {
     template <class T>
         requires requires(T& c, T& u) { c.insert(c.end(), std::make_move_iterator(u.begin()), std::make_move_iterator(u.end())); }
@@ -38,6 +39,7 @@ inline constexpr append_t append{};
 /// @brief Reducer for message lists, as LangGraph's `add_messages`: a message whose id is
 /// already present replaces it, a message with role "remove" deletes the message with its
 /// id, anything else is appended. Messages without an id get one.
+/// Thread safety: call from any thread (ids come from a process-wide atomic counter).
 struct messages_t {
     template <class T>
         requires requires(T& c) { c.begin()->id; c.begin()->role; }
@@ -75,6 +77,12 @@ struct field_reducer {
 };
 
 /// @brief Declares the reducer of field `M`.
+/// @tparam M `&S::field`, the field reduced.
+/// @tparam Op callable as `T(T current, T update)` with `T` the field's type (a `static_assert`
+/// says so otherwise).
+/// @param op the reducer, copied into the state's reducer list; called by the engine on the run's
+/// executor, possibly from several runs at once, so it must not keep shared mutable state.
+/// @return the reducer to list in `reducers{...}`.
 template <auto M, class Op>
 constexpr field_reducer<M, std::decay_t<Op>> reduce(Op&& op) {
     return {std::forward<Op>(op)};

@@ -13,6 +13,10 @@
 namespace stategraph {
 
 /// @brief How a failing node is retried inside its superstep.
+/// A failed attempt is retried when attempts remain and `retry_on` accepts the error; then the
+/// node fails for good (`node_error`, or its error handler runs). The wait does not block a thread:
+/// it is a timer on the run's executor. Thread safety: a plain value; `retry_on` is called from
+/// the runs using the policy, possibly at once.
 struct retry_policy {
     int max_attempts = 3;                                   ///< attempts in all, the first included
     std::chrono::milliseconds initial_interval{500};        ///< wait before the second attempt
@@ -23,6 +27,9 @@ struct retry_policy {
     std::function<bool(std::exception_ptr)> retry_on;       ///< which errors to retry (empty: all)
 
     /// @brief The wait before attempt `attempt` (2 for the first retry).
+    /// @param attempt the attempt about to start, 2 or more.
+    /// @return `initial_interval * backoff_factor^(attempt-2)`, capped at `max_interval`, plus up to
+    /// 25% jitter when `jitter`.
     std::chrono::milliseconds delay_before(int attempt) const {
         double ms = static_cast<double>(initial_interval.count());
         for (int i = 2; i < attempt; ++i) ms *= backoff_factor;
@@ -37,6 +44,7 @@ struct retry_policy {
 
 /// @brief The policy in words, stable across runs (for graph descriptions and diffs):
 /// "attempts=3 initial=500ms backoff=2 max=128000ms jitter timeout=0ms" (+ " retry_on" when it filters).
+/// @param p the policy.
 inline std::string describe_retry(const retry_policy& p) {
     char backoff[32];
     std::snprintf(backoff, sizeof backoff, "%g", p.backoff_factor);

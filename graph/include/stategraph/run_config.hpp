@@ -26,12 +26,14 @@ namespace stategraph {
 
 /// @brief A short identifier (thread or checkpoint id) stored inline: trivially copyable and
 /// destructible, at most `max_size` bytes (a longer one throws `graph_error(invalid_input)`).
+/// Thread safety: a plain value; distinct objects are independent.
 class id_text {
 public:
     static constexpr std::size_t max_size = 255;
 
     constexpr id_text() noexcept = default;
     id_text(const char* s) { assign(s ? std::string_view(s) : std::string_view()); }
+    /// @param s the id's text, copied; more than `max_size` bytes throws `graph_error(invalid_input)`.
     id_text(std::string_view s) { assign(s); }
     id_text(const std::string& s) { assign(s); }
 
@@ -72,6 +74,9 @@ struct runtime_context {
 };
 /// @brief The runtime context referring to `deps` (an lvalue: a temporary would be gone before
 /// the nodes read it).
+/// @tparam T the type nodes ask for with `ctx.runtime<T>()` (exactly this type).
+/// @param deps the caller's object; only its address is kept, so it must outlive the call. Nodes
+/// read it concurrently, so share it read-only or make it thread-safe.
 template <class T>
 runtime_context runtime_of(const T& deps) noexcept {
     return {&deps, &typeid(T)};
@@ -98,6 +103,7 @@ enum class durability : unsigned char {
 
 /// @brief How one call runs. Every member is optional; write it where you call:
 /// `co_await app.invoke(input, {.thread_id = "chat-42"})`.
+/// Thread safety: a plain, trivially copyable value, copied into each call.
 struct run_config {
     id_text thread_id;                    ///< required with a checkpointer
     id_text checkpoint_id;                ///< start from this checkpoint (replay / fork); empty: the latest

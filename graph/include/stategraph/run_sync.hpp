@@ -22,6 +22,15 @@
 namespace stategraph {
 
 /// @brief Runs `work` on a new single-threaded `io_context` until it completes.
+/// @tparam T the coroutine's result type.
+/// @param work the coroutine, e.g. `app.invoke(...)`; it runs on the new `io_context`, on the
+/// calling thread, and every node and saver call awaited inside it completes there.
+/// @return `work`'s result; its exception, if any, is rethrown here.
+/// Thread safety: call from any thread that is not running an `io_context` it needs; it blocks that
+/// thread until `work` ends. Anything `work` waits for on another executor (an I/O object of your
+/// own bound to an `io_context` nobody runs) never completes: run that context on a thread of its
+/// own, or `co_spawn` the call onto it instead. This library's savers and `openai_chat_model` run
+/// on the awaiting coroutine's executor, so they work under `run_sync`.
 template <class T>
 T run_sync(boost::asio::awaitable<T> work) {
     boost::asio::io_context io;

@@ -32,6 +32,7 @@ namespace stategraph {
 
 /// @brief Options of `add_node`. Retry, timeout, cache and error handler left unset take the
 /// graph's `node_defaults` (unless `use_defaults` is false); those set here win.
+/// Thread safety: a plain value; distinct objects are independent.
 struct node_options {
     std::string stage;                 ///< cluster in drawings
     bool defer = false;                ///< run only when no other node is pending
@@ -46,16 +47,17 @@ struct node_options {
     bool use_defaults = true;          ///< false: take none of the graph's `node_defaults`
 };
 
-/// @brief Graph-wide node options (`state_graph::set_node_defaults`, LangGraph's
-/// `setNodeDefaults`): every node that does not set its own retry policy, timeout, cache policy
-/// or error handler uses these. Subgraph nodes and the nodes inside a subgraph are no exception
-/// (a subgraph has defaults of its own).
 /// @brief What an output mapping (`state_graph::output_schema`) reads besides the state.
 struct output_context {
     /// The nodes the call ran, in order (superstep, then name).
     const std::vector<std::string>& path;
 };
 
+/// @brief Graph-wide node options (`state_graph::set_node_defaults`, LangGraph's
+/// `setNodeDefaults`): every node that does not set its own retry policy, timeout, cache policy
+/// or error handler uses these. Subgraph nodes and the nodes inside a subgraph are no exception
+/// (a subgraph has defaults of its own).
+/// Thread safety: a plain value; distinct objects are independent.
 struct node_defaults {
     std::optional<retry_policy> retry;
     std::chrono::milliseconds timeout{0};
@@ -86,12 +88,19 @@ template <class T, class A> struct is_vector<std::vector<T, A>> : std::true_type
 
 /// @brief Builds a graph over state `S`. Not thread safe; `compile()` makes an immutable,
 /// shareable `compiled_graph<S>`.
+/// @tparam S the state: a default-constructible struct listed in `BOOST_DESCRIBE_STRUCT` with every
+/// field a node reads or writes (a field left out is invisible to the engine).
+/// Thread safety: not thread-safe: build it on one thread. Distinct builders are independent, and
+/// `compile()` copies what it needs, so a builder may be changed and compiled again after.
 template <class S>
 class state_graph {
     static_assert(described_state<S>,
                   "state_graph<S>: S must be a default-constructible struct described with "
                   "BOOST_DESCRIBE_STRUCT(S, (), (field1, field2, ...)); add that line after the struct");
 public:
+    /// @brief An empty graph.
+    /// @param name the graph's name: shown in drawings and the server, and part of the key of cached
+    /// node outcomes (`compile_options::name` overrides it).
     explicit state_graph(std::string name = "graph") : impl_(std::make_shared<detail::graph_core>()) {
         impl_->st = &detail::table_of<S>();
         impl_->state_schema = json_schema_of<S>(true);
@@ -100,6 +109,18 @@ public:
 
     /// @brief Adds a node. `fn` takes `const S&` (or a Send payload type) and optionally
     /// `context&`, and returns `update<S>`, `command<S>`, `void`, or an awaitable of those.
+    /// @tparam F the node's callable type; its signature is checked at compile time (a `static_assert`
+    /// names the expected forms).
+    /// @param name the node's name, unique in the graph; START, END, "" and names starting with "__"
+    /// are reserved. A duplicate or reserved name is not thrown here: `compile()` reports it
+    /// (`errc::duplicate_node`).
+    /// @param fn the node, moved into the graph and called once per task, possibly from several runs
+    /// at once (make it safe to call concurrently, or keep state in `S`). An exception it throws is
+    /// retried per `options.retry`, then handled by `options.on_error` or fails the call with a
+    /// `node_error` (`errc::node_failed`).
+    /// @param options stage, retry, timeout, cache, error handler and Command destinations
+    /// (`node_options`); unset ones take the graph's `node_defaults` at `compile()`.
+    /// @return `*this`, for chaining.
     template <class F>
     state_graph& add_node(std::string name, F fn, node_options options = {}) {
         using In = node_input_t<F, S>;
@@ -120,6 +141,12 @@ public:
     /// @brief Adds a compiled graph as a node. Fields with the same name are shared: the
     /// subgraph reads them from this graph's state and its writes to them come back as the
     /// node's update (only what it wrote, not its whole state).
+    /// @tparam C the subgraph's state type; fields are matched with this graph's by name.
+    /// @param name the node's name (rules as for the other overload).
+    /// @param sub the compiled subgraph; it is shared, not copied (a `compiled_graph` is a handle).
+    /// Its checkpoints go to this graph's checkpointer, under the node's namespace.
+    /// @param options as for a function node; its own `node_defaults` still apply inside the subgraph.
+    /// @return `*this`, for chaining.
     template <class C>
     state_graph& add_node(std::string name, const compiled_graph<C>& sub, node_options options = {}) {
         auto call = detail::subgraph_call(sub.core(), detail::table_of<S>());
@@ -131,11 +158,19 @@ public:
     }
 
     /// @brief `from` -> `to`. Use START and END for the entry and exit.
+    /// @param from the source node, or START.
+    /// @param to the node that runs in the step after `from` ran, or END. Names are checked by
+    /// `compile()` (`errc::unknown_node`, with the nearest name suggested), so edges may come first.
+    /// @return `*this`, for chaining.
     state_graph& add_edge(std::string from, std::string to) {
         impl_->topo.edges.push_back({std::move(from), std::move(to)});
         return *this;
     }
     /// @brief A join: `to` runs once all of `sources` have run.
+    /// @param sources the nodes that must all have run (in any steps) before `to` runs once; a
+    /// source that can be skipped makes `compile()` report `errc::join_never_fires`.
+    /// @param to the joining node, or END.
+    /// @return `*this`, for chaining.
     state_graph& add_edge(std::vector<std::string> sources, std::string to) {
         impl_->topo.joins.push_back({std::move(sources), std::move(to)});
         return *this;
@@ -149,6 +184,17 @@ public:
     /// route value to a node, or to several (`std::vector<std::string>`: that value leads to all
     /// of them, run in the next step, as a LangGraph router returning a list). A router may also
     /// return a vector of values. With a described enum, `compile()` checks every value is mapped.
+    /// @tparam F the router: callable as `router(const S&)`, returning a `K` value or a
+    /// `std::vector` of them (for a `std::string` key, any type convertible to string).
+    /// @tparam K the route value type: the router's result, or `std::string`.
+    /// @tparam V `std::string` (one target) or `std::vector<std::string>` (all run next step).
+    /// @param from the node (or START) whose completion runs the router; may be added after this call.
+    /// @param router called once each time `from` finishes, on the run's executor, with the state
+    /// after the step's updates. It may be called from several runs at once.
+    /// @param path_map route value -> target node(s) or END. For a described enum, `compile()`
+    /// reports a value left unmapped; at run time an unmapped value fails the call with
+    /// `graph_error(errc::unmapped_route)`.
+    /// @return `*this`, for chaining.
     template <class F, class K, class V>
     state_graph& add_conditional_edges(std::string from, F router, std::map<K, V> path_map) {
         using R = router_result_t<F>;
@@ -187,6 +233,14 @@ public:
 
     /// @brief A conditional edge whose router returns node names, or Sends, directly;
     /// `targets` lists every node it may return (for validation and drawing).
+    /// @tparam F the router: `router(const S&)` returning a node name (or anything convertible to
+    /// one, a bool, an integer, a described enum: its label), `send`, or a `std::vector` of those.
+    /// @param from the node (or START) after which the router runs.
+    /// @param router called once each time `from` finishes, on the run's executor; a name that is not
+    /// a node fails the call with `graph_error(errc::invalid_route)`.
+    /// @param targets every node the router may return (for `compile()`'s checks and drawings; with
+    /// Sends, the nodes they address).
+    /// @return `*this`, for chaining.
     template <class F>
     state_graph& add_conditional_edges(std::string from, F router, std::vector<std::string> targets) {
         using R = router_result_t<F>;
@@ -205,18 +259,22 @@ public:
     }
 
     /// @brief Marks nodes to stop before (static breakpoints, persisted with the graph).
+    /// @param nodes node names; a call stops with `run_status::interrupted` before any of them runs,
+    /// and continues when invoked again on the thread. Needs a checkpointer. Unknown names are reported
+    /// by `compile()`. Added to those set before (and to `compile_options::interrupt_before`).
+    /// @return `*this`, for chaining.
     state_graph& interrupt_before(std::vector<std::string> nodes) {
         for (auto& n : nodes) impl_->topo.interrupt_before.insert(std::move(n));
         return *this;
     }
     /// @brief Marks nodes to stop after.
+    /// @param nodes node names; a call stops after the step in which one of them ran.
+    /// @return `*this`, for chaining.
     state_graph& interrupt_after(std::vector<std::string> nodes) {
         for (auto& n : nodes) impl_->topo.interrupt_after.insert(std::move(n));
         return *this;
     }
 
-    /// @brief Sets the graph-wide node defaults (replacing earlier ones); they apply at `compile()`
-    /// to every node, whenever it was added, that leaves the option unset.
     /// @brief Declares the input callers send, apart from the state (LangGraph's `input_schema`):
     /// a described struct `I`. A caller's JSON is read as an `I` (members left out keep `I`'s
     /// defaults; an unknown member is an `unknown_member_error`), then `map` turns it into the
@@ -224,6 +282,12 @@ public:
     /// `current` is the thread's state (its defaults on a new thread). In process, send one with
     /// `app.invoke(as_input(I{...}), cfg)`; the server reads a run's `input` this way and reports
     /// `I`'s JSON Schema as the assistant's `input_schema`.
+    /// @tparam I the input type: a struct described with `BOOST_DESCRIBE_STRUCT`.
+    /// @tparam F `map`'s type (checked by a `static_assert`).
+    /// @param map turns a read `I` (and the thread's current state) into the update the call applies;
+    /// called once per call with such an input, on the calling coroutine. A JSON input that does not fit
+    /// `I` fails the call with `errc::invalid_input`.
+    /// @return `*this`, for chaining.
     template <class I, class F>
     state_graph& input_schema(F map) {
         static_assert(detail::is_described_struct_v<I>,
@@ -245,6 +309,9 @@ public:
     }
     /// @brief Declares the input `I` whose members are fields of the state, by name (checked by
     /// `compile()`): the members a caller sends set those fields, the others are left alone.
+    /// @tparam I a described struct whose members are named and typed as state fields; a member that
+    /// is not a field is reported by `compile()` (`errc::invalid_input`).
+    /// @return `*this`, for chaining.
     template <class I>
     state_graph& input_schema() {
         static_assert(detail::is_described_struct_v<I>,
@@ -264,6 +331,11 @@ public:
     /// `map(const S&)` or `map(const S&, const output_context&)` (the nodes the call ran). A
     /// call's result carries it (`run_result::output<O>()`), the `values` stream shows it, and the
     /// server answers runs with it; `get_state` still shows the whole state.
+    /// @tparam O the output type: a described struct with JSON conversions (Boost.Describe's suffice).
+    /// @tparam F `map`'s type (checked by a `static_assert`).
+    /// @param map called at the end of each call (and for each `values` stream event) with the final
+    /// state, on the run's executor.
+    /// @return `*this`, for chaining.
     template <class O, class F>
     state_graph& output_schema(F map) {
         static_assert(detail::is_described_struct_v<O>,
@@ -287,6 +359,9 @@ public:
     }
     /// @brief Declares the output `O` whose members are fields of the state, by name (checked by
     /// `compile()`).
+    /// @tparam O a described struct whose members are named and typed as state fields; a member that
+    /// is not a field is reported by `compile()` (`errc::invalid_input`).
+    /// @return `*this`, for chaining.
     template <class O>
     state_graph& output_schema() {
         static_assert(detail::is_described_struct_v<O>,
@@ -308,6 +383,7 @@ public:
     /// thread written by an older version is migrated (`add_migration`) when it is read.
     /// @param version the state's version now, at least 1; raise it when the state changes shape
     /// in a way threads already stored must be carried over (see migration.hpp).
+    /// @return `*this`, for chaining. A version below 1 is reported by `compile()`.
     state_graph& set_state_version(int version) {
         impl_->state_version = version;
         return *this;
@@ -318,6 +394,8 @@ public:
     /// @param from the version `fn` reads (at least 1, below `set_state_version`'s)
     /// @param fn a function or lambda taking the old state (a described struct, the state as it was
     /// at version `from`) and returning the next version's (the graph's state for the last step)
+    /// @return `*this`, for chaining. Gaps, duplicates and type mismatches in the chain are reported
+    /// by `compile()` (`errc::invalid_input`).
     template <class F>
     state_graph& add_migration(int from, F fn) {
         using sig = detail::migration_signature<std::decay_t<F>>;
@@ -331,6 +409,11 @@ public:
         return *this;
     }
 
+    /// @brief Sets the graph-wide node defaults (replacing earlier ones); they apply at `compile()`
+    /// to every node, whenever it was added, that leaves the option unset.
+    /// @param defaults retry policy, per-attempt timeout, cache policy and error handler for every
+    /// node that sets none itself and keeps `node_options::use_defaults`.
+    /// @return `*this`, for chaining.
     state_graph& set_node_defaults(node_defaults defaults) {
         defaults_ = std::move(defaults);
         return *this;
@@ -342,6 +425,12 @@ public:
     const topology& shape() const { return impl_->topo; }
 
     /// @brief Validates and freezes the graph. Throws `compile_error` listing every problem.
+    /// @param options checkpointer, extra breakpoints, name, cache saver and store
+    /// (`compile_options`); all optional.
+    /// @return an immutable, cheaply copyable graph; this builder is left unchanged.
+    /// @throws compile_error (a `graph_error`) whose `problems()` lists every problem found:
+    /// unknown or duplicate nodes, no entry point, unreachable nodes, nodes with no path to END,
+    /// unmapped enum routes, joins that never fire, bad schemas or migrations.
     compiled_graph<S> compile(compile_options options = {}) const {
         std::vector<graph_problem> problems;
         auto g = compile(std::move(options), problems);
@@ -350,6 +439,10 @@ public:
     }
 
     /// @brief Validates and freezes the graph; on problems returns nullopt and fills `problems`.
+    /// @param options as for `compile(options)`.
+    /// @param problems cleared, then filled with every problem found (empty on success).
+    /// @return the compiled graph, or `std::nullopt` when `problems` is not empty. Does not throw
+    /// for graph problems.
     std::optional<compiled_graph<S>> compile(compile_options options, std::vector<graph_problem>& problems) const {
         auto impl = std::make_shared<detail::graph_core>(*impl_);
         auto& t = impl->topo;

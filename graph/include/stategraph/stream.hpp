@@ -31,10 +31,15 @@ enum class stream_mode : unsigned {
 constexpr stream_mode operator|(stream_mode a, stream_mode b) {
     return static_cast<stream_mode>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
+/// @brief Whether `set` includes `m`.
+/// @param set modes combined with `|`.
+/// @param m one mode.
 constexpr bool has_mode(stream_mode set, stream_mode m) { return (static_cast<unsigned>(set) & static_cast<unsigned>(m)) != 0; }
 
 /// @brief One streamed event. `ns` is empty for the graph itself and names the subgraph
 /// task (`"<node>:<task id>"`) for events from inside a subgraph.
+/// Thread safety: a plain value, passed to the handler by const reference and valid only during
+/// that call (copy it to keep it).
 struct stream_event {
     stream_mode mode = stream_mode::none;
     std::vector<std::string> ns;
@@ -45,6 +50,8 @@ struct stream_event {
     bool interrupt = false;    ///< an `__interrupt__` updates event
 };
 
+/// @brief The handler `compiled_graph::stream` calls. Thread safety: called one event at a time,
+/// on the run's executor; never concurrently for one call.
 using stream_handler = std::function<void(const stream_event&)>;
 
 } // namespace stategraph

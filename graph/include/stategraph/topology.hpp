@@ -68,6 +68,8 @@ struct topology {
 };
 
 /// @brief Every structural problem of the graph (empty when it is sound).
+/// @param t the shape (`state_graph::shape()`, `compiled_graph::shape()`).
+/// Thread safety: reads `t` only; any thread.
 std::vector<graph_problem> validate(const topology& t);
 
 /// @brief Options for drawing.
@@ -83,8 +85,14 @@ struct dot_options {
 /// @brief Writes Graphviz DOT (through Boost.Graph's write_graphviz): START/END distinct,
 /// conditional edges dashed with their route label, joins as junction points, deferred nodes
 /// dashed, breakpoints red, Command targets dotted, stages and subgraphs as clusters.
+/// @param os where the DOT text goes (the caller keeps it usable; stream errors are the stream's).
+/// @param t the shape.
+/// @param options highlights (path, current nodes, interrupts, failures) and a caption.
+/// Thread safety: reads `t` only; concurrent calls need distinct streams.
 void write_dot(std::ostream& os, const topology& t, const dot_options& options = {});
 /// @brief Writes a Mermaid flowchart of the same graph.
+/// @param os where the Mermaid text goes.
+/// @param t the shape.
 void write_mermaid(std::ostream& os, const topology& t);
 /// @brief A canonical, sorted description of the shape (nodes, edges, routes, state fields).
 std::vector<std::string> shape_lines(const topology& t);

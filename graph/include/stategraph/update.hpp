@@ -16,6 +16,9 @@ namespace stategraph {
 /// @endcode
 /// A field with a reducer can also be overwritten, bypassing its reducer (LangGraph's
 /// `Overwrite`): `update<turn>{}.overwrite<&turn::trail>({})` empties the trail for a new turn.
+/// @tparam S the state type: a struct described with `BOOST_DESCRIBE_STRUCT`.
+/// Thread safety: a plain value; distinct objects are independent, a shared one is safe for
+/// concurrent const calls only.
 template <class S>
 class update {
     static_assert(described_state<S>,
@@ -28,6 +31,7 @@ public:
 
     update() = default;
     /// @brief An update that sets every field of `values`.
+    /// @param values the whole state, every field of which is written (through its reducer).
     static update all(S values) {
         update u;
         u.values_ = std::move(values);
@@ -37,6 +41,10 @@ public:
 
     /// @brief Sets field `M` (a pointer to a member of S) to `v`; a braced list works too:
     /// `set<&S::log>({"a", "b"})`.
+    /// @tparam M `&S::field`, a field listed in `BOOST_DESCRIBE_STRUCT` (a field of another struct is a
+    /// compile error).
+    /// @param v the value written; reduced with the current value when the field has a reducer.
+    /// @return `*this` (the `&&` overload returns it moved, for chaining on a temporary).
     template <auto M>
     update& set(typename member_traits<M>::value_type v) & {
         static_assert(std::is_same_v<typename member_traits<M>::state_type, S>,
@@ -57,6 +65,9 @@ public:
     /// (as LangGraph's `Overwrite`). In a step, an overwrite wins over the other nodes' writes of
     /// the field; two nodes overwriting one field in one step is an `invalid_concurrent_update`.
     /// On a field without a reducer it is the same as `set`.
+    /// @tparam M `&S::field`.
+    /// @param v the field's new value, replacing what it held.
+    /// @return `*this`.
     template <auto M>
     update& overwrite(typename member_traits<M>::value_type v) & {
         set<M>(std::move(v));

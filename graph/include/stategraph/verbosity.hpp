@@ -82,6 +82,8 @@ inline bool shows(verbosity v, const stream_event& e) noexcept { return shows(v,
 /// copy of its handler). Not thread safe (a run's events arrive one at a time).
 class stream_filter {
 public:
+    /// @param level what passes: `full` everything, lower levels fewer events (see `verbosity`).
+    /// @param next the handler events are passed to, called synchronously from `operator()`.
     stream_filter(verbosity level, stream_handler next)
         : shared_(std::make_shared<shared>(shared{level, std::move(next), std::nullopt})) {}
 

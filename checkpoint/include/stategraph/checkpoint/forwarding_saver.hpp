@@ -27,8 +27,10 @@
 namespace stategraph::checkpoint {
 
 /// @brief Forwards every call of the saver interface to `inner`.
+/// Thread safety: as `inner`'s (it adds no state); a derived class guards what it adds.
 class forwarding_saver : public saver {
 public:
+    /// @param inner the saver every call goes to (kept alive by this one); must not be null.
     explicit forwarding_saver(std::shared_ptr<saver> inner) : inner_(std::move(inner)) {}
 
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& c) override {

@@ -19,6 +19,9 @@ namespace stategraph::checkpoint {
 /// items stored once), so that a process holding many threads stays small.
 /// Thread safety: all members may be called concurrently. Threads are spread over independent
 /// shards by id, so runs of different threads rarely wait for each other.
+/// Every call completes at once, in the awaiting coroutine (no I/O, no executor hop), blocking only
+/// on the mutexes it takes (its thread's shard; `list_threads` and `sweep` take each shard in
+/// turn). Nothing survives the process.
 class memory_saver final : public saver {
 public:
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) override;

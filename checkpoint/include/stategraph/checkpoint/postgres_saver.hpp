@@ -21,6 +21,7 @@
 namespace stategraph::checkpoint {
 
 /// @brief How to reach the server and how to behave when it is away.
+/// Thread safety: a plain value, copied by the constructor.
 struct postgres_options {
     /// @brief libpq connection string: "postgresql://user@host:port/db" or "host=... dbname=...".
     std::string conninfo;
@@ -70,6 +71,8 @@ public:
 
     /// @brief Connects once (blocking, on the calling thread), creates the schema and migrates
     /// it. Throws `checkpoint_error` (`storage_failure` when the server cannot be reached).
+    /// @param options connection string, schema, pool size, lease time to live, retry window and
+    /// backoff, connect timeout (`postgres_options`; durations in milliseconds).
     explicit postgres_saver(postgres_options options);
     /// @brief Releases the leases this saver still holds and closes the connections.
     ~postgres_saver() override;

@@ -44,6 +44,7 @@
 namespace stategraph::checkpoint {
 
 /// @brief How to reach the Redis server and how to lay the data out there.
+/// Thread safety: a plain value, copied by the constructor.
 struct redis_options {
     /// @brief `redis://host:port[/db]` (host defaults to 127.0.0.1, port to 6379, db to 0).
     std::string url = "redis://127.0.0.1:6379";
@@ -80,6 +81,8 @@ class redis_saver final : public saver {
 public:
     /// @brief Parses the options and starts the saver's thread; connects lazily (the first call).
     /// Throws `checkpoint_error(storage_failure)` for a malformed URL.
+    /// @param options URL, key prefix, thread and lease times to live, per-round-trip timeout, attempts,
+    /// client name and pool size (`redis_options`; durations in milliseconds).
     explicit redis_saver(redis_options options);
     /// @brief Releases the leases still held, closes the connections and joins the thread.
     ~redis_saver() override;

@@ -102,6 +102,7 @@ struct thread_stats {
 class metadata_filter {
 public:
     constexpr metadata_filter() noexcept = default;
+    /// @param match the keys and values to match; only its address is kept (it must outlive the call).
     metadata_filter(const boost::json::object& match) noexcept : match_(&match) {}
     metadata_filter(boost::json::object&&) = delete; ///< a temporary would be gone before the saver reads it
     /// @brief The object (nullptr: no filter).
@@ -190,23 +191,44 @@ public:
     /// its metadata (the server's `PATCH /threads/{id}/state`; conformance check `metadata_patch`).
     /// Taken by reference (the engine keeps one record per run and updates it in place): the
     /// arguments must outlive the returned awaitable, so `co_await` it where it is called.
+    /// @param thread_id the thread.
+    /// @param ns the checkpoint namespace ("" at the top level, "node:task" for a subgraph's).
+    /// @param cp the checkpoint; read during the call only.
     virtual boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
                                              const checkpoint& cp) = 0;
     /// @brief Stores the writes of one task against checkpoint `checkpoint_id` (durable per task).
+    /// @param thread_id the thread.
+    /// @param ns the namespace.
+    /// @param checkpoint_id the checkpoint the task ran from.
+    /// @param writes the task's writes; a task's write to a channel replaces its earlier one.
     virtual boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                     std::vector<pending_write> writes) = 0;
     /// @brief The latest checkpoint (or the one with `checkpoint_id`) with its pending writes.
+    /// @param thread_id the thread.
+    /// @param ns the namespace ("" for the top level).
+    /// @param checkpoint_id a checkpoint id; nullopt: the newest.
+    /// @return the checkpoint, or nullopt when the thread (or that id) has none; corrupt data throws
+    /// `checkpoint_error(corrupt_checkpoint)`.
     virtual boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                         std::optional<std::string> checkpoint_id) = 0;
     /// @brief Checkpoints of a thread, newest first, with their values reassembled.
+    /// @param thread_id the thread (no checkpoints: an empty list).
+    /// @param ns the namespace ("" for the top level).
+    /// @param options `before`, `limit`, `source` and `step` filters.
     virtual boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
                                                                        list_options options) = 0;
     /// @brief Deletes every checkpoint, blob and write of a thread (all namespaces).
+    /// @param thread_id the thread; deleting one with nothing stored does nothing. Leased savers throw
+    /// `thread_busy` while another owner holds the thread.
     virtual boost::asio::awaitable<void> delete_thread(std::string thread_id) = 0;
     /// @brief Keeps the newest `keep_last` checkpoints of a thread (per namespace) and the blobs
     /// they need; the pending writes of the newest checkpoint are always kept.
+    /// @param thread_id the thread.
+    /// @param keep_last checkpoints kept per namespace, newest first; 0 counts as 1 in every
+    /// saver of this library. Node-cache entries are not touched.
     virtual boost::asio::awaitable<void> prune(std::string thread_id, std::size_t keep_last) = 0;
     /// @brief Storage used by a thread.
+    /// @param thread_id the thread (none stored: all counts zero).
     virtual boost::asio::awaitable<thread_stats> stats(std::string thread_id) = 0;
     /// @brief Whether the saver holds any checkpoint or pending write of the thread: what `stats`
     /// tells by nonzero counts, without reading the stored values. The default asks `stats`;
@@ -222,6 +244,8 @@ public:
     /// two are independent afterwards. Throws `checkpoint_error` with `thread_not_found` when
     /// `from` has no checkpoint, `thread_exists` when `to` has any checkpoint or write (delete it
     /// first), and, as every write, `thread_busy` / `lease_lost` for a lease on `to`.
+    /// @param from the thread copied (left unchanged).
+    /// @param to the new thread's id.
     virtual boost::asio::awaitable<void> copy_thread(std::string from, std::string to) = 0;
     /// @brief Rolls a thread back to its checkpoint `checkpoint_id`: every checkpoint of the thread
     /// newer than it (id greater, in every namespace: subgraphs included), the pending writes saved
@@ -231,29 +255,42 @@ public:
     /// Throws `checkpoint_error` with `checkpoint_not_found`, naming the thread and the checkpoint,
     /// when no namespace of the thread has that checkpoint (nothing is removed then), and, as every
     /// write, `thread_busy` / `lease_lost` for a lease held by another saver.
+    /// @param thread_id the thread.
+    /// @param checkpoint_id the checkpoint that becomes the newest.
     virtual boost::asio::awaitable<std::size_t> rewind_thread(std::string thread_id, std::string checkpoint_id) = 0;
     /// @brief The threads whose newest root checkpoint's metadata matches `query.metadata`, newest
     /// first (by `thread_info::newest_id`, then by thread id), `query.offset` skipped and at most
     /// `query.limit` returned.
+    /// @param query metadata filter (a view: keep the object alive across the `co_await`), limit (0: all)
+    /// and offset.
     virtual boost::asio::awaitable<std::vector<thread_info>> list_threads(thread_query query) = 0;
     /// @brief Applies a time to live: every thread whose newest checkpoint (any namespace) is older
     /// than `policy.older_than` is deleted or pruned to its newest checkpoint per namespace
     /// (`policy.action`). A thread whose lease is held (a run in progress) is skipped and counted;
     /// the age is checked again, with the lease, in the transaction that removes the thread, so a
     /// thread written meanwhile is kept.
+    /// @param policy the age (`older_than`) and what happens to older threads (`action`).
+    /// @return counts of what was found, deleted, pruned and skipped.
     virtual boost::asio::awaitable<sweep_result> sweep(ttl_policy policy) = 0;
 
     /// @brief The node-cache entry at (`ns`, `key`), or nullopt when there is none or it expired.
     /// Throws `checkpoint_error(corrupt_checkpoint)` naming the namespace and key when the stored
     /// entry cannot be read back.
+    /// @param ns the cache namespace (the engine uses the graph and node names).
+    /// @param key the entry's key.
     virtual boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) = 0;
     /// @brief Stores (or replaces) the node-cache entry at (`ns`, `key`); it expires `ttl` after
     /// this call (zero or less: never). Entries belong to no thread: `delete_thread`, `prune`,
     /// `copy_thread` and `sweep` leave them alone, and no lease is needed.
+    /// @param ns the cache namespace.
+    /// @param key the entry's key.
+    /// @param value the outcome stored.
+    /// @param ttl time to live from now (zero or less: never expires).
     virtual boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
                                                    std::chrono::milliseconds ttl) = 0;
     /// @brief Deletes the node-cache entries of the namespaces `namespaces` (empty: of every
     /// namespace); returns how many went, expired ones included.
+    /// @param namespaces the namespaces cleared; empty: all.
     virtual boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) = 0;
 
     /// @brief Stores the shape of the graph with `signature` (its lines, for explaining drift),
@@ -273,12 +310,14 @@ public:
     /// - writes are fenced: once the lease was taken over (expired while the holder was frozen,
     ///   or broken by `break_lease`), the old holder's writes on the thread are refused with
     ///   `checkpoint_error(lease_lost)` and nothing of them is stored.
+    /// @param thread_id the thread (unnamed in this no-op default).
     virtual boost::asio::awaitable<void> acquire(std::string /*thread_id*/) { co_return; }
     /// @brief Releases the lease taken by `acquire`.
     virtual boost::asio::awaitable<void> release(std::string /*thread_id*/) { co_return; }
     /// @brief Removes the thread's lease whoever holds it, for an operator who knows its holder is
     /// gone (a crashed host) and will not wait out its time to live. Returns the holder it removed
     /// (nullopt: none). The old holder's later writes fail with `lease_lost`.
+    /// @param thread_id the thread whose lease goes (unnamed in this no-op default, which returns nullopt).
     virtual boost::asio::awaitable<std::optional<std::string>> break_lease(std::string /*thread_id*/) {
         co_return std::nullopt;
     }
@@ -291,10 +330,12 @@ std::string new_checkpoint_id();
 
 /// @brief The id `new_checkpoint_id` would have made at time `t` (for tests and imports of old
 /// histories; ids made this way are not unique).
+/// @param t the time the id encodes.
 std::string checkpoint_id_at(std::chrono::system_clock::time_point t);
 
 /// @brief When the checkpoint with `id` was made, read from the id (ids of `new_checkpoint_id`,
 /// and of its former 20-hex-digit form); nullopt for any other id.
+/// @param id a checkpoint id.
 std::optional<std::chrono::system_clock::time_point> checkpoint_time(std::string_view id);
 
 } // namespace stategraph::checkpoint

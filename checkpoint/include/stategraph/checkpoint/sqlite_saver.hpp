@@ -58,6 +58,7 @@
 namespace stategraph::checkpoint {
 
 /// @brief How to open a SQLite checkpoint file.
+/// Thread safety: a plain value, read once by the constructor.
 struct sqlite_options {
     /// @brief The database file (created when missing unless `read_only`); ":memory:" also works
     /// (private to the saver, no WAL, no cross-process sharing).
@@ -136,6 +137,12 @@ public:
     static bool encryption_available() noexcept;
 
     /// @brief Opens (creating and migrating if needed) the file. Throws `checkpoint_error`.
+    /// @param options the file, durability, busy timeout (ms), lease time to live (ms), read-only,
+    /// inline size, page size, own thread and encryption key (`sqlite_options`); the key is parsed and
+    /// kept in memory, the string not.
+    /// @throws checkpoint_error: `storage_failure` (no path, a file SQLite cannot open or create,
+    /// a malformed key, a key without libsodium), `corrupt_checkpoint`, `schema_too_new` or
+    /// `key_mismatch`.
     explicit sqlite_saver(sqlite_options options);
     /// @brief Closes the connection and releases the leases this saver still holds.
     ~sqlite_saver() override;

@@ -60,9 +60,14 @@
 namespace stategraph::checkpoint {
 
 /// @brief A saver reading from `front` first and writing to `back` first (see the file comment).
+/// Thread safety: all members may be called concurrently from any thread (the kept lease answers
+/// are guarded by a mutex); each call awaits the front's and back's calls in turn on the awaiting
+/// coroutine, so it completes where they do (on the caller's executor for this library's savers).
 class tiered_saver final : public saver {
 public:
     /// @brief Throws `checkpoint_error(storage_failure)` when either saver is null.
+    /// @param front the fast tier, read first (a `redis_saver`, say); shared, kept alive by this saver.
+    /// @param back the durable tier, written first and holding the leases (a `postgres_saver`, say).
     tiered_saver(std::shared_ptr<saver> front, std::shared_ptr<saver> back);
     ~tiered_saver() override;
     tiered_saver(const tiered_saver&) = delete;

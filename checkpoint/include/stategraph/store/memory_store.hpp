@@ -15,6 +15,7 @@ namespace stategraph::store {
 /// Thread safety: one mutex; all members may be called concurrently.
 class memory_store final : public base_store {
 public:
+    /// @param options default ttl, refresh on read and index fields (`store_options`).
     explicit memory_store(store_options options = {}) : base_store(std::move(options)) {}
 
 protected:

@@ -22,6 +22,7 @@
 
 namespace stategraph::store {
 
+/// @brief How to reach the server. Thread safety: a plain value, copied by the constructor.
 struct postgres_store_options {
     /// libpq connection string: "postgresql://user@host:port/db" or "host=... dbname=...".
     std::string conninfo;
@@ -43,6 +44,8 @@ class postgres_store final : public base_store {
 public:
     static constexpr int schema_version = 1;
     /// @brief Connects once (blocking), creates the tables and migrates them. Throws `store_error`.
+    /// @param options connection string, schema, pool size, connect and query timeouts, retry window
+    /// (durations in milliseconds) and the shared store settings (`postgres_store_options`).
     explicit postgres_store(postgres_store_options options);
     ~postgres_store() override;
     const postgres_store_options& settings() const noexcept;

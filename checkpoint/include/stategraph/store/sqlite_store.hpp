@@ -22,6 +22,7 @@
 
 namespace stategraph::store {
 
+/// @brief How to open a SQLite store. Thread safety: a plain value, read once by the constructor.
 struct sqlite_store_options {
     /// The database file (created when missing); ":memory:" keeps it private to the store.
     std::string path;
@@ -44,6 +45,8 @@ class sqlite_store final : public base_store {
 public:
     static constexpr int schema_version = 1;
     /// @brief Opens (creating if needed) the file. Throws `store_error`.
+    /// @param options the file, the shared store settings, busy timeout (ms), read-only and FTS5
+    /// tokenizer (`sqlite_store_options`).
     explicit sqlite_store(sqlite_store_options options);
     ~sqlite_store() override;
     const std::string& path() const noexcept;

@@ -67,6 +67,9 @@ public:
     namespace_arg(namespace_path&& path) noexcept : path_(std::move(path)) {}
     template <class... Labels>
         requires(sizeof...(Labels) > 0 && (std::convertible_to<const Labels&, std::string_view> && ...))
+    /// @tparam Labels types convertible to `std::string_view` (string literals, `std::string`, ...).
+    /// @param labels the namespace's labels, copied; they are validated by the call that takes the
+    /// namespace (`store_error(invalid_namespace)`).
     namespace_arg(const Labels&... labels) {
         path_.reserve(sizeof...(Labels));
         (path_.emplace_back(std::string_view(labels)), ...);
@@ -92,6 +95,9 @@ public:
     value_arg() = default; ///< `{}`: the empty object
     value_arg(const boost::json::object& value) : value_(value) {}
     value_arg(boost::json::object&& value) noexcept : value_(std::move(value)) {}
+    /// @brief An object of the fields given, in place.
+    /// @param f1 the first field; `f2` .. `f8` more (unset ones are skipped). A repeated name keeps
+    /// its last value.
     value_arg(field f1, field f2 = unset(), field f3 = unset(), field f4 = unset(), field f5 = unset(),
               field f6 = unset(), field f7 = unset(), field f8 = unset());
     const boost::json::object& object() const noexcept { return value_; }
@@ -121,8 +127,13 @@ std::string to_string(const namespace_path& ns);
 
 /// @brief What every store throws: a `std::system_error` with a `store_errc`, plus the
 /// namespace and key involved (empty when none is).
+/// Thread safety: an immutable exception object; copies may be read from any thread.
 class store_error : public std::system_error {
 public:
+    /// @param code the kind of failure.
+    /// @param what the message.
+    /// @param ns the namespace involved (empty when none).
+    /// @param key the key involved (empty when none).
     store_error(store_errc code, const std::string& what, namespace_path ns = {}, std::string key = {})
         : std::system_error(make_error_code(code), what), ns_(std::move(ns)), key_(std::move(key)) {}
     store_errc kind() const noexcept { return static_cast<store_errc>(code().value()); }
@@ -156,6 +167,7 @@ public:
     constexpr index_spec() noexcept = default;
     /// These fields (dotted paths into the value: "text", "profile.bio"; "$" is the whole value).
     /// The vector must outlive the `co_await` of the call.
+    /// @param fields dotted paths into the value ("$": the whole value).
     index_spec(const std::vector<std::string>& fields) noexcept : fields_(&fields) {}
     index_spec(std::vector<std::string>&&) = delete; ///< a temporary would be gone before the store reads it
     /// Not indexed: the item is found by filters, never by a query (LangGraph's `index=False`).
@@ -188,6 +200,7 @@ static_assert(std::is_trivially_destructible_v<put_options>);
 class value_filter {
 public:
     constexpr value_filter() noexcept = default;
+    /// @param f the filter; only its address is kept (it must outlive the `co_await`).
     value_filter(const boost::json::object& f) noexcept : f_(&f) {}
     value_filter(boost::json::object&&) = delete; ///< a temporary would be gone before the store reads it
     const boost::json::object* get() const noexcept { return f_; }
@@ -218,6 +231,7 @@ struct namespace_query {
 static_assert(std::is_trivially_destructible_v<namespace_query>);
 
 /// @brief Settings shared by every store.
+/// Thread safety: a plain value, copied by the store's constructor.
 struct store_options {
     /// The ttl of items put without one (zero: they never expire).
     std::chrono::milliseconds default_ttl{0};
@@ -233,24 +247,41 @@ struct store_options {
 /// arguments (bad namespaces and keys are refused naming them) before any storage is touched.
 class base_store {
 public:
+    /// @param options default ttl, refresh on read and index fields shared by every call.
     explicit base_store(store_options options = {}) : options_(std::move(options)) {}
     virtual ~base_store() = default;
     base_store(const base_store&) = delete;
     base_store& operator=(const base_store&) = delete;
 
     /// @brief Stores (or replaces, keeping `created_at`) the item at (`ns`, `key`).
+    /// @param ns the item's namespace: at least one label, none empty or holding '.'
+    /// (`store_error(invalid_namespace)` otherwise).
+    /// @param key the item's key, not empty (`store_error(invalid_key)`).
+    /// @param value the item's JSON object (fields in place, or an object), copied into the call.
+    /// @param options ttl (zero: the store's default; negative: never) and which fields are indexed.
+    /// @throws store_error(storage_failure) when the database fails.
     boost::asio::awaitable<void> put(const namespace_arg& ns, const std::string& key, const value_arg& value,
                                      put_options options = {});
     /// @brief The item at (`ns`, `key`), or nullopt when there is none or it expired. Refreshes
     /// its ttl when `refresh_ttl` (default: the store's `refresh_on_read`).
+    /// @param ns the namespace (validated as for `put`).
+    /// @param key the key (not empty).
+    /// @param refresh_ttl restart the item's ttl (nullopt: the store's `refresh_on_read`).
     boost::asio::awaitable<std::optional<item>> get(const namespace_arg& ns, const std::string& key,
                                                     std::optional<bool> refresh_ttl = std::nullopt);
     /// @brief Deletes the item at (`ns`, `key`) (nothing when there is none).
+    /// @param ns the namespace (validated as for `put`).
+    /// @param key the key (not empty).
     boost::asio::awaitable<void> remove(const namespace_arg& ns, const std::string& key);
     /// @brief Items under `prefix` (empty: all namespaces); see `search_options`. With a query,
     /// best match first (items without indexed text never match); without, newest update first.
+    /// @param prefix a namespace prefix; the empty path searches every namespace.
+    /// @param options value filter (`store_error(invalid_filter)` for an unknown `$` operator), full-text
+    /// query, limit (default 10), offset and ttl refresh.
     boost::asio::awaitable<std::vector<search_item>> search(const namespace_arg& prefix, search_options options = {});
     /// @brief The namespaces holding live items, sorted; see `namespace_query`.
+    /// @param query prefix and suffix (views; "*" matches any label), max depth, limit (default 100)
+    /// and offset.
     boost::asio::awaitable<std::vector<namespace_path>> list_namespaces(namespace_query query = {});
     /// @brief Deletes the expired items now; returns how many went. (Reads never see them anyway.)
     boost::asio::awaitable<std::size_t> sweep();
@@ -259,6 +290,8 @@ public:
 
     /// @brief Throws `store_error(invalid_namespace)` naming `ns` unless it is a valid namespace
     /// (`allow_empty`: the empty path too, as a search prefix).
+    /// @param ns the namespace checked.
+    /// @param allow_empty accept the empty path.
     static void check_namespace(const namespace_path& ns, bool allow_empty = false);
 
 protected:

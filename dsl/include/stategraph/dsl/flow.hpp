@@ -29,6 +29,9 @@ struct parallel_nodes {
 };
 template <class... N>
     requires(sizeof...(N) > 0 && (std::same_as<N, node_ref> && ...))
+/// @tparam N `node_ref` each (`"name"_n`).
+/// @param nodes one or more nodes, in the order given.
+/// Thread safety: a pure function; any thread.
 parallel_nodes parallel(const N&... nodes) {
     return {{nodes.name()...}};
 }
@@ -39,11 +42,15 @@ struct join_sources {
 };
 template <class... N>
     requires(sizeof...(N) > 0 && (std::same_as<N, node_ref> && ...))
+/// @tparam N `node_ref` each.
+/// @param sources the nodes that must all have run before the target runs (a source that can be
+/// skipped makes `compile()` report `join_never_fires`).
 join_sources join(const N&... sources) {
     return {{sources.name()...}};
 }
 
 /// @brief A chain of edges, and the nodes at its end (where the next `>>` starts).
+/// Thread safety: a plain value; distinct objects are independent.
 class flow {
 public:
     std::vector<edge_spec> edges;
@@ -81,6 +88,11 @@ concept flow_target = detail::one_of<T, node_ref, parallel_nodes>;
 
 /// @brief An edge from every node at the end of `from` to every node of `to`
 /// (a join edge when `from` is `join(...)`).
+/// @tparam A a node, `parallel(...)`, `join(...)` or a chain.
+/// @tparam B a node or `parallel(...)` (a route has an overload of its own, in route.hpp).
+/// @param from the source(s): the tail of a chain, or every node of `parallel`/`join`.
+/// @param to the target node(s); they become the chain's new tail.
+/// @return the chain with the new edges; names are checked by `compile()`.
 template <flow_source A, flow_target B>
 flow operator>>(const A& from, const B& to) {
     std::vector<std::string> targets = detail::names_of(to);

@@ -45,6 +45,15 @@ state_graph<S> build(std::string name, std::vector<graph_problem>& problems, con
 /// breakpoints) as a `state_graph<S>`; call `.compile(options)` on it.
 /// @throws compile_error when the declaration itself is inconsistent (a route map that maps one
 /// value twice); the error lists every structural problem of the graph as well.
+/// @tparam S the state: a struct described with `BOOST_DESCRIBE_STRUCT` (a `static_assert` otherwise).
+/// @tparam Items the declarations' types; anything else is a compile error naming it.
+/// @param name the graph's name (drawings, server, cache keys).
+/// @param items stages, node declarations (`"n"_n = fn`), chains, routes, joins and breakpoints, in
+/// any order; they are copied into the builder.
+/// @return the builder, ready for `.set_node_defaults(...)` and `.compile(options)`; the shape's
+/// problems that need the whole graph (unknown names, unreachable nodes) come from `compile()`.
+/// Thread safety: a pure function of its arguments; call from any thread. The builder it returns is
+/// as `state_graph<S>`'s (one thread at a time).
 template <class S, class... Items>
 state_graph<S> graph(std::string name, const Items&... items) {
     std::vector<graph_problem> problems;
@@ -59,6 +68,12 @@ state_graph<S> graph(std::string name, const Items&... items) {
 
 /// @brief The non-throwing form: on a declaration problem returns nullopt and fills `problems`
 /// (with every structural problem of the graph as well).
+/// @tparam S as for the throwing form.
+/// @tparam Items as for the throwing form.
+/// @param problems filled with the problems found (left empty on success).
+/// @param name the graph's name.
+/// @param items the declarations, as for the throwing form.
+/// @return the builder, or nullopt when the declaration has problems; does not throw for them.
 template <class S, class... Items>
 std::optional<state_graph<S>> graph(std::vector<graph_problem>& problems, std::string name, const Items&... items) {
     auto g = detail::build<S>(std::move(name), problems, items...);

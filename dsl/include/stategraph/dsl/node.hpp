@@ -60,8 +60,10 @@ template <class F> struct is_bound_node<bound_node<F>> : std::true_type {};
 
 /// @brief The name of a node, written `"name"_n` (or `node_ref{name}` for a name built at run
 /// time). Assigning a callable to it declares the node: `"name"_n = fn`.
+/// Thread safety: a plain value (a string); distinct objects are independent.
 class node_ref {
 public:
+    /// @param name the node's name; reserved names (START, END, "", "__...") are reported by `compile()`.
     explicit node_ref(std::string name) : name_(std::move(name)) {}
     node_ref(const node_ref&) = default;
     node_ref(node_ref&&) = default;
@@ -76,6 +78,10 @@ public:
     /// `stage<S>` or `graph<S>`, where the state type is known.
     template <class F>
         requires(!std::same_as<std::remove_cvref_t<F>, node_ref>)
+    /// @tparam F a node callable, a `compiled_graph<C>`, or a `bound_node` (`fn | modifiers`).
+    /// @param fn copied or moved into the declaration (and later into the graph); it is called from
+    /// every run of the graph, possibly at once.
+    /// @return a `node_decl` to place in `graph<S>(...)` or `stage<S>(...)`.
     auto operator=(F&& fn) const {
         using T = std::remove_cvref_t<F>;
         if constexpr (detail::is_bound_node<T>::value) {
@@ -98,6 +104,8 @@ inline const node_ref end{"__end__"};
 
 inline namespace literals {
 /// @brief `"planner"_n`: a node name.
+/// @param s the name's characters.
+/// @param n their count.
 inline node_ref operator""_n(const char* s, std::size_t n) { return node_ref{std::string(s, n)}; }
 } // namespace literals
 
@@ -137,6 +145,8 @@ struct retry_modifier {
     retry_policy policy;
     void apply(node_how& h) const { h.options.retry = policy; }
 };
+/// @param policy attempts, intervals, backoff, jitter, per-attempt timeout and `retry_on`
+/// (`retry_policy`; default: 3 attempts, 500 ms then doubling, jitter).
 inline retry_modifier retry(retry_policy policy = {}) { return {std::move(policy)}; }
 
 /// @brief `fn | timeout(std::chrono::seconds(30))`: the per-attempt time limit (`errc::node_timeout`).
@@ -145,6 +155,7 @@ struct timeout_modifier {
     std::chrono::milliseconds limit;
     void apply(node_how& h) const { h.options.timeout = limit; }
 };
+/// @param limit per-attempt time limit (a `std::chrono` duration converts); coroutine nodes only.
 inline timeout_modifier timeout(std::chrono::milliseconds limit) { return {limit}; }
 
 /// @brief `fn | cache({.key = k, .ttl = t})`: a hit on the input's key skips the node and replays
@@ -154,6 +165,7 @@ struct cache_modifier {
     cache_policy policy;
     void apply(node_how& h) const { h.options.cache = policy; }
 };
+/// @param policy the key function (empty: the whole input's JSON) and time to live (zero: for good).
 inline cache_modifier cache(cache_policy policy = {}) { return {std::move(policy)}; }
 
 /// @brief `fn | on_error(handler)` or `fn | on_error("name", handler)`: runs when the node fails
@@ -163,10 +175,15 @@ struct on_error_modifier {
     error_handler handler;
     void apply(node_how& h) const { h.options.on_error = handler; }
 };
+/// @tparam F `f(const S&, const node_failure&[, context&])` returning what a node may return.
+/// @param handler the error handler (named "error_handler").
 template <class F>
 on_error_modifier on_error(F handler) {
     return {error_handler(std::move(handler))};
 }
+/// @tparam F as above.
+/// @param name the handler's name, shown in errors and drawings.
+/// @param handler the error handler.
 template <class F>
 on_error_modifier on_error(std::string name, F handler) {
     return {error_handler(std::move(name), std::move(handler))};
@@ -210,9 +227,12 @@ struct ends_modifier {
 };
 template <class... N>
     requires(std::same_as<N, node_ref> && ...)
+/// @tparam N `node_ref` each.
+/// @param targets the nodes a `command<S>` returned by the node may go to.
 ends_modifier ends(const N&... targets) {
     return {{targets.name()...}};
 }
+/// @param targets the nodes a `command<S>` returned by the node may go to.
 inline ends_modifier ends(std::initializer_list<node_ref> targets) {
     ends_modifier m;
     for (const auto& t : targets) m.targets.push_back(t.name());
@@ -225,6 +245,7 @@ struct stage_modifier {
     std::string stage;
     void apply(node_how& h) const { h.options.stage = stage; }
 };
+/// @param stage the stage (Graphviz cluster) name.
 inline stage_modifier in_stage(std::string stage) { return {std::move(stage)}; }
 
 /// @brief `fn | options(node_options{...})`: sets every builder option at once.
@@ -233,9 +254,15 @@ struct options_modifier {
     node_options value;
     void apply(node_how& h) const { h.options = value; }
 };
+/// @param value every builder option; replaces modifiers applied before it.
 inline options_modifier options(node_options value) { return {std::move(value)}; }
 
 /// @brief Attaches a modifier to a node callable: `fn | defer | retry(p)`.
+/// @tparam F a node callable or an earlier `fn | modifier`.
+/// @tparam M a modifier type (`node_modifier`).
+/// @param fn the callable, copied or moved into the result.
+/// @param modifier applied on top of earlier ones (a later one of the same kind wins).
+/// @return a `bound_node`, to assign to a name: `"n"_n = fn | defer`.
 template <class F, node_modifier M>
 auto operator|(F&& fn, const M& modifier) {
     if constexpr (detail::is_bound_node<std::remove_cvref_t<F>>::value) {
@@ -254,12 +281,17 @@ auto operator|(F&& fn, const M& modifier) {
 /// @brief A node declaration: its name, its callable (or compiled subgraph) and how it runs.
 /// The members return the changed declaration: `("a"_n = fn).defer().retry(p)`, or
 /// `("a"_n = fn).with(defer, retry(p))`.
+/// @tparam F the node's callable, or `compiled_graph<C>` for a subgraph.
+/// Thread safety: a plain value; distinct objects are independent.
 template <class F>
 class node_decl {
 public:
     node_decl(std::string name, F fn, node_how how) : name_(std::move(name)), fn_(std::move(fn)), how_(std::move(how)) {}
 
     /// @brief Applies modifiers: `.with(defer, retry(p), interrupt_before)`.
+    /// @tparam M modifier types.
+    /// @param m modifiers applied in order.
+    /// @return a changed copy (the `&&` overload changes and moves this one).
     template <node_modifier... M>
     node_decl with(const M&... m) const& {
         node_decl d = *this;
@@ -320,6 +352,10 @@ private:
 
 /// @brief A compiled graph used as a node (the same as `name = graph`); fields with the same
 /// name are shared with it.
+/// @tparam C the subgraph's state type.
+/// @param name the node's name.
+/// @param graph the compiled subgraph (a shared handle); its checkpoints go to the parent's saver.
+/// Thread safety: a pure function; any thread.
 template <class C>
 node_decl<compiled_graph<C>> subgraph(const node_ref& name, compiled_graph<C> graph) {
     return node_decl<compiled_graph<C>>(name.name(), std::move(graph), node_how{});

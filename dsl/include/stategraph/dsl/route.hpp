@@ -38,11 +38,19 @@ namespace stategraph::dsl {
 /// `{key, parallel("a"_n, "b"_n)}`: that value leads to every node listed, all run in the next
 /// step (a conditional fan-out, as a LangGraph router returning a list). The key's type is
 /// checked against `K` (the router's result type, or the field's type).
+/// @tparam K the route's key type: the router's result type, or the field's type.
+/// Thread safety: a plain value; distinct objects are independent.
 template <class K>
 class route_to {
 public:
+    /// @tparam Key the key as written; it must convert to `K` (a `static_assert` says what to write).
+    /// @param key the route value.
+    /// @param target the node (or `end`) it leads to.
     template <class Key>
     route_to(Key key, node_ref target) : route_to(std::move(key), std::vector<std::string>{target.name()}) {}
+    /// @tparam Key as above.
+    /// @param key the route value.
+    /// @param targets the nodes it leads to, all run in the next step.
     template <class Key>
     route_to(Key key, const parallel_nodes& targets) : route_to(std::move(key), targets.names) {}
 
@@ -142,6 +150,13 @@ struct on_field {
 };
 
 /// @brief Routes on `field` of the state: each value in the map leads to its node (or nodes).
+/// @tparam S the state type (must be the graph's: checked when placed in `graph<S>`).
+/// @tparam T the field's type: a described enum, bool, integer or string.
+/// @param field `&S::field`, a member listed in `BOOST_DESCRIBE_STRUCT` (an unlisted one is an
+/// `undescribed_field` problem of `compile()`).
+/// @param routes value -> node(s); a value mapped twice is a `duplicate_route` problem, a described
+/// enum value left out an `unmapped_route` one; an unmapped value at run time fails the call.
+/// Thread safety: a pure function; any thread.
 template <class S, class T>
 on_field<S, T> on(T S::*field, std::initializer_list<route_to<T>> routes) {
     return {field, detail::entries(routes)};
@@ -208,12 +223,21 @@ struct routed_to {
 /// generic lambda.
 template <class R = void, class F>
 routed_by<std::decay_t<F>, detail::route_key_for<R, std::decay_t<F>>>
+/// @tparam R the router's result type, needed only for a generic lambda (default: read from `F`).
+/// @tparam F the router: callable as `router(const S&)`; called on the run's executor, possibly by
+/// several runs at once.
+/// @param router copied or moved into the route.
+/// @param routes value -> node(s), keyed by the router's result type.
 route(F&& router, std::initializer_list<route_to<detail::route_key_for<R, std::decay_t<F>>>> routes) {
     return {std::forward<F>(router), detail::entries(routes)};
 }
 
 /// @brief Routes on a router returning a node name (or a vector of names); `targets` lists
 /// every node it may return: `route(fn, {"a"_n, "b"_n})`.
+/// @tparam F the router, returning a node name or a `std::vector` of names.
+/// @param router copied or moved into the route; a returned name that is not a node fails the call
+/// with `graph_error(invalid_route)`.
+/// @param targets every node the router may return (checked and drawn).
 template <class F>
 routed_to<std::decay_t<F>, false> route(F&& router, std::initializer_list<node_ref> targets) {
     routed_to<std::decay_t<F>, false> r{std::forward<F>(router), {}};
@@ -223,6 +247,9 @@ routed_to<std::decay_t<F>, false> route(F&& router, std::initializer_list<node_r
 
 /// @brief Map-reduce fan-out: the router returns `send` or `std::vector<send>`; `targets` lists
 /// the nodes it sends to: `fan_out(fn, {"worker"_n})`.
+/// @tparam F the router, returning `send` or `std::vector<send>`.
+/// @param router copied or moved into the route.
+/// @param targets every node the Sends address (checked and drawn).
 template <class F>
 routed_to<std::decay_t<F>, true> fan_out(F&& router, std::initializer_list<node_ref> targets) {
     routed_to<std::decay_t<F>, true> r{std::forward<F>(router), {}};
@@ -248,6 +275,10 @@ struct routed_flow {
 };
 
 /// @brief A conditional edge from every node at the end of `from`.
+/// @tparam A a node, `parallel(...)` or a chain (not a `join`: a `static_assert`).
+/// @tparam R `on(...)`, `route(...)` or `fan_out(...)`.
+/// @param from the nodes after which the route runs (each gets the route).
+/// @param route the route, moved into the chain.
 template <flow_source A, route_spec R>
 routed_flow<std::remove_cvref_t<R>> operator>>(const A& from, R&& route) {
     static_assert(!std::same_as<A, join_sources>,

@@ -59,21 +59,30 @@ struct output_schema_decl<O, void> {
 
 /// @brief The graph's input `I`, turned into a state update by `map(const I&, const S& current)`
 /// or `map(const I&)`.
+/// @tparam I a described struct: what callers send.
+/// @tparam F `map`'s type; checked when the graph is built (`state_graph::input_schema`).
+/// @param map copied into the graph; called once per call that sends an `I`, on the run's executor.
+/// Thread safety: a pure function; any thread.
 template <class I, class F>
 detail::input_schema_decl<I, F> input_schema(F map) {
     return {std::move(map)};
 }
 /// @brief The graph's input `I`, whose members are state fields of the same names.
+/// @tparam I a described struct whose members are state fields (others: a `compile()` problem).
 template <class I>
 detail::input_schema_decl<I, void> input_schema() {
     return {};
 }
 /// @brief The graph's output `O`, made by `map(const S&)` or `map(const S&, const output_context&)`.
+/// @tparam O a described struct: what callers get back.
+/// @tparam F `map`'s type; checked when the graph is built (`state_graph::output_schema`).
+/// @param map copied into the graph; called at the end of each call, on the run's executor.
 template <class O, class F>
 detail::output_schema_decl<O, F> output_schema(F map) {
     return {std::move(map)};
 }
 /// @brief The graph's output `O`, whose members are state fields of the same names.
+/// @tparam O a described struct whose members are state fields (others: a `compile()` problem).
 template <class O>
 detail::output_schema_decl<O, void> output_schema() {
     return {};

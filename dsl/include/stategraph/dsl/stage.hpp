@@ -26,6 +26,8 @@
 namespace stategraph::dsl {
 
 /// @brief A stage: its name and the builder calls its declarations lower to. Cheap to copy.
+/// @tparam S the state of the graph the stage goes into (checked by a `static_assert`).
+/// Thread safety: immutable after construction; copies may be used from any thread.
 template <class S>
 class stage_decl {
 public:
@@ -51,6 +53,12 @@ private:
 };
 
 /// @brief Declares stage `name` of a graph over `S`.
+/// @tparam S the graph's state type.
+/// @tparam Items the declarations' types (as for `graph<S>(...)`).
+/// @param name the stage's name: the Graphviz cluster label and `node_spec::stage` of its nodes.
+/// @param items nodes, chains, routes, joins, breakpoints and nested stages, copied.
+/// @return the stage, to pass to `graph<S>(...)` or to another stage.
+/// Thread safety: a pure function; any thread.
 template <class S, class... Items>
 stage_decl<S> stage(std::string name, const Items&... items) {
     detail::lowering<S> body;

@@ -37,6 +37,9 @@ namespace stategraph::nodes {
 /// @brief The reducer of an artifacts bag: the keys of both objects; under a key both wrote,
 /// two arrays are concatenated (so intents of a fan-out can each add blocks), anything else is
 /// the later write's. `reduce<&S::artifacts>(nodes::merge_artifacts)`.
+/// @param bag the current bag.
+/// @param more what one node wrote.
+/// @return the merged bag. Thread safety: pure; any thread.
 inline boost::json::object merge_artifacts(boost::json::object bag, boost::json::object more) {
     for (auto& [key, value] : more) {
         auto* old = bag.if_contains(key);
@@ -51,6 +54,9 @@ inline boost::json::object merge_artifacts(boost::json::object bag, boost::json:
 }
 
 /// @brief A bag with one artifact: `update<S>{}.set<&S::artifacts>(artifact("blocks", blocks))`.
+/// @tparam T any type with a JSON conversion.
+/// @param key the artifact's key (a state field's name, for the default finalize).
+/// @param value the artifact, converted to JSON now.
 template <class T>
 boost::json::object artifact(std::string_view key, T const& value) {
     boost::json::object bag;
@@ -63,6 +69,12 @@ boost::json::object artifact(std::string_view key, T const& value) {
 /// @throws agent_error(errc::unknown_artifact) for a key that names no field (or names the bag
 /// or @p reserved), agent_error(errc::bad_artifact) for a value that does not convert to the
 /// field's type; both name the key, @p where says which supervisor.
+/// @tparam S the state type.
+/// @param bag the artifacts bag.
+/// @param where a prefix for messages ("supervisor 'desk': ").
+/// @param bag_field the bag's own field name (never spread onto).
+/// @param reserved another field never spread onto (the supervision field).
+/// @return an update overwriting each named field. Thread safety: pure; any thread.
 template <class S>
 update<S> spread_artifacts(boost::json::object const& bag, std::string const& where, std::string_view bag_field,
                            std::string_view reserved) {

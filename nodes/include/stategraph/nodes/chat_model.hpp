@@ -64,6 +64,8 @@ BOOST_DESCRIBE_STRUCT(chat_message, (), (role, content, tool_calls, tool_call_id
 struct chat_request {
     chat_request() = default;
     /// @brief A request for @p messages to model @p model (empty: the model's configured default).
+    /// @param messages the conversation, oldest first.
+    /// @param model the model name; empty: the client's default.
     explicit chat_request(std::vector<chat_message> messages, std::string model = {})
         : model(std::move(model)), messages(std::move(messages)) {}
 
@@ -131,17 +133,23 @@ using chunk_handler = std::function<void(chat_chunk const&)>;
 ///
 /// Implementations report failures by throwing (e.g. boost::system::system_error with a
 /// stategraph::nodes::chat_error code for network models).
+/// Thread safety: implementations in this library may be shared by many runs and called
+/// concurrently; a model of your own that is offered to a graph must be too (every run of the
+/// graph calls the same object).
 class chat_model {
 public:
     virtual ~chat_model() = default;
 
     /// @brief Complete the conversation in @p request.
     /// @return The first choice produced by the model.
+    /// @param request the conversation, tools and settings, moved into the call.
     virtual boost::asio::awaitable<chat_response> complete(chat_request request) = 0;
 
     /// @brief Complete @p request, handing each piece of the answer to @p on_chunk as it arrives;
     /// returns the whole answer assembled from the pieces. The default implementation calls
     /// complete() and hands the whole answer over as one chunk; network models stream for real.
+    /// @param request as for `complete`.
+    /// @param on_chunk receives each piece, in order, on the awaiting coroutine (may be empty).
     virtual boost::asio::awaitable<chat_response> stream(chat_request request, chunk_handler on_chunk) {
         // Not a coroutine itself: g++ 12 may destroy a temporary argument of a coroutine twice
         // (`co_await model.stream(request, [&](auto const& c) {...})` must be safe).
@@ -173,12 +181,15 @@ protected:
 ///
 /// Useful for tests and for graphs that must run without network access.
 /// Exceptions thrown by the rule propagate out of complete().
+/// Thread safety: as safe as its rule: `complete` calls the rule on the calling thread, possibly
+/// from several runs at once.
 class rule_chat_model final : public chat_model {
 public:
     /// @brief The signature of the answering function.
     using rule_type = std::function<chat_response(chat_request const&)>;
 
     /// @brief Wrap @p rule. @throws std::invalid_argument if @p rule is empty.
+    /// @param rule the function answering each request; must not be empty.
     explicit rule_chat_model(rule_type rule) : rule_(std::move(rule)) {
         if (!rule_)
             throw std::invalid_argument("stategraph::nodes::rule_chat_model: empty rule");

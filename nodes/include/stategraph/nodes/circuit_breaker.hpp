@@ -24,6 +24,7 @@
 namespace stategraph::nodes {
 
 /// @brief When a circuit_breaker opens and for how long.
+/// Thread safety: a plain value, copied by the breaker.
 struct circuit_options {
     int failure_threshold = 3;                        ///< @brief Failures in a row that open the circuit.
     std::chrono::milliseconds cool_down{30'000};      ///< @brief How long it stays open before a trial call.
@@ -41,10 +42,15 @@ enum class circuit_state { closed, open, half_open };
 /// trial call runs (others still fail fast); its success closes the circuit, its failure opens
 /// it again for another cool-down. An interrupt is not a failure. Each attempt of a node's
 /// retry policy counts, so retries stop early with circuit_open once the circuit opens.
+/// Thread safety: every member takes one mutex; share one breaker (by `shared_ptr`) across runs and
+/// threads. It is per process: other processes keep their own count.
 class circuit_breaker {
 public:
     using clock = std::chrono::steady_clock;
 
+    /// @param name shown in the `circuit_open` message.
+    /// @param options failures in a row that open it (at least 1, else `std::invalid_argument`) and
+    /// the cool-down in milliseconds (default 30 s).
     explicit circuit_breaker(std::string name, circuit_options options = {})
         : name_(std::move(name)), options_(options) {
         if (options_.failure_threshold < 1)
@@ -122,6 +128,14 @@ template <class T, class E> struct breaker_value<boost::asio::awaitable<T, E>> {
 /// (or as a supervisor intent). The node must return update<S> or command<S> (or an awaitable
 /// of one). A call refused by the breaker throws agent_error(errc::circuit_open) without
 /// running the node.
+/// @tparam S the graph's state type.
+/// @tparam F the node: `node(const S&[, context&])` returning `update<S>`, `command<S>` or an
+/// awaitable of one (checked by `static_assert`s).
+/// @param breaker the shared breaker; null throws `std::invalid_argument`.
+/// @param node the guarded node, moved into the returned node.
+/// @return a coroutine node `(const S&, context&) -> awaitable<V>`; an exception of `node` counts
+/// as a failure and propagates (so the node's retry policy applies), an interrupt does not count.
+/// Thread safety: the returned node may run in many runs at once (the breaker is shared).
 template <class S, class F>
 auto guarded(std::shared_ptr<circuit_breaker> breaker, F node) {
     static_assert(node_of<F, S>,

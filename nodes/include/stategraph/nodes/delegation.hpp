@@ -32,9 +32,14 @@ namespace stategraph::nodes {
 /// @brief A named worker the supervisor delegates to: it gets the supervisor's instructions and
 /// answers with text. It may be anything that runs here: a react_agent's compiled graph called
 /// inside, a plain function, a remote call.
+/// Thread safety: a plain value; once given to `worker_supervisor` it is shared const and `run` is
+/// called from every run (and several delegations of one answer) at once, on the tools node's
+/// executor.
 struct worker {
     std::string name;         ///< @brief An identifier: the model writes it as the `worker` argument.
     std::string description;  ///< @brief What the worker is good at (in the supervisor's prompt).
+    /// @brief Runs the worker with the supervisor's instructions and returns its answer; an
+    /// exception it throws becomes a `worker_error`.
     std::function<boost::asio::awaitable<std::string>(std::string instructions)> run;
 };
 
@@ -42,6 +47,8 @@ struct worker {
 /// `node_error`) after the turn's other delegations finish, so their results are journaled.
 class worker_error : public std::system_error {
 public:
+    /// @param worker the worker's name.
+    /// @param what the worker's exception's message.
     worker_error(std::string worker, std::string const& what)
         : std::system_error(make_error_code(errc::worker_failed), "worker '" + worker + "' failed: " + what),
           worker_(std::move(worker)) {}
@@ -53,6 +60,7 @@ private:
 };
 
 /// @brief Settings of a worker_supervisor.
+/// Thread safety: a plain value, copied by `worker_supervisor`.
 struct worker_supervisor_options {
     std::string name = "worker_supervisor";  ///< @brief Graph name (drawings, error messages).
     std::string instructions;                ///< @brief The supervisor's own instructions (prepended).
@@ -150,6 +158,10 @@ inline chat_message const* last_output(std::vector<chat_message> const& list, st
 /// a failure fails the node: see tool::failure_stops_node) and `forward_message(worker)`, which
 /// hands the worker's last answer to the user verbatim. An unknown worker answers the model with
 /// an `unknown_worker` tool message.
+/// @param workers the workers: identifiers as names, distinct, each with a `run`
+/// (`agent_error(errc::bad_worker)` listing every problem otherwise).
+/// @param options the supervisor's name (for messages) and the two tools' names.
+/// Thread safety: a pure function; any thread. The tools share the workers' table, const.
 inline std::vector<tool> delegation_tools(std::vector<worker> workers, worker_supervisor_options const& options = {}) {
     detail::check_workers(options.name, workers);
     auto table = std::make_shared<std::vector<worker> const>(std::move(workers));
@@ -209,6 +221,13 @@ inline std::vector<tool> delegation_tools(std::vector<worker> workers, worker_su
 /// the assistant's message (`errc::no_worker_output` if it has none). The step limit is
 /// react_agent's (`errc::step_limit`).
 /// @throws agent_error(errc::bad_worker) listing every bad worker.
+/// @tparam Messages `&S::messages`, a `std::vector<chat_message>` field with a reducer.
+/// @param model the supervisor's chat model, shared by every run.
+/// @param workers the workers (checked as by `delegation_tools`).
+/// @param options name, instructions, step limit, the workers node's retry policy, tool names and
+/// `compile_options` (give a checkpointer to run it as the top graph).
+/// @return the compiled graph.
+/// Thread safety: call from any thread; the graph it returns is a `compiled_graph` (shareable).
 template <auto Messages>
 compiled_graph<typename member_traits<Messages>::state_type> worker_supervisor(std::shared_ptr<chat_model> model,
                                                                                std::vector<worker> workers,

@@ -50,6 +50,7 @@ enum class errc {
 };
 
 /// @brief The "stategraph.nodes" error category.
+/// Thread safety: a function-local static; any thread.
 inline std::error_category const& nodes_category() noexcept {
     struct category final : std::error_category {
         char const* name() const noexcept override { return "stategraph.nodes"; }
@@ -90,9 +91,11 @@ inline std::error_category const& nodes_category() noexcept {
 }
 
 /// @brief Make an error code in nodes_category() (found by ADL).
+/// @param e the code.
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), nodes_category()}; }
 
 /// @brief The enumerator's name, e.g. "unknown_tool" (as stored in chat_message::error).
+/// @param e the code; an unknown value gives "". Thread safety: pure; any thread.
 inline char const* to_string(errc e) noexcept {
     switch (e) {
     case errc::unknown_tool: return "unknown_tool";
@@ -133,9 +136,15 @@ struct problem {
 
 /// @brief The exception the node kinds throw. `code()` compares equal to an `errc`;
 /// `problems()` lists every configuration problem when several were found at once.
+/// Thread safety: an immutable exception object; copies may be read from any thread.
 class agent_error : public std::system_error {
 public:
+    /// @brief One error.
+    /// @param code the kind.
+    /// @param what the message (returned as is by `what()`).
     agent_error(errc code, std::string const& what) : std::system_error(make_error_code(code), what), what_(what) {}
+    /// @brief Several configuration problems at once; `code()` is the first one's.
+    /// @param problems at least one (an empty list throws `std::out_of_range`).
     explicit agent_error(std::vector<problem> problems)
         : std::system_error(make_error_code(problems.at(0).code), join(problems)), what_(join(problems)),
           problems_(std::move(problems)) {}

@@ -32,6 +32,7 @@ enum class capability {
 };
 
 /// @brief The JSON field of a capability, e.g. "allow_git_push".
+/// @param c the capability.
 inline char const* field_name(capability c) noexcept {
     switch (c) {
     case capability::network_access: return "network_access";
@@ -55,6 +56,8 @@ struct attempt_resources {
 
 /// @brief The limits of one job (seed 004): everything forbidden by default, 15 minutes,
 /// 3 attempts, 4096 MB and 2 CPUs, the memory doubled on each retry (its OOM recovery).
+/// Thread safety: a plain value; distinct objects are independent, a shared one is safe for
+/// concurrent const calls only.
 struct execution_limits {
     static constexpr int capability_count = 8;
     bool allowed[capability_count] = {};        ///< @brief Indexed by capability.
@@ -64,6 +67,9 @@ struct execution_limits {
     double max_cpus = 2.0;
     double memory_multiplier = 2.0;             ///< @brief Each retry gets this much more memory.
 
+    /// @param c the capability.
+    /// @param on allowed or not.
+    /// @return `*this`, for chaining.
     execution_limits& allow(capability c, bool on = true) {
         allowed[static_cast<int>(c)] = on;
         return *this;
@@ -71,6 +77,8 @@ struct execution_limits {
     bool allows(capability c) const noexcept { return allowed[static_cast<int>(c)]; }
 
     /// @brief @throws agent_error(errc::not_allowed) naming the job and the flag, when @p c is not allowed.
+    /// @param c the capability the job is about to use.
+    /// @param job the job's name, for the message.
     void require(capability c, std::string_view job) const {
         if (!allows(c))
             throw agent_error(errc::not_allowed, "job '" + std::string(job) + "': " + field_name(c) +
@@ -79,6 +87,9 @@ struct execution_limits {
 
     /// @brief The resources of attempt @p attempt (1 for the first): memory times
     /// `memory_multiplier` per retry. @throws agent_error(errc::attempts_exhausted) past max_attempts.
+    /// @param attempt the attempt number, 1 to `max_attempts`.
+    /// @param job the job's name, for the message.
+    /// @return the attempt's memory (MB: `max_memory_mb * memory_multiplier^(attempt-1)`) and CPUs.
     attempt_resources for_attempt(int attempt, std::string_view job) const {
         if (attempt < 1 || attempt > max_attempts)
             throw agent_error(errc::attempts_exhausted, "job '" + std::string(job) + "': attempt " + std::to_string(attempt) +
@@ -88,6 +99,8 @@ struct execution_limits {
 
     /// @brief The engine's settings for the job's node: `max_attempts` attempts (no wait between
     /// them unless @p base says so), each bounded by `max_runtime` (the engine's `node_timeout`).
+    /// @param base the retry policy whose waits, jitter and `retry_on` are kept; its attempts and
+    /// timeout are replaced.
     node_options as_node_options(retry_policy base = {}) const {
         base.max_attempts = max_attempts;
         base.timeout = max_runtime;
@@ -101,6 +114,7 @@ struct execution_limits {
     /// "max_runtime_minutes": 15, "max_attempts": 3, "max_memory_mb": 4096, "max_cpus": 2.0}`);
     /// fields left out keep their defaults. @throws agent_error(errc::bad_limits) listing every
     /// unknown field, wrong type or out-of-range value, by name.
+    /// @param o the limits object; `max_runtime_minutes` may be fractional (converted to milliseconds).
     static execution_limits from_json(boost::json::object const& o) {
         execution_limits l;
         std::vector<problem> bad;

@@ -35,6 +35,7 @@ struct failure_record {
 BOOST_DESCRIBE_STRUCT(failure_record, (), (node, message, attempts, action, to))
 
 /// @brief Retry, then escalate or re-plan. Give at most one of escalate_to and replan.
+/// Thread safety: a plain value, copied into the node options it makes.
 struct failure_policy {
     retry_policy retry;        ///< @brief The node's retries (the engine's retry policy).
     std::string escalate_to;   ///< @brief After the last retry, go here (an intent, or a node of a plain graph).
@@ -42,6 +43,7 @@ struct failure_policy {
     std::string planner;       ///< @brief Plain graphs only: the node that re-plans (a supervisor re-plans itself).
 
     /// @brief What is wrong with the policy of node @p node ("" when nothing).
+    /// @param node the node's name, for the message.
     std::string check(std::string const& node) const {
         if (!escalate_to.empty() && replan)
             return "node '" + node + "': a failure_policy escalates or re-plans, not both";
@@ -51,6 +53,8 @@ struct failure_policy {
 };
 
 /// @brief The typed error of a policy that neither escalates nor re-plans.
+/// @param where a prefix naming where the node runs (e.g. "supervisor 'desk': "), or "".
+/// @param f the failure the error handler was given.
 inline agent_error retries_exhausted_error(std::string const& where, node_failure const& f) {
     return agent_error(errc::retries_exhausted, where + "'" + f.node + "' failed after " + std::to_string(f.attempts) +
                                                     " attempt(s) and its failure_policy neither escalates nor re-plans: " +
@@ -65,6 +69,12 @@ inline agent_error retries_exhausted_error(std::string const& where, node_failur
 /// handler throws agent_error(errc::retries_exhausted) naming the node.
 /// @throws agent_error(errc::bad_failure_policy) for a policy that escalates and re-plans, or
 /// re-plans without a planner.
+/// @tparam Failures `&S::failures`, a `std::vector<failure_record>` field (checked by a `static_assert`).
+/// @param node the node's name (for messages).
+/// @param policy the retries and the escalation or re-plan target; the target must be a node of the
+/// graph (`compile()` checks it through `node_options::ends`).
+/// @return options to pass to `add_node` (retry policy, `ends`, an error handler).
+/// Thread safety: a pure function; any thread. The handler it installs keeps no state.
 template <auto Failures>
 node_options with_failure_policy(std::string const& node, failure_policy policy) {
     using S = typename member_traits<Failures>::state_type;

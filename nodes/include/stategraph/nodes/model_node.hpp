@@ -24,6 +24,7 @@
 namespace stategraph::nodes {
 
 /// @brief What a model node sends besides the conversation.
+/// Thread safety: a plain value, copied into the node (shared const between its copies).
 struct model_options {
     std::string system_prompt;         ///< @brief Put first as a "system" message when not empty.
     std::vector<tool_definition> tools;///< @brief Tools offered to the model.
@@ -32,6 +33,8 @@ struct model_options {
 
 /// @brief A chunk as the `messages` stream mode shows it: LangGraph's AIMessageChunk
 /// `{"type":"AIMessageChunk","id","content","tool_call_chunks":[{"name","args","id","index"}]}`.
+/// @param chunk the streamed piece.
+/// @param id the message id the chunks of one answer share.
 inline boost::json::object message_chunk_json(chat_chunk const& chunk, std::string const& id) {
     boost::json::array calls;
     for (auto const& c : chunk.tool_calls)
@@ -42,11 +45,16 @@ inline boost::json::object message_chunk_json(chat_chunk const& chunk, std::stri
 }
 
 /// @brief The node returned by model_node().
+/// @tparam Messages `&S::messages`.
+/// Thread safety: immutable; one node object serves every run at once (the model is shared, so it
+/// must be safe to call concurrently).
 template <auto Messages>
 class model_node_fn {
 public:
     using state_type = typename member_traits<Messages>::state_type;
 
+    /// @param model the chat model; null throws `std::invalid_argument`.
+    /// @param options system prompt, tools offered and temperature.
     model_node_fn(std::shared_ptr<chat_model> model, model_options options)
         : model_(std::move(model)), options_(std::make_shared<model_options const>(std::move(options))) {
         if (!model_) throw std::invalid_argument("stategraph::nodes::model_node: no chat model");
@@ -91,6 +99,12 @@ private:
 /// When the run streams `messages`, it asks the model to stream and writes each chunk with
 /// `ctx.write_message` (as LangGraph's AIMessageChunk) as it arrives.
 /// Model errors (e.g. chat_error from the OpenAI client) propagate, so the node's retry policy applies.
+/// @tparam Messages `&S::messages`: a `std::vector<chat_message>` field with a reducer.
+/// @param model the chat model, shared by every run; null throws `std::invalid_argument`.
+/// @param options system prompt (sent first when not empty), tools offered, temperature.
+/// @return the node: a coroutine node taking `(const S&, context&)`; its model call is awaited on
+/// the run's executor.
+/// Thread safety: a pure function; any thread.
 template <auto Messages>
 model_node_fn<Messages> model_node(std::shared_ptr<chat_model> model, model_options options = {}) {
     static_assert(messages_field<Messages>,

@@ -41,6 +41,7 @@ boost::system::error_category const& chat_category() noexcept;
 
 /// @brief Make an error code in chat_category(); found by ADL by both Boost.System and std.
 /// The result converts implicitly to std::error_code.
+/// @param e the code.
 boost::system::error_code make_error_code(chat_error e) noexcept;
 
 }  // namespace stategraph::nodes
@@ -60,6 +61,7 @@ namespace stategraph::nodes {
 /// nodes::openai_chat_model openai({.base_url = "https://api.openai.com/v1",
 ///                                  .api_key = api_key /* from a secret store or the environment, never the code */, .model = "gpt-4o-mini"});
 /// @endcode
+/// Thread safety: a plain value, copied by the client's constructor.
 struct openai_options {
     /// @brief API root up to and including the version segment: it must end in `/v1` (with or
     /// without a trailing `/`), e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`.
@@ -93,15 +95,21 @@ struct openai_options {
 ///
 /// Failures throw boost::system::system_error whose code() compares equal to a chat_error;
 /// the message names the URL and, for HTTP errors, the status and the start of the body.
+/// Thread safety: one client may be shared by any number of runs and threads; calls are independent
+/// (one connection each) and each completes on the awaiting coroutine's executor.
 class openai_chat_model final : public chat_model {
 public:
     /// @brief Create a client; its exchanges run on the executor of whichever coroutine awaits them.
     /// @throws boost::system::system_error with chat_error::bad_url if options.base_url is
     /// invalid, or chat_error::tls_failed if the TLS context cannot be set up.
+    /// @param options the endpoint root (ending in `/v1`), API key, default model, whole-exchange
+    /// timeout (default 30 s) and extra trusted certificates.
     explicit openai_chat_model(openai_options options);
     /// @brief The same: the executor is accepted for existing code and not used (an exchange
     /// runs on the awaiting coroutine's executor, so a model built with an io_context that
     /// nobody runs still works, e.g. under run_sync).
+    /// @param executor ignored.
+    /// @param options as for the other constructor.
     openai_chat_model(boost::asio::any_io_executor executor, openai_options options);
     ~openai_chat_model() override;
 
@@ -110,6 +118,8 @@ public:
 
     /// @brief POST @p request to `{base_url}/chat/completions` and parse the first choice.
     /// @throws boost::system::system_error with a chat_error code.
+    /// @param request the messages, tools, model (empty: `openai_options::model`) and sampling settings.
+    /// @return the first choice: its text, tool calls and usage.
     boost::asio::awaitable<chat_response> complete(chat_request request) override;
 
     /// @brief POST @p request with `stream: true` and read the Server-Sent Events as they come:
@@ -118,6 +128,9 @@ public:
     /// JSON completion instead is accepted (no chunks are handed over then).
     /// @throws boost::system::system_error with a chat_error code (bad_response when the stream
     /// is malformed or ends early).
+    /// @param request as for `complete`.
+    /// @param on_chunk called for each delta, on the awaiting coroutine's executor, one at a time; an
+    /// exception it throws ends the exchange and propagates.
     boost::asio::awaitable<chat_response> stream(chat_request request, chunk_handler on_chunk) override;
 
     /// @brief The options this client was built with.

@@ -27,6 +27,8 @@ enum class permission {
 
 /// @brief Whether @p text matches the glob @p pattern: `*` (and `**`) match any run of
 /// characters, `?` one character; everything else matches itself.
+/// @param pattern the glob.
+/// @param text the text tested (the whole of it must match). Thread safety: pure; any thread.
 inline bool glob_match(std::string_view pattern, std::string_view text) {
     std::size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
     while (t < text.size()) {
@@ -54,6 +56,7 @@ struct permission_rule {
     std::optional<std::string> subject;  ///< @brief "git push *"; none: every call of the tool.
 
     /// @brief Parse `Tool` or `Tool(glob)`. @throws agent_error(errc::bad_permission_rule).
+    /// @param text the rule, e.g. "Edit(.env)" or "Bash".
     static permission_rule parse(std::string text) {
         permission_rule r;
         r.text = text;
@@ -72,6 +75,9 @@ struct permission_rule {
         return r;
     }
 
+    /// @brief Whether the rule covers a call.
+    /// @param tool_name the called tool's name.
+    /// @param call_subject the call's subject (`call_subject(args, tool.subject_field())`).
     bool matches(std::string_view tool_name, std::string_view call_subject) const {
         return glob_match(tool, tool_name) && (!subject || glob_match(*subject, call_subject));
     }
@@ -79,6 +85,8 @@ struct permission_rule {
 
 /// @brief The subject of a call that rules match against: the argument named @p field when
 /// given and a string, else the first string argument, else the arguments as JSON.
+/// @param args the call's arguments.
+/// @param field the tool's subject argument (`tool::subject`); empty: the first string argument.
 inline std::string call_subject(boost::json::object const& args, std::string const& field = {}) {
     if (!field.empty())
         if (auto const* v = args.if_contains(field); v && v->is_string()) return std::string(v->get_string());
@@ -91,10 +99,16 @@ inline std::string call_subject(boost::json::object const& args, std::string con
 ///
 /// A call is checked against every rule: any deny rule that matches denies it; else any ask
 /// rule asks; else any allow rule allows; else `otherwise` decides (allow by default).
+/// Thread safety: immutable once built; share one object (tool nodes keep it by `shared_ptr` to
+/// const) and check from any thread.
 class permission_rules {
 public:
     permission_rules() = default;
     /// @brief @throws agent_error(errc::bad_permission_rule) naming every malformed rule.
+    /// @param allow rules whose calls run without asking.
+    /// @param deny rules whose calls are refused (deny wins over ask and allow).
+    /// @param ask rules whose calls interrupt for a human's approval (ask wins over allow).
+    /// @param otherwise the decision for a call no rule matches (default: allow).
     permission_rules(std::vector<std::string> allow, std::vector<std::string> deny, std::vector<std::string> ask,
                      permission otherwise = permission::allow)
         : otherwise_(otherwise) {
@@ -116,6 +130,9 @@ public:
 
     /// @brief The decision for a call of @p tool whose subject is @p subject, and the rule that
     /// decided (null when `otherwise` did).
+    /// @param tool the called tool's name.
+    /// @param subject the call's subject (see `call_subject`).
+    /// @return the decision and the rule (a pointer into this object, valid while it lives).
     std::pair<permission, permission_rule const*> check(std::string_view tool, std::string_view subject) const {
         for (auto const& r : deny_)
             if (r.matches(tool, subject)) return {permission::deny, &r};

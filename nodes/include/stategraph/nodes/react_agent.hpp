@@ -37,6 +37,7 @@ enum class on_step_limit {
 /// @endcode
 /// An aggregate: build it outside a `co_await` expression (g++ 12 destroys an aggregate
 /// temporary standing in one twice).
+/// Thread safety: a plain value, copied by `react_agent`.
 struct react_options {
     std::string name = "react_agent";  ///< @brief Graph name (drawings, error messages).
     std::string system_prompt;         ///< @brief First message of every model call; empty: none is sent.
@@ -46,6 +47,7 @@ struct react_options {
 };
 
 /// @brief How many assistant messages follow the last user message.
+/// @param messages the conversation. Thread safety: pure; any thread.
 inline int steps_since_user(std::vector<chat_message> const& messages) {
     int n = 0;
     for (auto it = messages.rbegin(); it != messages.rend() && it->role != "user"; ++it)
@@ -91,6 +93,16 @@ auto step_limited(Call call, react_options const& options) {
 /// `create_react_agent` does the latter when its `remaining_steps` run out, and raises
 /// GraphRecursionError at the recursion limit). Keep the run's recursion_limit above
 /// 2 * max_steps + 1.
+/// @tparam Messages `&S::messages`: a `std::vector<chat_message>` field with a reducer (checked by a
+/// `static_assert`).
+/// @param model the chat model, shared by every run of the agent (it must be safe to call
+/// concurrently, as `openai_chat_model` is); awaited from the agent node's coroutine.
+/// @param tools the tools offered to the model and run by the `tools` node.
+/// @param options name, system prompt, step limit, what happens at the limit, permission rules.
+/// @return the agent as a compiled graph without a checkpointer of its own (as a subgraph node it
+/// uses its parent's).
+/// @throws std::invalid_argument when `options.max_steps` is below 1.
+/// Thread safety: call from any thread; the graph it returns is a `compiled_graph` (shareable).
 template <auto Messages>
 compiled_graph<typename member_traits<Messages>::state_type> react_agent(std::shared_ptr<chat_model> model,
                                                                          std::vector<tool> tools,

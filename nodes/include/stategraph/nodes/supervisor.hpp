@@ -45,15 +45,19 @@ struct supervision {
 BOOST_DESCRIBE_STRUCT(supervision, (), (iteration, last, chain, rounds, ended_by, failures, failures_handled))
 
 /// @brief A routing decision: one intent, several (run in parallel), or END.
+/// Thread safety: a plain value.
 struct decision {
     std::vector<std::string> intents;  ///< @brief Empty with end = true.
     bool end = false;
 
     /// @brief Go to one intent.
+    /// @param intent the intent's name (one that does not exist fails the run: `unknown_intent`).
     static decision to(std::string intent) { return {{std::move(intent)}, false}; }
     /// @brief Fan out to several intents, run in parallel in one round: `decision::to({"a", "b"})`.
+    /// @param intents the intents run in parallel in one round.
     static decision to(std::initializer_list<std::string> intents) { return {std::vector<std::string>(intents), false}; }
     /// @brief Fan out to a list of intents built at run time.
+    /// @param intents the intents run in parallel in one round.
     static decision to(std::vector<std::string> intents) { return {std::move(intents), false}; }
     /// @brief Stop: the supervisor's graph ends.
     static decision finish() { return {{}, true}; }
@@ -61,11 +65,18 @@ struct decision {
 
 /// @brief One thing a supervisor can dispatch: a callback node, or a compiled graph over the
 /// same state (an agent such as react_agent(), or any subgraph).
+/// @tparam S the state type of the supervisor's graph.
+/// Thread safety: a plain value while configured; once compiled into a supervisor it is shared
+/// const, and its `run` and `next` functions are called from every run at once.
 template <class S>
 class intent {
 public:
     /// @brief @p run is a node of a graph over S (a callable returning update<S>, ...) or a
     /// compiled_graph<S>.
+    /// @tparam F a node callable over `S`, or `compiled_graph<S>` (checked by a `static_assert`).
+    /// @param name the intent's (and its node's) name: unique, not empty, not "supervisor", "ack" or
+    /// "__..." (a `duplicate_intent` problem otherwise).
+    /// @param run the node or graph, moved in.
     template <class F>
     intent(std::string name, F run) : name_(std::move(name)) {
         if constexpr (std::is_same_v<std::remove_cvref_t<F>, compiled_graph<S>>) {
@@ -87,6 +98,8 @@ public:
     }
 
     /// @brief What the intent does; required under an LLM router (the router reads it).
+    /// @param text the description the LLM router reads.
+    /// @return `*this` (moved, from the `&&` overload).
     intent& describe(std::string text) & {
         description_ = std::move(text);
         return *this;
@@ -94,6 +107,9 @@ public:
     intent&& describe(std::string text) && { return std::move(describe(std::move(text))); }
 
     /// @brief What runs after this intent: a decision, or nullopt to let the router/route decide.
+    /// @param fn called with the state after the intent ran, in the supervisor node (on the run's
+    /// executor); its decision comes before the router's.
+    /// @return `*this` (moved, from the `&&` overload).
     intent& next(std::function<std::optional<decision>(S const&)> fn) & {
         next_ = std::move(fn);
         return *this;
@@ -103,6 +119,8 @@ public:
     /// @brief Retry the intent, then (after the last retry) escalate to another intent or let the
     /// router/route re-plan with the failure in `supervision::failures`; a policy with neither
     /// fails the run with agent_error(errc::retries_exhausted) naming the intent.
+    /// @param policy retries and escalation or re-plan (checked by `supervisor::problems()`).
+    /// @return `*this` (moved, from the `&&` overload).
     intent& on_failure(failure_policy policy) & {
         failure_ = std::move(policy);
         return *this;
@@ -125,6 +143,9 @@ private:
 
 /// @brief An LLM router: the model gets the intents' names and descriptions and answers with
 /// JSON `{"next": "<intent>" | ["<a>", "<b>"] | "END", "reasoning": "..."}`.
+/// @tparam S the supervisor's state type.
+/// Thread safety: a plain value; the model is shared by every run (it must be safe to call
+/// concurrently) and is awaited from the supervisor node's coroutine.
 template <class S>
 struct llm_router {
     std::shared_ptr<chat_model> model;
@@ -150,6 +171,9 @@ struct llm_router {
 /// throws agent_error(errc::unknown_intent). compile() reports every configuration problem at
 /// once (agent_error with problems()). An `ack` node, when given, runs from START in parallel
 /// with the first decision (the seed's ack preamble).
+/// @tparam Field `&S::field`, a `supervision` member of the state.
+/// Thread safety: not thread-safe while configured (one thread); `compile()` copies it into the graph,
+/// which is then a `compiled_graph` (shareable; its functions are called from every run at once).
 template <auto Field>
 class supervisor {
     static_assert(std::is_same_v<typename member_traits<Field>::value_type, supervision>,
@@ -159,28 +183,36 @@ public:
     using state_type = typename member_traits<Field>::state_type;
     using S = state_type;
 
+    /// @param name the supervisor's graph name (messages, drawings).
     explicit supervisor(std::string name) : name_(std::move(name)) {}
 
+    /// @brief Adds an intent; the other setters below set how decisions are made, each returning
+    /// `*this` (moved, from the `&&` overloads).
+    /// @param i the intent.
     supervisor& add(intent<S> i) & {
         intents_.push_back(std::move(i));
         return *this;
     }
     supervisor&& add(intent<S> i) && { return std::move(add(std::move(i))); }
+    /// @param fn picks the first intent's name on round 0.
     supervisor& classifier(std::function<std::string(S const&)> fn) & {
         classifier_ = std::move(fn);
         return *this;
     }
     supervisor&& classifier(std::function<std::string(S const&)> fn) && { return std::move(classifier(std::move(fn))); }
+    /// @param fn the deterministic route after each round (not with `router`).
     supervisor& route(std::function<decision(S const&)> fn) & {
         route_ = std::move(fn);
         return *this;
     }
     supervisor&& route(std::function<decision(S const&)> fn) && { return std::move(route(std::move(fn))); }
+    /// @param r the LLM router (not with `route`); its model must not be null.
     supervisor& router(llm_router<S> r) & {
         router_ = std::move(r);
         return *this;
     }
     supervisor&& router(llm_router<S> r) && { return std::move(router(std::move(r))); }
+    /// @param fn true when the work is done: the supervisor ends (checked before `next` and routing).
     supervisor& evaluate(std::function<bool(S const&)> fn) & {
         evaluate_ = std::move(fn);
         return *this;
@@ -188,6 +220,8 @@ public:
     supervisor&& evaluate(std::function<bool(S const&)> fn) && { return std::move(evaluate(std::move(fn))); }
     /// @brief An acknowledgement node (a node over S, e.g. one writing "Got it, one moment...")
     /// that runs in parallel with the first routing decision, in the same superstep.
+    /// @tparam F a node callable over `S`.
+    /// @param node added as node "ack", from START to END.
     template <class F>
     supervisor& ack(F node) & {
         static_assert(node_of<F, S>, "supervisor::ack(node): node must be a node of a graph over S");
@@ -196,6 +230,7 @@ public:
     }
     template <class F>
     supervisor&& ack(F node) && { return std::move(ack(std::move(node))); }
+    /// @param n dispatch rounds allowed per run (default 10, at least 1).
     supervisor& max_iterations(int n) & {
         max_iterations_ = n;
         return *this;
@@ -208,6 +243,8 @@ public:
     /// update built from the state and the bag; default: spread_artifacts, each key replacing
     /// the field of that name), empties the bag, and only then evaluates and routes. In a
     /// fan-out the bag holds every branch's artifacts (merged by the reducer).
+    /// @tparam Bag `&S::bag`, a `boost::json::object` field with the `merge_artifacts` reducer.
+    /// @param finalize the update made from the state and the bag; empty: `spread_artifacts`.
     template <auto Bag>
     supervisor& artifacts(std::function<update<S>(S const&, boost::json::object const&)> finalize = {}) & {
         static_assert(std::is_same_v<typename member_traits<Bag>::state_type, S> &&
@@ -275,6 +312,8 @@ public:
 
     /// @brief The supervisor as a compiled graph (use it as a subgraph node).
     /// @throws agent_error listing every problem() when the configuration is wrong.
+    /// @return a compiled graph without a checkpointer of its own (as a subgraph node it uses its
+    /// parent's); this supervisor is copied into it and may be changed afterwards.
     compiled_graph<S> compile() const {
         auto found = problems();
         if (!found.empty()) throw agent_error(std::move(found));

@@ -63,6 +63,9 @@ concept tool_function = (detail::tool_with_context<F> || detail::tool_without_co
 /// resume of `true` runs it, anything else answers the model with a `tool_denied` message.
 /// A function without the context parameter runs at most once per call: its result is saved
 /// with the task (see journaled()); one that takes the context runs again whenever the node does.
+/// Thread safety: immutable once configured (the function is shared between copies); a tool may be
+/// offered to many runs at once, so its function is called concurrently: make it safe for that. It
+/// runs on the run's executor, inside the tool node's task.
 class tool {
 public:
     using function_type =
@@ -70,6 +73,12 @@ public:
 
     /// @brief A tool named @p name, described for the model, with a JSON Schema of its arguments
     /// (null: any object).
+    /// @tparam F the function's type (see `tool_function`; a `static_assert` says what is wrong).
+    /// @param name the tool's name as the model sees and calls it (also matched by permission rules).
+    /// @param description what the tool does, sent to the model.
+    /// @param parameters the JSON Schema of the arguments object, sent to the model as is; the
+    /// arguments are not validated against it before `fn` runs.
+    /// @param fn the function, moved into shared storage.
     template <class F>
     tool(std::string name, std::string description, boost::json::value parameters, F fn) {
         static_assert(tool_function<F>,
@@ -91,6 +100,8 @@ public:
     }
 
     /// @brief Ask a human before each call (an interrupt; resume with true to run it).
+    /// @param on true: interrupt for approval before each call (the thread needs a checkpointer).
+    /// @return `*this` (moved, from the `&&` overload).
     tool& ask_first(bool on = true) & {
         ask_first_ = on;
         return *this;
@@ -99,6 +110,8 @@ public:
 
     /// @brief The argument that permission rules match (`Bash(git push *)` matches the
     /// "command" argument of tool Bash with `.subject("command")`); default: the first string argument.
+    /// @param field the name of a string argument of the tool.
+    /// @return `*this` (moved, from the `&&` overload).
     tool& subject(std::string field) & {
         subject_ = std::move(field);
         return *this;
@@ -110,6 +123,8 @@ public:
     /// node's other calls end, so their journaled results are kept) instead of answering the
     /// model with `tool_failed`: the node's retry policy, or running the thread again, re-runs
     /// only the calls that did not finish. agent_error refusals still answer the model.
+    /// @param on true: a failure of the tool fails the node instead of answering the model.
+    /// @return `*this` (moved, from the `&&` overload).
     tool& failure_stops_node(bool on = true) & {
         stops_node_ = on;
         return *this;
@@ -126,6 +141,9 @@ public:
     bool journaled() const noexcept { return journaled_; }
 
     /// @brief Run the tool (no approval step; the tool node asks first).
+    /// @param args the call's arguments (must outlive the returned awaitable).
+    /// @param ctx the calling node's context.
+    /// @return the function's result as JSON; its exception propagates.
     boost::asio::awaitable<boost::json::value> run(boost::json::object const& args, stategraph::context& ctx) const {
         return fn_(args, ctx);
     }

@@ -161,11 +161,16 @@ inline boost::asio::awaitable<std::vector<chat_message>> run_tool_calls(std::sha
 }  // namespace detail
 
 /// @brief The node returned by tool_node(): runs the last assistant message's tool calls.
+/// @tparam Messages `&S::messages`, the state's list of chat messages.
+/// Thread safety: immutable (the tools and rules are shared, const); one node object serves every
+/// run of the graph at once. Its tool calls run in parallel on the run's executor.
 template <auto Messages>
 class tool_node_fn {
 public:
     using state_type = typename member_traits<Messages>::state_type;
 
+    /// @param tools the tools it can run, moved into shared storage.
+    /// @param rules permission rules checked before each call (empty: every call allowed).
     explicit tool_node_fn(std::vector<tool> tools, permission_rules rules = {})
         : tools_(std::make_shared<std::vector<tool> const>(std::move(tools))) {
         if (!rules.empty()) rules_ = std::make_shared<permission_rules const>(std::move(rules));
@@ -178,6 +183,12 @@ public:
         return out;
     }
 
+    /// @brief Runs the last assistant message's tool calls (the node's body, called by the engine).
+    /// @param s the state; its last message must be an assistant message with tool calls.
+    /// @param ctx the node's context (interrupts, side-effect journal).
+    /// @return an update appending one tool message per call, in the calls' order.
+    /// @throws agent_error(errc::no_tool_calls) when the last message has no tool calls; a tool's
+    /// exception when it is marked `failure_stops_node`; `interrupt_signal` for an approval.
     boost::asio::awaitable<update<state_type>> operator()(state_type const& s, stategraph::context& ctx) const {
         auto const& list = s.*Messages;
         if (list.empty() || list.back().role != "assistant" || list.back().tool_calls.empty())
@@ -212,6 +223,12 @@ private:
 /// With @p rules, each call is checked first (permission_rules): a denied call answers the model
 /// with a `tool_denied` message naming the rule; an "ask" call interrupts as `ask_first()` does
 /// (its payload names the rule).
+/// @tparam Messages `&S::messages`: a `std::vector<chat_message>` field with a reducer (a
+/// `static_assert` says what to write otherwise).
+/// @param tools the tools, each with a distinct name.
+/// @param rules permission rules (allow, ask, deny), checked before each call.
+/// @return the node, to pass to `add_node` or `"tools"_n = ...`.
+/// Thread safety: a pure function; any thread.
 template <auto Messages>
 tool_node_fn<Messages> tool_node(std::vector<tool> tools, permission_rules rules = {}) {
     static_assert(messages_field<Messages>,
@@ -223,6 +240,9 @@ tool_node_fn<Messages> tool_node(std::vector<tool> tools, permission_rules rules
 
 /// @brief The route after a model node: "tools" when the last message asks for tool calls,
 /// else END (LangGraph's `tools_condition`).
+/// @tparam Messages `&S::messages`.
+/// @param s the state after the model node.
+/// @return "tools" or END's name ("__end__"). Thread safety: pure; any thread.
 template <auto Messages>
 std::string tools_condition(typename member_traits<Messages>::state_type const& s) {
     auto const& list = s.*Messages;

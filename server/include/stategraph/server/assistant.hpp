@@ -17,6 +17,8 @@
 namespace stategraph::server {
 
 /// @brief How the server runs one graph.
+/// Thread safety: a plain value, copied into the assistant; `input_adapter` is called on the
+/// server's executor, once per run created.
 struct assistant_options {
     std::string description;
     int recursion_limit = 25; ///< per run, unless the run's `config.recursion_limit` says otherwise
@@ -36,6 +38,7 @@ struct assistant_options {
 };
 
 /// @brief A graph served as an assistant: its id, its engine tables, its options.
+/// Thread safety: a plain value; the graph it refers to is shared and immutable.
 struct assistant_spec {
     std::string graph_id;
     std::shared_ptr<const detail::graph_core> core;
@@ -50,6 +53,12 @@ inline constexpr bool is_compiled_graph_v<compiled_graph<S>> = true;
 /// @brief The spec of compiled graph `g` served as `graph_id`. The graph needs a checkpointer:
 /// the server keeps every thread in it.
 /// @throws std::invalid_argument naming the graph when it has none, or when `graph_id` is empty.
+/// @tparam G `compiled_graph<S>` (a `static_assert` says what to do with a builder).
+/// @param graph_id the id clients use (`graph_id`; the assistant id is derived from it).
+/// @param g the compiled graph, shared (not copied) with the server; it needs a checkpointer.
+/// @param options description, default recursion limit (25), input adapter and typed context.
+/// @return the spec to pass to `server::add`.
+/// Thread safety: a pure function; any thread.
 template <class G>
 assistant_spec make_assistant(std::string graph_id, const G& g, assistant_options options = {}) {
     static_assert(is_compiled_graph_v<std::remove_cvref_t<G>>,

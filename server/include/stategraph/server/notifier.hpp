@@ -43,6 +43,9 @@ public:
     /// @brief Tells every subscriber, this instance's included, of `payload` on `channel`.
     /// Never throws and never waits on the network: a wake-up that cannot be sent is dropped
     /// (the others find the change at their next poll).
+    /// @param channel "sg_runs" or "sg_events".
+    /// @param payload a run id, "cancel:<id>", ...; both are views: keep the strings alive until
+    /// the `co_await` completes.
     virtual boost::asio::awaitable<void> publish(std::string_view channel, std::string_view payload) = 0;
     /// @brief Calls `on` (on a thread of the notifier's) with every wake-up published on
     /// `channels` from now on, by any instance (and with those of channels other subscribers
@@ -50,6 +53,8 @@ public:
     /// once with an empty payload. Returns once listening (or after a bounded wait when the
     /// carrier cannot be reached now; it keeps trying). True: wake-ups will come. `on` is called
     /// until the notifier is destroyed: what it refers to must outlive the notifier.
+    /// @param channels the channels listened to.
+    /// @param on the handler, called on the notifier's own thread (post to your executor from it).
     virtual bool subscribe(std::vector<std::string> channels, handler on) = 0;
     /// @brief A name for messages: "Redis 127.0.0.1:6379 (channels stategraph:0:*)".
     virtual std::string describe() const = 0;
@@ -64,12 +69,16 @@ enum class notifier_errc {
 
 /// @brief The category of `notifier_errc`, named "stategraph.server.notifier".
 const std::error_category& notifier_category() noexcept;
+/// @param e the code.
 inline std::error_code make_error_code(notifier_errc e) noexcept { return {static_cast<int>(e), notifier_category()}; }
 
 /// @brief What opening a notifier throws: a `std::system_error` with a `notifier_errc`; its
 /// message names the URL and the reason.
+/// Thread safety: an immutable exception object.
 class notifier_error : public std::system_error {
 public:
+    /// @param code the kind.
+    /// @param what the message, naming the URL and the reason.
     notifier_error(notifier_errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
     notifier_errc kind() const noexcept { return static_cast<notifier_errc>(code().value()); }
 };

@@ -25,6 +25,8 @@ class run_store;
 using verbosity = stategraph::verbosity;
 
 /// @brief How the server listens and what it accepts.
+/// Thread safety: a plain value, copied by the server's constructor; `log` is called on the server's
+/// executor.
 struct server_options {
     std::string host = "127.0.0.1"; ///< the address to bind (loopback unless told otherwise)
     unsigned short port = 8123;     ///< the LangGraph SDK's default; 0 picks a free port

@@ -38,6 +38,8 @@
 namespace stategraph::server {
 
 /// @brief Where the Redis server is and how the notifier talks to it.
+/// Thread safety: a plain value, copied by `open_redis_notifier`; `log` is called on the
+/// notifier's thread.
 struct redis_notifier_options {
     std::string url = "redis://127.0.0.1:6379/0"; ///< redis://HOST:PORT[/DB]
     /// The first part of every channel's name; instances wake each other only when it agrees.
@@ -57,6 +59,9 @@ struct redis_notifier_options {
 /// redis://HOST:PORT[/DB], `unreachable` when the server cannot be reached or refuses (the
 /// message names it), `not_built` when stategraph was built without Redis
 /// (STATEGRAPH_WITH_REDIS off: no hiredis).
+/// @param options URL, channel prefix, timeouts (ms) and log.
+/// @return the notifier, to share between the run stores of this process.
+/// Thread safety: call from any thread; it blocks until Redis answered once (at most `timeout`).
 std::shared_ptr<notifier> open_redis_notifier(redis_notifier_options options);
 
 } // namespace stategraph::server

@@ -66,6 +66,9 @@ public:
     /// @brief The context of a run: read through `reader` when there is one, else as a
     /// `served_context` holding both objects.
     /// @throws what `reader->read` throws (the context does not fit the type).
+    /// @param reader the assistant's typed reader, or null.
+    /// @param context the run's merged `context`.
+    /// @param configurable the run's merged `config.configurable`.
     run_context(const context_reader* reader, boost::json::object context, boost::json::object configurable) {
         if (reader) {
             object_ = reader->read(context);

@@ -231,6 +231,7 @@ struct thread_query {
 };
 
 /// @brief How long claims live and how often a run may be taken over.
+/// Thread safety: a plain value, copied by the store.
 struct run_store_options {
     /// A worker renews its claims every third of this; a claim not renewed for this long is
     /// taken over by another instance.
@@ -252,6 +253,8 @@ struct run_store_options {
 class run_store {
 public:
     /// Creates the tables when missing (blocking on a private io_context).
+    /// @param backend the database (SQLite or PostgreSQL, or one of your own), shared.
+    /// @param options claim lease (ms), attempts per run, retention and notifier.
     run_store(std::shared_ptr<run_store_backend> backend, run_store_options options = {});
     ~run_store();
     run_store(const run_store&) = delete;
@@ -263,6 +266,7 @@ public:
     /// @brief Calls `on` with the wake-ups of every instance on this store, from now on: through
     /// `options().notifier` when there is one, else the backend's `listen`. False when there are
     /// none (instances then poll).
+    /// @param on called with each wake-up, on the notifier's (or backend's) own thread.
     bool listen(std::function<void(std::string channel, std::string payload)> on);
 
     // -- threads ----------------------------------------------------------------------------
@@ -380,9 +384,14 @@ private:
 /// @brief SQLite: `path` (made when missing; ":memory:" for a store of this process alone).
 /// Tables `sg_threads`, `sg_runs`, `sg_run_events` live beside a checkpointer's in the same file
 /// when given its path. Throws `run_store_error` when the file cannot be opened.
+/// @param path the database file (a checkpointer's file may be shared), or ":memory:".
+/// @param options claim lease, attempts, retention and notifier (`run_store_options`).
+/// @return the store, to set as `server_options::runs` of every instance on this host.
+/// Thread safety: call from any thread; it opens the file and creates the tables before it returns.
 std::shared_ptr<run_store> open_sqlite_run_store(const std::string& path, run_store_options options = {});
 
 /// @brief How to reach PostgreSQL for runs.
+/// Thread safety: a plain value, copied by `open_postgres_run_store`.
 struct postgres_run_store_options {
     std::string conninfo;          ///< libpq connection string
     std::string schema = "public"; ///< made when missing
@@ -391,6 +400,9 @@ struct postgres_run_store_options {
 };
 /// @brief PostgreSQL (when built with it). Throws `run_store_error` when the server cannot be
 /// reached, or std::invalid_argument when stategraph was built without PostgreSQL.
+/// @param options connection string, schema, pool size and the store's own options.
+/// @return the store, to set as `server_options::runs` of every instance, on any host.
+/// Thread safety: call from any thread; it connects and creates the tables before it returns.
 std::shared_ptr<run_store> open_postgres_run_store(postgres_run_store_options options);
 
 } // namespace stategraph::server

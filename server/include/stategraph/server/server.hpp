@@ -30,8 +30,15 @@
 
 namespace stategraph::server {
 
+/// Not thread-safe: call every member on the executor's thread (or before `io.run()` starts), and
+/// run that executor on one thread; a signal handler reaches `drain` through an
+/// `asio::signal_set` on it, not directly.
 class server {
 public:
+    /// @param ex the executor every connection, worker, timer and run of the server runs on (one
+    /// thread: an `io_context` run by one thread, or a strand).
+    /// @param options address and port, limits, API keys, run store (null: one in memory, lost at
+    /// exit), drain timeout, CORS, Store and the rest (`server_options`). Nothing is bound until `listen`.
     server(boost::asio::any_io_executor ex, server_options options);
     ~server();
     server(const server&) = delete;
@@ -39,6 +46,8 @@ public:
 
     /// @brief Serves a graph as an assistant (before or after `listen`).
     /// @throws std::invalid_argument when the graph id is taken.
+    /// @param spec the graph (`make_assistant(id, app, options)`); also throws std::invalid_argument
+    /// when it has no checkpointer.
     void add(assistant_spec spec);
 
     /// @brief Binds `host:port` and starts accepting, and starts this instance's workers (unless
@@ -58,6 +67,8 @@ public:
     /// here and the webhooks of ended runs are delivered (or given up), or after `server_options::drain_timeout` (a run still in a node then keeps its claim
     /// until it expires, and another instance takes it over). Clients waiting on a handed-back
     /// run through this instance are told `ServerDraining`.
+    /// @param done called once, on the server's executor, when the drain is over as said above
+    /// (at the latest after `drain_timeout`); exit the process there.
     void drain(std::function<void()> done);
 
     /// @brief The bound port (0 before `listen`).
