@@ -139,6 +139,10 @@ public:
     /// @return The first choice produced by the model.
     virtual boost::asio::awaitable<chat_response> complete(chat_request request) = 0;
 
+    /// @brief The model a request without `model` goes to ("" when the implementation does not
+    /// say): the name token usage is reported under (`context::report_usage`).
+    virtual std::string model_name() const { return {}; }
+
     /// @brief Complete @p request, handing each piece of the answer to @p on_chunk as it arrives;
     /// returns the whole answer assembled from the pieces. The default implementation calls
     /// complete() and hands the whole answer over as one chunk; network models stream for real.

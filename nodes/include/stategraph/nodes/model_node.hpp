@@ -56,6 +56,7 @@ public:
         auto model = model_;
         auto options = options_;
         chat_request request = make_request(*options, s.*Messages);
+        std::string const model_name = request.model.empty() ? model->model_name() : request.model;
         std::string const id = "ai:" + ctx.run_id() + ":" + std::to_string(ctx.step()) + ":" + ctx.node();
         chat_response response;
         if (ctx.streams_messages()) {
@@ -66,6 +67,12 @@ public:
             response = co_await model->stream(std::move(request), std::move(on_chunk));
         } else {
             response = co_await model->complete(std::move(request));
+        }
+        if (response.prompt_tokens != 0 || response.completion_tokens != 0) {
+            token_usage used;
+            used.input_tokens = response.prompt_tokens;
+            used.output_tokens = response.completion_tokens;
+            ctx.report_usage(model_name, used);
         }
         std::vector<chat_message> answer(1, response.to_message());
         answer.front().id = id;
