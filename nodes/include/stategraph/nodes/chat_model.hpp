@@ -4,6 +4,8 @@
 /// @file
 /// @brief The chat-model interface used by graph nodes, plus an offline rule-based implementation.
 
+#include <stategraph/run_observer.hpp>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
@@ -91,6 +93,14 @@ struct chat_response {
     std::vector<tool_call> tool_calls;  ///< @brief Tools the model asks to run ("tool_calls" finish), in order.
 
     friend bool operator==(chat_response const&, chat_response const&) = default;
+
+    /// @brief The tokens reported (`context::report_usage` takes it).
+    token_usage usage() const noexcept {
+        token_usage u;
+        u.input_tokens = prompt_tokens;
+        u.output_tokens = completion_tokens;
+        return u;
+    }
 
     /// @brief The answer as an assistant message (content and tool calls) for the conversation.
     chat_message to_message() const {

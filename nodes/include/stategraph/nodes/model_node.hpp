@@ -68,12 +68,7 @@ public:
         } else {
             response = co_await model->complete(std::move(request));
         }
-        if (response.prompt_tokens != 0 || response.completion_tokens != 0) {
-            token_usage used;
-            used.input_tokens = response.prompt_tokens;
-            used.output_tokens = response.completion_tokens;
-            ctx.report_usage(model_name, used);
-        }
+        if (response.usage().total_tokens() != 0) ctx.report_usage(model_name, response.usage());
         std::vector<chat_message> answer(1, response.to_message());
         answer.front().id = id;
         co_return update<state_type>{}.template set<Messages>(std::move(answer));
