@@ -60,6 +60,7 @@ struct task_frame {
     durability mode = durability::sync; // the call's durability, which its subgraphs follow
     const runtime_context* runtime = nullptr;
     store::base_store* store = nullptr; // the call's store, else the graph's (a subgraph: its parent's)
+    run_observer* observer = nullptr;   // the call's observer (a subgraph: its parent's)
     const std::string* run_id = nullptr;
     // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
     const std::string* checkpoint_id = nullptr;
@@ -115,6 +116,9 @@ boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::
 }
 
 store::base_store* store_of_call(const task_frame& f) noexcept { return f.store; }
+void report_usage(const task_frame& f, std::string_view model, const token_usage& usage) {
+    if (f.observer) f.observer->on_usage(model, usage);
+}
 
 void throw_no_store(const task_frame& f) {
     throw graph_error(errc::no_store,
@@ -331,7 +335,12 @@ public:
     boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> load(const std::optional<std::string>& id) {
         return saver_->get(thread_id_, ns_, id);
     }
-    boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) { return saver_->put(thread_id_, ns_, cp); }
+    boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) {
+        if (!observer_) return saver_->put(thread_id_, ns_, cp);
+        return timed(saver_->put(thread_id_, ns_, cp), observer_);
+    }
+    /// Checkpoint writes are timed for `o` (null: not timed).
+    void observe(run_observer* o) noexcept { observer_ = o; }
     boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
         return saver_->put_writes(thread_id_, ns_, checkpoint_id, std::move(ws));
     }
@@ -343,7 +352,14 @@ public:
     }
 
 private:
+    static boost::asio::awaitable<void> timed(boost::asio::awaitable<void> put, run_observer* o) {
+        const auto start = std::chrono::steady_clock::now();
+        co_await std::move(put);
+        o->on_checkpoint_write(std::chrono::steady_clock::now() - start);
+    }
+
     checkpoint::saver* saver_ = nullptr;
+    run_observer* observer_ = nullptr;
     std::string thread_id_, ns_;
     bool leased_ = false;
 };
@@ -1477,6 +1493,17 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     const auto& g = env.g;
     const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
     const int attempts = rt.retry ? std::max(1, rt.retry->max_attempts) : 1;
+    // Tells the call's observer how long the task took, however it ends (a cancelled task too).
+    struct node_timer {
+        run_observer* o;
+        const std::string& name;
+        const task& t;
+        std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+        ~node_timer() {
+            if (o) o->on_node_end(name, std::chrono::steady_clock::now() - start, t.status == task_status::failed);
+        }
+    };
+    const node_timer timing{env.cfg.observer, rt.name, t};
     auto ex = co_await boost::asio::this_coro::executor;
     auto& f = t.frame;
     f.node = &rt.name;
@@ -1493,6 +1520,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.checkpoint_id = &r.cp_id;
     f.runtime = &env.cfg.runtime;
     f.store = env.cfg.store ? env.cfg.store : g.store.get();
+    f.observer = env.cfg.observer;
     f.run_id = &r.run_id;
     f.recursion_limit = env.cfg.recursion_limit;
     f.mode = r.mode;
@@ -2315,6 +2343,7 @@ boost::asio::awaitable<run_outcome> run_graph(std::unique_ptr<run_request> req) 
     run_state r(g);
     r.run_id = checkpoint::new_checkpoint_id();
     r.session = checkpoint_session(g.saver.get(), req->cfg.thread_id.str(), "");
+    r.session.observe(req->cfg.observer);
     // Per-call breakpoints: node names ("*": all) into flags by node index.
     auto flags = [&g](const std::optional<std::vector<std::string>>& names, const char* which) {
         std::vector<char> out;
@@ -2576,6 +2605,7 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     run_state r(g);
     std::string seg = names::task_segment(*f.node, f.task_id);
     r.session = checkpoint_session(f.saver, *f.thread_id, names::child_namespace(*f.ns, seg));
+    r.session.observe(f.observer);
     r.ns_path = *f.ns_path;
     r.ns_path.push_back(seg);
     r.track_delta = true;
@@ -2586,6 +2616,7 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     cfg.durability = f.mode; // a subgraph writes its checkpoints as its parent does
     if (f.runtime) cfg.runtime = *f.runtime; // the subgraph's nodes see the caller's dependencies
     cfg.store = f.store;                     // and the parent's store (else the subgraph's own)
+    cfg.observer = f.observer;               // and report to the caller's observer
     cfg.allow_drift = true;
     // The namespace belongs to this task: a checkpoint there that still has work (next nodes,
     // pending writes or a breakpoint) is an earlier attempt of this task (interrupted, stopped at

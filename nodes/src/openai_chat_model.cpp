@@ -620,6 +620,8 @@ openai_chat_model::~openai_chat_model() = default;
 
 openai_options const& openai_chat_model::options() const noexcept { return impl_->options; }
 
+std::string openai_chat_model::model_name() const { return impl_->options.model; }
+
 std::string const& openai_chat_model::endpoint() const noexcept { return impl_->url.endpoint; }
 
 asio::awaitable<chat_response> openai_chat_model::complete(chat_request request) {

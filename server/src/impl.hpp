@@ -10,6 +10,8 @@
 #pragma once
 
 #include "common.hpp"
+#include "run_meter.hpp"
+#include "server_metrics.hpp"
 
 namespace stategraph::server {
 
@@ -50,6 +52,7 @@ struct live_run {
     /// for the legacy "messages" mode: each message streamed so far, accumulated from its chunks
     /// (keyed by namespace and message id)
     std::map<std::string, json::object> legacy_messages;
+    run_meter meter; ///< the engine's observer for the run: node and checkpoint times, token usage
 };
 
 struct server::impl : std::enable_shared_from_this<impl> {
@@ -78,6 +81,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::size_t webhooks_in_flight = 0; ///< webhooks being sent (a drain waits for them too)
     std::list<beast::tcp_stream*> sessions;
     std::size_t open_connections = 0;
+    server_metrics metrics; ///< GET /metrics (metrics.cpp)
     bool dispatching = false, beating = false, listening = false;
     /// How long a waiter on a run executing elsewhere (or queued) waits before it looks again
     /// when nothing woke it: with wake-ups between instances (`listening`) the news comes as a
@@ -202,6 +206,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     awaitable<void> change_assistant(call& c);  ///< PATCH, DELETE, versions, latest of /assistants/{id}
     awaitable<void> route_threads(call& c);
     awaitable<void> route_store(call& c);
+    awaitable<void> serve_metrics(call& c); ///< GET /metrics (metrics.cpp)
 
     awaitable<void> session(tcp::socket sock);
     awaitable<void> accept_loop();

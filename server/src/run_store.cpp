@@ -841,9 +841,11 @@ awaitable<bool> run_store::finish(const run_record& run, std::string worker, con
                  run.status,
                  run.result.is_null() ? sql_value{} : sql_value{text_of(run.result)},
                  run.error.is_null() ? sql_value{} : sql_value{text_of(run.error)},
-                 when};
-        co_await s.exec("UPDATE sg_runs SET status = ?2, result = ?3, error = ?4, updated_at = ?5, finished_at = ?5, worker = '' "
-                        "WHERE run_id = ?1",
+                 when,
+                 text_of(run.spec)};
+        // spec too: the run's token usage (spec.usage) is known only now
+        co_await s.exec("UPDATE sg_runs SET status = ?2, result = ?3, error = ?4, updated_at = ?5, finished_at = ?5, worker = '', "
+                        "spec = ?6 WHERE run_id = ?1",
                         std::move(u));
         if (thread) {
             thread_record t = *thread;
@@ -898,6 +900,14 @@ awaitable<std::vector<std::string>> run_store::running_workers() {
     auto rows = co_await be_->query("SELECT DISTINCT worker FROM sg_runs WHERE status = 'running' AND worker <> ''", std::move(none));
     std::vector<std::string> out;
     for (const auto& r : rows) out.push_back(r.text(0));
+    co_return out;
+}
+
+awaitable<std::map<std::string, std::int64_t>> run_store::count_runs() {
+    params none;
+    auto rows = co_await be_->query("SELECT status, COUNT(*) FROM sg_runs GROUP BY status", std::move(none));
+    std::map<std::string, std::int64_t> out;
+    for (const auto& r : rows) out[r.text(0)] = r.integer(1);
     co_return out;
 }
 

@@ -943,6 +943,10 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
     auto a = self->find_assistant(rec.graph_id);
     std::exception_ptr crashed;
     bool released = false;
+    const auto began = std::chrono::steady_clock::now();
+    ++self->metrics.runs_started;
+    run->meter.metrics = &self->metrics;
+    run->meter.graph_id = rec.graph_id;
     try {
         // Events go on after those an earlier attempt stored.
         if (rec.attempts > 1 || !rec.anchor.is_null()) {
@@ -1044,6 +1048,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             live_run* raw = run.get();
             impl* me_impl = self.get();
             req.on_event = [me_impl, raw](const stream_event& e) { me_impl->on_engine_event(*raw, e); };
+            req.config.observer = &run->meter;
             std::optional<run_context> context; // what the nodes read as ctx.runtime<...>(), for the call
             try {
                 const auto* ctx = rec.spec.if_contains("context");
@@ -1108,6 +1113,14 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
     } catch (...) {
         crashed = std::current_exception();
     }
+    // The run's token usage: in its record (spec.usage, shown as `usage`), its thread's metadata
+    // and a last `metadata` event of its stream.
+    std::optional<json::object> usage;
+    if (!run->meter.empty() && !run->lost) {
+        usage = usage_json(run->meter);
+        rec.spec["usage"] = *usage;
+        self->record(*run, "metadata", json::object{{"run_id", rec.run_id}, {"thread_id", rec.thread_id}, {"usage", *usage}});
+    }
     co_await net::this_coro::reset_cancellation_state();
     try {
         co_await self->flush_all(run);
@@ -1135,6 +1148,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                         th->status = "idle";
                     }
                 }
+                if (usage) th->metadata["usage"] = add_usage(th->metadata.if_contains("usage"), *usage);
                 if (rec.status == "error") {
                     th->status = "error";
                     th->error = rec.error;
@@ -1146,6 +1160,10 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             rec.result = !run->last_values.empty() ? json::parse(run->last_values) : (th ? th->values : json::value(nullptr));
             const bool removed_by_rollback = run->cancel_action == "rollback" && rec.error.is_null();
             const bool ended_here = co_await self->store->finish(rec, me, th ? &*th : nullptr);
+            if (ended_here) {
+                ++self->metrics.runs_ended[rec.status];
+                self->metrics.run_seconds.observe(seconds_of(std::chrono::steady_clock::now() - began));
+            }
             if (const auto* hook = rec.spec.if_contains("webhook"); ended_here && hook && hook->is_string()) {
                 json::object payload = run_json(rec);
                 payload["values"] = rec.result;

@@ -83,6 +83,10 @@ awaitable<void> server::impl::dispatch(call& c) {
         reply_text(c, 200, std::string(f->body), f->type);
         co_return;
     }
+    if (p.size() == 1 && p[0] == "metrics" && verb == http::verb::get) {
+        co_await serve_metrics(c);
+        co_return;
+    }
     if (!opts.api_keys.empty()) {
         auto k = c.req.find("x-api-key");
         if (k == c.req.end()) throw http_error(401, "missing x-api-key header");

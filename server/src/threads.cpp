@@ -138,15 +138,17 @@ json::object server::impl::thread_json(const thread_record& t) {
 }
 
 json::object server::impl::run_json(const run_record& r) {
-    return json::object{{"run_id", r.run_id},
-                        {"thread_id", r.thread_id},
-                        {"assistant_id", r.assistant_id},
-                        {"created_at", iso_us(r.created_at)},
-                        {"updated_at", iso_us(r.updated_at)},
-                        {"status", r.status},
-                        {"metadata", r.metadata},
-                        {"kwargs", r.kwargs},
-                        {"multitask_strategy", r.multitask}};
+    json::object o{{"run_id", r.run_id},
+                   {"thread_id", r.thread_id},
+                   {"assistant_id", r.assistant_id},
+                   {"created_at", iso_us(r.created_at)},
+                   {"updated_at", iso_us(r.updated_at)},
+                   {"status", r.status},
+                   {"metadata", r.metadata},
+                   {"kwargs", r.kwargs},
+                   {"multitask_strategy", r.multitask}};
+    if (const auto* u = r.spec.if_contains("usage")) o["usage"] = *u; // the models' tokens, once it ended
+    return o;
 }
 
 awaitable<thread_record> server::impl::refreshed(thread_record th) {

@@ -7,6 +7,7 @@
 #include <stategraph/dsl/dsl.hpp>
 #include <stategraph/nodes/circuit_breaker.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
+#include <stategraph/usage_tally.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json/serialize.hpp>
@@ -306,7 +307,13 @@ BOOST_AUTO_TEST_CASE(llm_router_over_the_loopback_server_with_a_subgraph_intent)
         start >> "team"_n >> end).compile();
     // clang-format on
     auto input = sg::update<desk>{}.set<&desk::request>("an essay on graphs");
-    auto r = stategraph::test::run_with_server(ioc, &server, app.invoke(std::move(input)));
+    sg::usage_tally tally; // the router's calls report their tokens to the run's observer
+    sg::run_config cfg;
+    cfg.observer = &tally;
+    auto r = stategraph::test::run_with_server(ioc, &server, app.invoke(std::move(input), cfg));
+    // The fake counts words: 2 + 1 + 1 in the three answers.
+    BOOST_TEST(tally.by_model().at("gpt-test").output_tokens == 4);
+    BOOST_TEST(tally.total().input_tokens > 0);
 
     std::vector<std::string> const rounds{"research", "write+review"};
     BOOST_TEST(r.values.sup.rounds == rounds, boost::test_tools::per_element());

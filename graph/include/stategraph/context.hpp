@@ -66,6 +66,7 @@ const runtime_context& runtime_of_call(const task_frame& f) noexcept;
 store::base_store* store_of_call(const task_frame& f) noexcept;
 [[noreturn]] void throw_no_store(const task_frame& f);
 [[noreturn]] void throw_runtime_mismatch(const task_frame& f, const std::string& wanted);
+void report_usage(const task_frame& f, std::string_view model, const token_usage& usage);
 
 /// What `fn()` of `ctx.task` gives: a value, or an awaitable of one.
 template <class T>
@@ -163,6 +164,11 @@ public:
     }
     /// @brief Whether the run has a store.
     bool has_store() const noexcept { return detail::store_of_call(*f_) != nullptr; }
+
+    /// @brief Reports the tokens a model call of this node used (`model`: the model's name) to
+    /// the run's observer (`run_config::observer`), if it has one. `model_node` does it for its
+    /// calls; a node that calls a model itself may.
+    void report_usage(std::string_view model, const token_usage& usage) const { detail::report_usage(*f_, model, usage); }
 
     /// @brief Pauses the run for a human: `co_await ctx.interrupt<T>(payload)`. Returns the
     /// answer given on resume, converted to `T`; without an answer the node stops here, and it

@@ -7,6 +7,7 @@
 /// must not own heap memory. Ids are held inline (`id_text`, up to 255 bytes).
 
 #include <stategraph/error.hpp>
+#include <stategraph/run_observer.hpp>
 
 #include <cstddef>
 #include <cstring>
@@ -116,6 +117,9 @@ struct run_config {
     store::base_store* store = nullptr;
     /// when checkpoints are written (subgraphs follow their parent's mode)
     stategraph::durability durability = stategraph::durability::sync;
+    /// told of node and checkpoint-write durations and of model usage (its subgraphs too);
+    /// it must outlive the call. Null: nothing is measured.
+    run_observer* observer = nullptr;
 };
 /// @brief Breakpoints of one call (`compiled_graph::invoke(in, cfg, run_breakpoints{...})`): each
 /// one set replaces the graph's compiled breakpoints of its kind for the call; "*" is every node.

@@ -14,9 +14,11 @@
 #include <stategraph/reducer.hpp>
 #include <stategraph/retry.hpp>
 #include <stategraph/run_config.hpp>
+#include <stategraph/run_observer.hpp>
 #include <stategraph/run_sync.hpp>
 #include <stategraph/state.hpp>
 #include <stategraph/state_graph.hpp>
 #include <stategraph/stream.hpp>
 #include <stategraph/topology.hpp>
 #include <stategraph/update.hpp>
+#include <stategraph/usage_tally.hpp>

@@ -4,6 +4,8 @@
 /// @file
 /// @brief The chat-model interface used by graph nodes, plus an offline rule-based implementation.
 
+#include <stategraph/run_observer.hpp>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
@@ -94,6 +96,14 @@ struct chat_response {
 
     friend bool operator==(chat_response const&, chat_response const&) = default;
 
+    /// @brief The tokens reported (`context::report_usage` takes it).
+    token_usage usage() const noexcept {
+        token_usage u;
+        u.input_tokens = prompt_tokens;
+        u.output_tokens = completion_tokens;
+        return u;
+    }
+
     /// @brief The answer as an assistant message (content and tool calls) for the conversation.
     chat_message to_message() const {
         chat_message m;
@@ -144,6 +154,10 @@ public:
     /// @return The first choice produced by the model.
     /// @param request the conversation, tools and settings, moved into the call.
     virtual boost::asio::awaitable<chat_response> complete(chat_request request) = 0;
+
+    /// @brief The model a request without `model` goes to ("" when the implementation does not
+    /// say): the name token usage is reported under (`context::report_usage`).
+    virtual std::string model_name() const { return {}; }
 
     /// @brief Complete @p request, handing each piece of the answer to @p on_chunk as it arrives;
     /// returns the whole answer assembled from the pieces. The default implementation calls

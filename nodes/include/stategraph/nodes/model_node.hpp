@@ -64,6 +64,7 @@ public:
         auto model = model_;
         auto options = options_;
         chat_request request = make_request(*options, s.*Messages);
+        std::string const model_name = request.model.empty() ? model->model_name() : request.model;
         std::string const id = "ai:" + ctx.run_id() + ":" + std::to_string(ctx.step()) + ":" + ctx.node();
         chat_response response;
         if (ctx.streams_messages()) {
@@ -75,6 +76,7 @@ public:
         } else {
             response = co_await model->complete(std::move(request));
         }
+        if (response.usage().total_tokens() != 0) ctx.report_usage(model_name, response.usage());
         std::vector<chat_message> answer(1, response.to_message());
         answer.front().id = id;
         co_return update<state_type>{}.template set<Messages>(std::move(answer));

@@ -135,6 +135,8 @@ public:
 
     /// @brief The options this client was built with.
     openai_options const& options() const noexcept;
+    /// @brief `options().model`.
+    std::string model_name() const override;
 
     /// @brief The full endpoint URL, `{base_url}/chat/completions` (normalized).
     std::string const& endpoint() const noexcept;

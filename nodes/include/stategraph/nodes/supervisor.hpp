@@ -322,8 +322,8 @@ public:
         node_options options;
         for (auto const& i : intents_) options.ends.push_back(i.name());
         options.ends.push_back(END);
-        auto decide = [self](S const& s, stategraph::context&) -> boost::asio::awaitable<command<S>> {
-            auto pending = self->decide(s);
+        auto decide = [self](S const& s, stategraph::context& ctx) -> boost::asio::awaitable<command<S>> {
+            auto pending = self->decide(s, ctx);
             co_return co_await std::move(pending);
         };
         g.add_node("supervisor", std::move(decide), options);
@@ -376,8 +376,9 @@ private:
             throw agent_error(errc::unknown_intent, where() + source + " chose no intent (use decision::finish() to end)");
     }
 
-    /// @brief The LLM router's decision.
-    boost::asio::awaitable<decision> ask_router(S const& s) const {
+    /// @brief The LLM router's decision; the call's token usage goes to the run's observer
+    /// through @p ctx (`context::report_usage`).
+    boost::asio::awaitable<decision> ask_router(S const& s, stategraph::context& ctx) const {
         chat_request request;
         request.json_mode = true;
         std::string prompt = router_->instructions.empty() ? std::string("You route a task to the right specialist.")
@@ -392,7 +393,9 @@ private:
             task += "\nFailed (retries exhausted): " + f.node + ": " + f.message;
         request.messages.push_back(chat_message{"user", std::move(task)});
         auto model = router_->model;
+        std::string const model_name = request.model.empty() ? model->model_name() : request.model;
         auto response = co_await model->complete(std::move(request));
+        if (response.usage().total_tokens() != 0) ctx.report_usage(model_name, response.usage());
         boost::system::error_code ec;
         auto doc = boost::json::parse(response.content, ec);
         auto const* next = !ec && doc.is_object() ? doc.as_object().if_contains("next") : nullptr;
@@ -411,7 +414,7 @@ private:
         co_return d;
     }
 
-    boost::asio::awaitable<command<S>> decide(S const& state) const {
+    boost::asio::awaitable<command<S>> decide(S const& state, stategraph::context& ctx) const {
         // End of an iteration: merge the artifacts bag first, so that evaluate, next and the
         // router see the merged state.
         update<S> writes;
@@ -483,7 +486,7 @@ private:
                 chosen = route_(s);
                 if (source.empty()) source = "route";
             } else {
-                auto pending = ask_router(s);
+                auto pending = ask_router(s, ctx);
                 chosen = co_await std::move(pending);
                 if (source.empty()) source = "router";
             }

@@ -24,6 +24,14 @@ class run_store;
 /// the stream modes the client asked for: the one filter of <stategraph/verbosity.hpp>.
 using verbosity = stategraph::verbosity;
 
+/// @brief Who may read `GET /metrics` (Prometheus's text format; docs/observability.md).
+enum class metrics_access {
+    off,   ///< no /metrics (404)
+    open,  ///< anyone who reaches the port, API keys or not
+    keyed, ///< with API keys set, one of them as `x-api-key` or `Authorization: Bearer <key>` (what
+           ///< Prometheus's scrape config sends); without API keys, anyone
+};
+
 /// @brief How the server listens and what it accepts.
 /// Thread safety: a plain value, copied by the server's constructor; `log` is called on the server's
 /// executor.
@@ -90,6 +98,8 @@ struct server_options {
     std::string dot_program = "dot";
     /// how long `dot` may take; it is killed after that and the answer is 504
     std::chrono::milliseconds dot_timeout{10'000};
+    /// who may read `GET /metrics`: by default the callers the API keys let in
+    metrics_access metrics = metrics_access::keyed;
 };
 
 } // namespace stategraph::server

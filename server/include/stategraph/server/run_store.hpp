@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -349,6 +350,8 @@ public:
     boost::asio::awaitable<std::vector<std::pair<std::string, std::string>>> cancel_requests(std::string worker);
     /// @brief The workers holding running runs (to find those of a process that is gone).
     boost::asio::awaitable<std::vector<std::string>> running_workers();
+    /// Runs by status, every thread's (`GET /metrics`).
+    boost::asio::awaitable<std::map<std::string, std::int64_t>> count_runs();
     /// @brief Ends `worker`'s claims now (its process is known to be gone): its runs are taken
     /// over at the next claim, not after the lease. Returns how many.
     boost::asio::awaitable<std::size_t> expire_worker(std::string worker);
