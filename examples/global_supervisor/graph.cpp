@@ -253,16 +253,19 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
 namespace {
 /// What a killed call left of the thread's turn: nothing (a new thread, a finished turn, a
 /// question waiting for its answer), or steps still to run (`next` without an interrupt).
-boost::asio::awaitable<bool> turn_left_unfinished(const supervisor_graph& g, const std::string& thread_id) {
+/// The steps a killed call left to run on the thread (its `next`), or none: no thread, a turn
+/// that ended, or one that waits for an answer.
+boost::asio::awaitable<std::vector<std::string>> turn_left_unfinished(const supervisor_graph& g, const std::string& thread_id) {
     std::optional<sg::state_snapshot<supervisor_state>> snap;
     try {
         snap = co_await g.get_state(thread_id);
     } catch (const sg::thread_error& e) {
         if (e.code() != sg::errc::thread_not_found) throw;
     }
-    if (!snap || snap->next.empty()) co_return false;
+    if (!snap || snap->next.empty()) co_return std::vector<std::string>{};
     const bool waits = std::any_of(snap->tasks.begin(), snap->tasks.end(), [](const auto& t) { return !t.interrupts.empty(); });
-    co_return !waits;
+    if (waits) co_return std::vector<std::string>{};
+    co_return std::vector<std::string>(snap->next.begin(), snap->next.end());
 }
 
 /// Finishes a turn a killed call left (a crash, a full disk, a SIGTERM drain between two
@@ -300,10 +303,14 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     // A turn a killed call left is finished first: a new message would abandon its steps (new
     // input starts from START), and the answer or the reply it was about to persist would be lost.
     std::vector<std::string> recovered;
-    if (co_await turn_left_unfinished(g, thread_id)) {
+    auto pending = co_await turn_left_unfinished(g, thread_id);
+    if (!pending.empty()) {
         std::vector<std::pair<std::int64_t, std::string>> left;
         auto finished = co_await finish_left_turn(g, thread_id, watch, left);
         recovered = node_names(std::move(left));
+        // A step left pending that only asks (disambiguation_blocking interrupts before it
+        // completes) ran too, though no step completed: it is what finished the left turn.
+        if (recovered.empty()) recovered = std::move(pending);
         if (finished.drained()) {
             // SIGTERM again while finishing it: the new message is not started.
             auto trace = co_await turn_trace(g, thread_id);
@@ -332,7 +339,8 @@ boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::stri
 boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::string thread_id, std::string answer,
                                             const turn_watch& watch) {
     std::vector<std::pair<std::int64_t, std::string>> ran;
-    if (co_await turn_left_unfinished(g, thread_id)) {
+    auto pending = co_await turn_left_unfinished(g, thread_id);
+    if (!pending.empty()) {
         // No question waits, but a killed call left steps to run (for instance after the answer
         // was saved and before the reply was persisted): they are finished, the answer is not
         // needed again.
@@ -340,6 +348,7 @@ boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::stri
         auto trace = co_await turn_trace(g, thread_id);
         auto out = outcome_of(thread_id, std::move(res), std::move(ran), std::move(trace));
         out.recovered = out.nodes;
+        if (out.recovered.empty()) out.recovered = std::move(pending); // a step that only asked
         co_return out;
     }
     const auto cfg = config_for(thread_id);

@@ -830,7 +830,7 @@ BOOST_AUTO_TEST_CASE(run_webhook) {
     BOOST_TEST(got[2].second.at("status").as_string() == "error");
     BOOST_TEST(std::string(got[2].second.at("error").as_string()).find("work failed on purpose") != std::string::npos);
     // A URL that cannot be called: 422 naming the field, no run made.
-    for (const json::value bad : {json::value("ftp://127.0.0.1/x"), json::value("http:///x"), json::value("/relative"),
+    for (const json::value& bad : {json::value("ftp://127.0.0.1/x"), json::value("http:///x"), json::value("/relative"),
                                   json::value("http://127.0.0.1:99999/"), json::value(5)}) {
         auto r = post(s.port, "/threads/" + tid + "/runs/wait",
                       json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"webhook", bad}});
