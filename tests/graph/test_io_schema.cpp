@@ -161,6 +161,25 @@ BOOST_AUTO_TEST_CASE(partial_nested_input_keeps_the_threads_values) {
     BOOST_TEST(run(app.get_state("t")).values.conf.owner.city == "Paris");
 }
 
+// A number JSON cannot carry (1e999999 parses as infinity, 0e13333330 as NaN: the fuzzer's find)
+// is refused naming the field, and nothing is written: it could not be read back as itself.
+BOOST_AUTO_TEST_CASE(update_state_refuses_non_finite_numbers) {
+    auto app = echo_graph().compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    sg::run_config cfg;
+    cfg.thread_id = "t";
+    run(app.invoke(sg::as_input(obj(R"({"conf": {"owner": {"name": "Ann", "age": 30}}})")), cfg));
+    for (const char* text : {R"({"conf": {"owner": {"age": 1e999999}}})", R"({"conf": {"tags": [0e13333330]}})"}) {
+        try {
+            run(app.update_state("t", obj(text)));
+            BOOST_FAIL("a non-finite number must be refused: " << text);
+        } catch (const sg::graph_error& e) {
+            BOOST_TEST((e.code() == sg::errc::invalid_input), e.what());
+            BOOST_TEST(std::string(e.what()).find("field 'conf' holds a number JSON cannot carry") != std::string::npos, e.what());
+        }
+    }
+    BOOST_TEST(run(app.get_state("t")).values.conf.owner.age == 30);
+}
+
 BOOST_AUTO_TEST_CASE(update_state_from_json_merges_nested_structs) {
     auto app = echo_graph().compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
     sg::run_config cfg;

@@ -14,6 +14,7 @@
 #include <boost/json/value_to.hpp>
 #include <boost/mp11/algorithm.hpp>
 
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -22,6 +23,19 @@
 #include <vector>
 
 namespace stategraph::detail {
+
+/// True when `v` holds a double that is NaN or infinite, at any depth.
+inline bool holds_non_finite(const boost::json::value& v) {
+    if (const double* d = v.if_double()) return !std::isfinite(*d);
+    if (const auto* a = v.if_array()) {
+        for (const auto& e : *a)
+            if (holds_non_finite(e)) return true;
+    } else if (const auto* o = v.if_object()) {
+        for (const auto& kv : *o)
+            if (holds_non_finite(kv.value())) return true;
+    }
+    return false;
+}
 
 /// The key of LangGraph's wire form of an overwrite: `{"__overwrite__": value}`.
 inline constexpr std::string_view overwrite_key = "__overwrite__";
@@ -140,7 +154,17 @@ struct state_ops {
     }
 
     /// Reads field i from JSON; throws graph_error(code) naming the field on failure.
+    /// A number JSON cannot carry (NaN or an infinity, which the parser makes of `1e999999` or
+    /// `0e99999999`) anywhere in field i's value is an error naming the field: it could not be
+    /// written out and read back as itself.
+    static void refuse_non_finite(std::size_t i, const boost::json::value& v, errc code, const std::string& where) {
+        if (!holds_non_finite(v)) return;
+        const std::string name(field_names<S>()[i]);
+        throw graph_error(code, where + ": field '" + name + "' holds a number JSON cannot carry (NaN or infinity)", {name});
+    }
+
     static void from_json(S& s, std::size_t i, const boost::json::value& v, errc code, const std::string& where) {
+        refuse_non_finite(i, v, code, where);
         boost::mp11::mp_with_index<n>(i, [&](auto I) {
             using D = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>;
             using T = std::remove_cvref_t<decltype(std::declval<S&>().*D::pointer)>;
@@ -160,6 +184,7 @@ struct state_ops {
     /// other field is read whole, as `from_json`.
     static void merge_from_json(S& dst, const S* current, std::size_t i, const boost::json::value& v, errc code,
                                 const std::string& where) {
+        refuse_non_finite(i, v, code, where);
         boost::mp11::mp_with_index<n>(i, [&](auto I) {
             using D = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>;
             using T = std::remove_cvref_t<decltype(std::declval<S&>().*D::pointer)>;
