@@ -23,6 +23,7 @@ if [[ $# -eq 2 ]]; then build_tree=$(cd "$2" && pwd); fi
 runs=${RUNS:-3}
 triage="$here/triage.cpp"
 type_error="$here/type_error.cpp"
+floor="$here/floor.cpp"
 [[ -f $triage && -f $type_error ]] || { echo "missing $triage or $type_error" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
@@ -94,6 +95,9 @@ measure "-O0 compile (-c)" ok -O0 -c "$triage" -o "$work/triage_O0.o" "${flags[@
 measure "-O2 compile (-c)" ok -O2 -c "$triage" -o "$work/triage_O2.o" "${flags[@]}"
 measure "-fsyntax-only triage.cpp" ok -fsyntax-only "$triage" "${flags[@]}"
 measure "-fsyntax-only type_error.cpp (error)" fail -fsyntax-only "$type_error" "${flags[@]}"
+# The floor: the same kind of user code with no stategraph in it (Asio coroutines, a described
+# struct to and from JSON): what an -O2 compile costs before any graph library.
+measure "floor.cpp -O2 (no stategraph)" ok -O2 -c "$floor" -o "$work/floor_O2.o" "${flags[@]}"
 
 # The same with the precompiled header the package exports (stategraph::stategraph gives a
 # consumer's target <stategraph/dsl/precompiled.hpp> precompiled with its flags, as here): built
@@ -106,6 +110,7 @@ if [[ -f $pch_header ]]; then
     measure "precompiled header (-O2, once)" ok -O2 -x c++-header "$work/pch/stategraph_pch.hpp" \
         -o "$work/pch/stategraph_pch.hpp.gch" "${flags[@]}"
     measure "-O2 compile (-c), precompiled" ok -O2 -c "$triage" -o "$work/triage_O2_pch.o" "${flags[@]}" "${pch[@]}"
+    measure "floor.cpp -O2, precompiled" ok -O2 -c "$floor" -o "$work/floor_O2_pch.o" "${flags[@]}" "${pch[@]}"
     measure "-O2 -c type_error.cpp, precompiled" fail -O2 -c "$type_error" -o "$work/type_error.o" "${flags[@]}" "${pch[@]}"
     measure "-fsyntax-only type_error, precompiled" fail -O2 -fsyntax-only "$type_error" "${flags[@]}" "${pch[@]}"
     if grep -q 'not using\|invalid' "$work/out"; then
@@ -119,6 +124,8 @@ printf '%s\n' "${rows[@]}"
 echo
 echo "load average at end: $(load)"
 echo "object size: -O0 $(( $(stat -c %s "$work/triage_O0.o") / 1024 )) KiB, -O2 $(( $(stat -c %s "$work/triage_O2.o") / 1024 )) KiB"
+# Machine code generated at -O2 (the .text of size(1)): steadier than seconds on a shared machine.
+echo "-O2 code (.text): triage.cpp $(size "$work/triage_O2.o" | awk 'NR==2 {print $1}') bytes, floor.cpp $(size "$work/floor_O2.o" | awk 'NR==2 {print $1}') bytes"
 echo "type error reported as ($error_lines lines of diagnostics): $first_error"
 
 if [[ -n $build_tree ]]; then

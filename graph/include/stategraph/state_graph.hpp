@@ -66,6 +66,25 @@ struct node_defaults {
 };
 
 namespace detail {
+/// The builder's work that does not depend on the state type, compiled once in the library
+/// (not in every program that builds a graph): adding a node, and `compile()`'s checks and
+/// lowering.
+/// Adds node `name` to `g` (a duplicate or reserved name becomes a builder problem).
+void add_node(graph_core& g, std::string name, node_call call, node_options options,
+              std::shared_ptr<const topology> sub, std::type_index input, bool send_only,
+              std::shared_ptr<const void> (*arg_from_json)(const boost::json::value&),
+              boost::json::value (*arg_to_json)(const void*));
+/// A state (of `st`'s type) read from JSON: each member named as a field sets it, the others are
+/// ignored; a value that does not fit its field throws (errc::invalid_input).
+std::shared_ptr<const void> state_arg_from_json(const state_table& st, const boost::json::value& v);
+/// Copies `built`, applies `defaults` and `options`, and checks it all (`state` and `state_name`
+/// are the graph's state type); on problems fills `problems` and returns null.
+std::shared_ptr<const graph_core> compile_core(const graph_core& built, const node_defaults& defaults,
+                                               compile_options options, std::type_index state,
+                                               const std::string& state_name, std::vector<graph_problem>& problems);
+} // namespace detail
+
+namespace detail {
 template <class T>
 std::string route_label(const T& v) {
     if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
@@ -444,83 +463,12 @@ public:
     /// @return the compiled graph, or `std::nullopt` when `problems` is not empty. Does not throw
     /// for graph problems.
     std::optional<compiled_graph<S>> compile(compile_options options, std::vector<graph_problem>& problems) const {
-        auto impl = std::make_shared<detail::graph_core>(*impl_);
-        auto& t = impl->topo;
-        if (!options.name.empty()) t.name = options.name;
-        for (auto& n : options.interrupt_before) t.interrupt_before.insert(n);
-        for (auto& n : options.interrupt_after) t.interrupt_after.insert(n);
-        t.fields = impl->st->describe;
-        apply_defaults(*impl);
-        problems = validate(t);
-        for (const auto& n : impl->nodes)
-            if (n.on_error && n.on_error.state_type() != std::type_index(typeid(S)))
-                problems.push_back({errc::invalid_input,
-                                    "the error handler '" + n.on_error.name() + "' of node '" + n.name +
-                                        "' reads another state type than the graph's",
-                                    {n.name, n.on_error.name()}});
-        for (const auto* io : {impl->input.get(), impl->output.get()})
-            if (io)
-                for (const auto& name : io->by_name)
-                    if (impl->st->index_of(name) < 0)
-                        problems.push_back({errc::invalid_input,
-                                            std::string(io == impl->input.get() ? "input" : "output") + " schema " +
-                                                io->type_name + ": member '" + name +
-                                                "' is not a field of the state; map it (input_schema<I>(map), "
-                                                "output_schema<O>(map))",
-                                            {name, io->type_name}});
-        check_migrations(*impl, problems);
-        if (!problems.empty()) return std::nullopt;
-        impl->lower();
-        impl->cache = options.cache ? options.cache : options.checkpointer;
-        if (!impl->cache && std::any_of(impl->nodes.begin(), impl->nodes.end(), [](const auto& n) { return n.cache.has_value(); }))
-            impl->cache = std::make_shared<checkpoint::memory_saver>(); // in process memory: one per compiled graph
-        impl->saver = std::move(options.checkpointer);
-        impl->store = std::move(options.store);
-        return compiled_graph<S>(std::shared_ptr<const detail::graph_core>(std::move(impl)));
+        auto core = detail::compile_core(*impl_, defaults_, std::move(options), typeid(S), detail::short_type_name<S>(), problems);
+        if (!core) return std::nullopt;
+        return compiled_graph<S>(std::move(core));
     }
 
 private:
-    /// The migrations form one chain ending at the state: from each version to the next, up to
-    /// the state's version, each one's result the next one's argument, the last one's the state.
-    static void check_migrations(detail::graph_core& g, std::vector<graph_problem>& problems) {
-        const std::string state_name = detail::short_type_name<S>();
-        if (g.state_version < 1)
-            problems.push_back({errc::invalid_input,
-                                "state version " + std::to_string(g.state_version) + " of " + state_name + ": versions start at 1",
-                                {state_name}});
-        std::sort(g.migrations.begin(), g.migrations.end(), [](const auto& a, const auto& b) { return a.from < b.from; });
-        for (std::size_t i = 0; i < g.migrations.size(); ++i) {
-            const auto& m = g.migrations[i];
-            const std::string what = "the migration from state version " + std::to_string(m.from) + " (" + m.from_name + ")";
-            if (m.from < 1 || m.from >= g.state_version)
-                problems.push_back({errc::invalid_input,
-                                    what + " is outside the versions before the state's own (" + std::to_string(g.state_version) +
-                                        "): call set_state_version(" + std::to_string(std::max(m.from + 1, 2)) + ") or more",
-                                    {m.from_name}});
-            if (i > 0 && g.migrations[i - 1].from == m.from)
-                problems.push_back({errc::invalid_input, what + " is declared twice", {m.from_name}});
-            else if (i > 0 && g.migrations[i - 1].from != m.from - 1)
-                problems.push_back({errc::invalid_input,
-                                    "no migration from state version " + std::to_string(m.from - 1) +
-                                        " to " + std::to_string(m.from) + ": the chain of migrations has a gap",
-                                    {m.from_name}});
-            if (i > 0 && g.migrations[i - 1].from == m.from - 1 && g.migrations[i - 1].to_type != m.from_type)
-                problems.push_back({errc::invalid_input,
-                                    what + " reads " + m.from_name + ", but the migration before it returns " +
-                                        g.migrations[i - 1].to_name,
-                                    {m.from_name, g.migrations[i - 1].to_name}});
-            if (m.from == g.state_version - 1 && m.to_type != std::type_index(typeid(S)))
-                problems.push_back({errc::invalid_input,
-                                    what + " is the last one and must return the state " + state_name + ", not " + m.to_name,
-                                    {m.to_name, state_name}});
-        }
-        if (!g.migrations.empty() && g.migrations.back().from < g.state_version - 1)
-            problems.push_back({errc::invalid_input,
-                                "no migration from state version " + std::to_string(g.migrations.back().from + 1) + " to " +
-                                    std::to_string(g.state_version) + " (" + state_name + ")",
-                                {state_name}});
-    }
-
     template <class T>
     static std::shared_ptr<detail::io_schema> schema_of(bool required) {
         auto s = std::make_shared<detail::io_schema>();
@@ -550,66 +498,24 @@ private:
         return *this;
     }
 
-    /// Fills what each node left unset from the graph's defaults, and resolves its time limit.
-    void apply_defaults(detail::graph_core& core) const {
-        for (std::size_t i = 0; i < core.nodes.size(); ++i) {
-            auto& n = core.nodes[i];
-            if (n.use_defaults) {
-                if (!n.retry) n.retry = defaults_.retry;
-                if (!n.cache) n.cache = defaults_.cache;
-                if (!n.on_error) n.on_error = defaults_.on_error;
-            }
-            if (n.timeout.count() <= 0 && n.retry) n.timeout = n.retry->timeout;
-            if (n.timeout.count() <= 0 && n.use_defaults) n.timeout = defaults_.timeout;
-            for (auto& spec : core.topo.nodes)
-                if (spec.name == n.name) {
-                    spec.has_retry = n.retry.has_value();
-                    spec.has_cache = n.cache.has_value();
-                    spec.retry = n.retry ? describe_retry(*n.retry) : std::string();
-                    spec.timeout_ms = static_cast<long long>(n.timeout.count());
-                    spec.error_handler = n.on_error ? n.on_error.name() : std::string();
-                }
-        }
+    // A Send's payload to and from JSON (pending Sends in checkpoints). A payload of the state
+    // type goes through the state's table, compiled once in the library.
+    template <class In>
+    static std::shared_ptr<const void> arg_from_json(const boost::json::value& v) {
+        if constexpr (std::is_same_v<In, S>) return detail::state_arg_from_json(detail::table_of<S>(), v);
+        else return std::make_shared<const In>(boost::json::value_to<In>(v));
+    }
+    template <class In>
+    static boost::json::value arg_to_json(const void* p) {
+        if constexpr (std::is_same_v<In, S>) return detail::state_json(detail::table_of<S>(), p);
+        else return boost::json::value_from(*static_cast<const In*>(p));
     }
 
     template <class In>
     void add_node_impl(std::string name, detail::node_call call, node_options options,
                        std::shared_ptr<const topology> sub) {
-        auto& t = impl_->topo;
-        if (name == START || name == END || name.empty() || name.rfind("__", 0) == 0) {
-            t.builder_problems.push_back({errc::duplicate_node, "node name '" + name + "' is reserved", {name}});
-            return;
-        }
-        if (impl_->index.count(name)) {
-            t.builder_problems.push_back({errc::duplicate_node, "node '" + name + "' is added twice", {name}});
-            return;
-        }
-        detail::node_rt rt;
-        rt.name = name;
-        rt.call = std::move(call);
-        rt.deferred = options.defer;
-        rt.retry = options.retry;
-        rt.timeout = options.timeout;
-        rt.cache = std::move(options.cache);
-        rt.on_error = std::move(options.on_error);
-        rt.use_defaults = options.use_defaults;
-        rt.input_type = typeid(In);
-        rt.send_only = !std::is_same_v<In, S>;
-        rt.arg_from_json = [](const boost::json::value& v) -> std::shared_ptr<const void> {
-            return std::make_shared<const In>(boost::json::value_to<In>(v));
-        };
-        rt.arg_to_json = [](const void* p) { return boost::json::value_from(*static_cast<const In*>(p)); };
-        impl_->index[name] = static_cast<int>(impl_->nodes.size());
-        impl_->nodes.push_back(std::move(rt));
-        node_spec spec;
-        spec.name = std::move(name);
-        spec.stage = std::move(options.stage);
-        spec.deferred = options.defer;
-        spec.send_only = !std::is_same_v<In, S>;
-        spec.has_retry = options.retry.has_value();
-        spec.ends = std::move(options.ends);
-        spec.subgraph = std::move(sub);
-        t.nodes.push_back(std::move(spec));
+        detail::add_node(*impl_, std::move(name), std::move(call), std::move(options), std::move(sub), typeid(In),
+                         !std::is_same_v<In, S>, &arg_from_json<In>, &arg_to_json<In>);
     }
 
     std::shared_ptr<detail::graph_core> impl_;

@@ -84,6 +84,14 @@ struct io_schema {
 };
 
 struct graph_core {
+    // Out of line (builder.cpp): a program that builds a graph does not compile these itself.
+    graph_core();
+    graph_core(const graph_core&);
+    graph_core(graph_core&&) noexcept;
+    graph_core& operator=(const graph_core&);
+    graph_core& operator=(graph_core&&) noexcept;
+    ~graph_core();
+
     const state_table* st = nullptr;
     std::shared_ptr<const io_schema> input;  ///< null: callers send the state's fields
     std::shared_ptr<const io_schema> output; ///< null: callers get the state's fields
