@@ -79,6 +79,24 @@ measure() {
     fi
 }
 
+# measure_shown LABEL g++-args...: the wall time from starting the compiler to the first "error:"
+# line on its output (what a user waits for before reading the error; GCC goes on compiling the
+# rest of the file after it). RUNS sequential runs; the median is shown in the wall column.
+measure_shown() {
+    local label=$1; shift
+    local walls=() load_before i start shown
+    load_before=$(load)
+    for ((i = 1; i <= runs; i++)); do
+        start=$(date +%s%N)
+        { "$cxx" "$@" 2>&1 || true; } | { grep -m1 -q 'error:' && date +%s%N >"$work/shown"; cat >/dev/null; }
+        [[ -s $work/shown ]] || { echo "NO ERROR REPORTED: $label" >&2; exit 1; }
+        shown=$(cat "$work/shown"); rm -f "$work/shown"
+        walls+=("$(awk -v a="$start" -v b="$shown" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')")
+    done
+    rows+=("$(printf '| %-36s | %8s | %8.2f | %8s | %-20s | %-16s |' \
+        "$label" "-" "$(median "${walls[@]}")" "-" "$(IFS=/; echo "${walls[*]}") wall" "$load_before")")
+}
+
 commit=$(git -C "$src_tree" rev-parse --short HEAD 2>/dev/null || echo "not a git tree")
 dirty=$(git -C "$src_tree" status --porcelain --untracked-files=no 2>/dev/null | head -c1 || true)
 
@@ -113,6 +131,7 @@ if [[ -f $pch_header ]]; then
     measure "floor.cpp -O2, precompiled" ok -O2 -c "$floor" -o "$work/floor_O2_pch.o" "${flags[@]}" "${pch[@]}"
     measure "-O2 -c type_error.cpp, precompiled" fail -O2 -c "$type_error" -o "$work/type_error.o" "${flags[@]}" "${pch[@]}"
     measure "-fsyntax-only type_error, precompiled" fail -O2 -fsyntax-only "$type_error" "${flags[@]}" "${pch[@]}"
+    measure_shown "type error shown (-O2 -c, precompiled)" -O2 -c "$type_error" -o "$work/type_error.o" "${flags[@]}" "${pch[@]}"
     if grep -q 'not using\|invalid' "$work/out"; then
         echo "the precompiled header was not used:" >&2; head -5 "$work/out" >&2; exit 1
     fi

@@ -1,4 +1,5 @@
 #include <stategraph/checkpoint/postgres_saver.hpp>
+#include <stategraph/detail/spawned.hpp>
 #include <stategraph/checkpoint/reserved.hpp>
 
 #include <stategraph/error.hpp>
@@ -10,7 +11,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -1414,7 +1414,7 @@ struct postgres_saver::impl {
     void start_keeper() {
         std::call_once(keeper.started, [this] {
             keeper.timer.emplace(keeper.io);
-            asio::co_spawn(keeper.io, keep_leases(this), asio::detached);
+            asio::co_spawn(keeper.io, keep_leases(this), stategraph::detail::report_to("postgres_saver: the lease keeper"));
             keeper.thread = std::thread([this] { keeper.io.run(); });
         });
     }

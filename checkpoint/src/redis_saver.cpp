@@ -1,4 +1,5 @@
 #include <stategraph/checkpoint/redis_saver.hpp>
+#include <stategraph/detail/spawned.hpp>
 
 #include <stategraph/checkpoint/reserved.hpp>
 #include <stategraph/error.hpp>
@@ -10,7 +11,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -1263,7 +1263,7 @@ struct redis_saver::impl {
         asio::post(io, [this] {
             if (keeper || stopping) return;
             keeper.emplace(io);
-            asio::co_spawn(io, keep_leases(), asio::detached);
+            asio::co_spawn(io, keep_leases(), stategraph::detail::report_to("redis_saver: the lease keeper"));
         });
     }
 

@@ -1,13 +1,13 @@
 // The client: the JSON-RPC session on a private I/O thread (requests, replies, notifications,
 // time limits, cancellation) over a transport (stdio_transport.cpp, http_transport.cpp).
 
+#include <stategraph/detail/spawned.hpp>
 #include <stategraph/mcp/client.hpp>
 
 #include "transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -258,7 +258,7 @@ public:
         }
         refreshing_ = true;
         auto op = refresh(this);
-        asio::co_spawn(io(), std::move(op), asio::detached);
+        asio::co_spawn(io(), std::move(op), stategraph::detail::report_to("MCP client: refreshing the tool list"));
     }
 
     static asio::awaitable<void> refresh(client_impl* self) {

@@ -3,11 +3,11 @@
 // stream opened for the server's own messages, the session DELETEd at the end. http:// and
 // https:// (OpenSSL's default trust store, which SSL_CERT_FILE / SSL_CERT_DIR can point elsewhere).
 
+#include <stategraph/detail/spawned.hpp>
 #include "transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -161,7 +161,7 @@ public:
     void send(std::string message, std::optional<std::int64_t> request_id) override {
         if (stopping_) return;
         auto op = post(shared_from_this(), std::move(message), request_id);
-        asio::co_spawn(io_, std::move(op), asio::detached);
+        asio::co_spawn(io_, std::move(op), stategraph::detail::report_to("MCP server '" + name_ + "': a request"));
     }
 
     asio::awaitable<void> after_initialize(std::string protocol_version) override {
@@ -372,7 +372,7 @@ private:
         if (parser->get().result_int() != 200 || type.rfind("text/event-stream", 0) != 0) co_return;
         self->listener_ = stream;
         auto op = listen(self, stream, parser, buffer);
-        asio::co_spawn(self->io_, std::move(op), asio::detached);
+        asio::co_spawn(self->io_, std::move(op), stategraph::detail::report_to("MCP server '" + self->name_ + "': its event stream"));
     }
 
     static asio::awaitable<void> listen(std::shared_ptr<http_transport> self, std::shared_ptr<connection> stream,

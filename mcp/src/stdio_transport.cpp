@@ -2,11 +2,11 @@
 // one JSON-RPC message per line on its stdin and stdout (Asio stream descriptors), its stderr
 // kept as a tail for error messages.
 
+#include <stategraph/detail/spawned.hpp>
 #include "transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -69,9 +69,9 @@ public:
         spawn();
         auto self = shared_from_this();
         auto reader = read_loop(self);
-        asio::co_spawn(io_, std::move(reader), asio::detached);
+        asio::co_spawn(io_, std::move(reader), stategraph::detail::report_to("MCP server '" + name_ + "': reading its output"));
         auto drain = drain_stderr(self);
-        asio::co_spawn(io_, std::move(drain), asio::detached);
+        asio::co_spawn(io_, std::move(drain), stategraph::detail::report_to("MCP server '" + name_ + "': reading its standard error"));
         co_return;
     }
 
@@ -81,7 +81,7 @@ public:
         if (writing_) return;
         writing_ = true;
         auto writer = write_loop(shared_from_this());
-        asio::co_spawn(io_, std::move(writer), asio::detached);
+        asio::co_spawn(io_, std::move(writer), stategraph::detail::report_to("MCP server '" + name_ + "': writing to it"));
     }
 
     asio::awaitable<void> after_initialize(std::string) override { co_return; }

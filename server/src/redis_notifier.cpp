@@ -8,6 +8,7 @@
 /// subscriber (SUBSCRIBE on the channels asked for, made again with backoff when it drops).
 /// Every member below marked "io_" is touched on that thread only.
 
+#include <stategraph/detail/spawned.hpp>
 #include <stategraph/server/redis_notifier.hpp>
 
 #include "redis_connection.hpp" // checkpoint/src
@@ -15,7 +16,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -62,7 +62,7 @@ public:
           name_("Redis " + where_.host + ":" + where_.port + "/" + std::to_string(where_.db) + " (channels " + prefix_ + "*)") {
         pub_.emplace(io_.get_executor(), opt_.timeout);
         sub_.emplace(io_.get_executor(), opt_.timeout);
-        asio::co_spawn(io_, publishing(), asio::detached);
+        asio::co_spawn(io_, publishing(), stategraph::detail::report_to("wake-ups through " + name_ + ": publishing", opt_.log));
         thread_ = std::thread([this] { io_.run(); });
     }
 
@@ -93,7 +93,7 @@ public:
             ++wanted_;
             if (!subscribing_) {
                 subscribing_ = true;
-                asio::co_spawn(io_, subscribing(), asio::detached);
+                asio::co_spawn(io_, subscribing(), stategraph::detail::report_to("wake-ups through " + name_ + ": subscribing", opt_.log));
             } else {
                 // New channels on a live subscription: it is made again with all of them.
                 asio::post(io_, [this] { sub_->close(); });

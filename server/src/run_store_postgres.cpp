@@ -18,13 +18,13 @@
 ///   on the store's channels, and connects again (with backoff) when it drops; after such a gap
 ///   every channel is reported once with an empty payload, as anything may have happened.
 
+#include <stategraph/detail/spawned.hpp>
 #include <stategraph/server/run_store.hpp>
 
 #include "pg_connection.hpp"
 #include "wakeup_subscribers.hpp"
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -467,7 +467,7 @@ struct postgres_backend::listener {
 
     void start() {
         thread = std::thread([this] {
-            asio::co_spawn(io, loop(), asio::detached);
+            asio::co_spawn(io, loop(), stategraph::detail::report_to("postgres run store: the LISTEN connection"));
             io.run();
         });
     }
