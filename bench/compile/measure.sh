@@ -115,6 +115,7 @@ measure "-fsyntax-only triage.cpp" ok -fsyntax-only "$triage" "${flags[@]}"
 measure "-fsyntax-only type_error.cpp (error)" fail -fsyntax-only "$type_error" "${flags[@]}"
 # The floor: the same kind of user code with no stategraph in it (Asio coroutines, a described
 # struct to and from JSON): what an -O2 compile costs before any graph library.
+measure_shown "type error shown (-O2 -c)" -O2 -c "$type_error" -o "$work/type_error.o" "${flags[@]}"
 measure "floor.cpp -O2 (no stategraph)" ok -O2 -c "$floor" -o "$work/floor_O2.o" "${flags[@]}"
 
 # The same with the precompiled header the package exports (stategraph::stategraph gives a
