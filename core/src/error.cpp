@@ -25,7 +25,6 @@ const char* to_string(errc e) noexcept {
     case errc::nothing_to_resume: return "nothing_to_resume";
     case errc::resume_type_mismatch: return "resume_type_mismatch";
     case errc::unknown_interrupt_id: return "unknown_interrupt_id";
-    case errc::ambiguous_resume: return "ambiguous_resume";
     case errc::checkpoint_not_found: return "checkpoint_not_found";
     case errc::corrupt_checkpoint: return "corrupt_checkpoint";
     case errc::thread_busy: return "thread_busy";

@@ -331,8 +331,7 @@ inline json::object empty_thread_state() {
             case errc::graph_drift:
             case errc::nothing_to_resume:
             case errc::resume_type_mismatch:
-            case errc::unknown_interrupt_id:
-            case errc::ambiguous_resume: throw http_error(422, g->what());
+            case errc::unknown_interrupt_id: throw http_error(422, g->what());
             default: break;
             }
         }

@@ -39,8 +39,9 @@ enum class errc {
     nothing_to_resume,     ///< a resume was sent but no interrupt is pending on the thread
     resume_type_mismatch,  ///< a resume value does not convert to the type the node asked for
     unknown_interrupt_id,  ///< a resume map names an interrupt id that is not pending
-    ambiguous_resume,      ///< reserved: several interrupts pending and the resume is unclear
-    checkpoint_not_found,  ///< the checkpoint id does not exist on the thread
+    // 44 was `ambiguous_resume`, never raised: one plain resume value answers every pending
+    // interrupt (as in LangGraph), and a resume map names its interrupts (unknown_interrupt_id).
+    checkpoint_not_found = 45, ///< the checkpoint id does not exist on the thread
     corrupt_checkpoint,    ///< a stored checkpoint or write cannot be read back
     thread_busy,           ///< another process holds the thread (SQLite lease)
     graph_drift,           ///< the thread's checkpoints were written by a different graph
