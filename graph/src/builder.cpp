@@ -16,13 +16,11 @@ graph_core::~graph_core() = default;
 std::shared_ptr<const void> state_arg_from_json(const state_table& st, const boost::json::value& v) {
     const auto* o = v.if_object();
     if (!o) throw graph_error(errc::invalid_input, "a Send payload of the state type must be a JSON object", {});
-    std::shared_ptr<void> s(st.new_state(), st.delete_state);
-    for (const auto& [key, value] : *o) {
-        const std::string name(key);
-        if (const int i = st.index_of(name); i >= 0)
-            st.from_json(s.get(), static_cast<std::size_t>(i), value, errc::invalid_input, "send payload '" + name + "'");
-    }
-    return s;
+    // The engine's one reader of state fields (an unknown field is an error naming the nearest
+    // one); the fields it leaves out keep the state's defaults, as in the update's own values.
+    update_box read = update_from_json(st, *o, errc::invalid_input, "send payload");
+    if (!read) return std::shared_ptr<void>(st.new_state(), st.delete_state);
+    return std::shared_ptr<void>(st.copy_state(st.update_values(read.get())), st.delete_state);
 }
 
 void add_node(graph_core& g, std::string name, node_call call, node_options options,
