@@ -50,13 +50,18 @@ echo "run: $out"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")
 [[ $code == 401 ]] || fail "GET /metrics without the key answered $code, not 401"
 
-# A free port for Prometheus: one nothing answers on.
-prom_port=
-for _ in $(seq 50); do
-  p=$((20000 + RANDOM % 40000))
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then prom_port=$p; break; fi
-done
-[[ -n $prom_port ]] || fail "no free port found"
+# A port for Prometheus: one nothing answers on, below Linux's ephemeral range (32768-60999) so
+# that no client socket of a test running beside this one takes it. Another test may still bind it
+# between the probe and Prometheus's listen: then Prometheus exits with "address already in use"
+# and is started again on another port (5 attempts).
+pick_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 12000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  return 1
+}
 
 cat >"$work/prometheus.yml" <<YML
 global:
@@ -70,9 +75,27 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$port']
 YML
-"$prom" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-prom_pid=$!
+prom_port=
+for attempt in 1 2 3 4 5; do
+  prom_port=$(pick_port) || fail "no free port found"
+  "$prom" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
+    --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+  prom_pid=$!
+  # Listening, or exited on a taken port: whichever comes first (5 s at most).
+  for _ in $(seq 50); do
+    grep -q 'address already in use' "$work/prometheus.log" && break
+    curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$prom_port/-/ready" && break
+    kill -0 "$prom_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if grep -q 'address already in use' "$work/prometheus.log"; then
+    echo "port $prom_port was taken (attempt $attempt); trying another"
+    kill "$prom_pid" 2>/dev/null; wait "$prom_pid" 2>/dev/null; prom_pid=
+    continue
+  fi
+  break
+done
+[[ -n $prom_pid ]] || fail "prometheus could not listen on any of 5 ports"
 
 query() { curl -s --max-time 2 --get "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1"; }
 # The instant value of a query with one series ("" while there is none).
