@@ -1,0 +1,380 @@
+#pragma once
+// The engine's private header (graph/src only): the types every part of the engine shares and
+// the functions one part calls in another. The engine is compiled once for every state type and
+// reaches the state through detail::state_table. Its parts:
+//   engine_context.cpp      task_frame / context: what a node sees of its task
+//   engine_frontier.cpp     the frontier (what runs next), its stored form, and routing
+//   engine_values.cpp       state and updates as JSON, streamed records, a subgraph's delta
+//   engine_checkpoints.cpp  restoring and saving checkpoints, migrations, durability modes
+//   engine_tasks.cpp        a step's tasks, their pending writes, task and checkpoint events
+//   engine_run_task.cpp     running tasks: cache, timeouts, retries, failure handlers, routing after
+//   engine_loop.cpp         the superstep loop, a call's input, the lease, snapshots
+//   engine.cpp              entry points: run_graph, get_state, history, update_state, subgraphs
+// Types and functions of one call live in detail::engine; detail sees them as it saw the single
+// file's unnamed namespace.
+
+#include <stategraph/compiled_graph.hpp>
+#include <stategraph/detail/engine.hpp>
+#include <stategraph/detail/graph_core.hpp>
+#include <stategraph/drain.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/core/demangle.hpp>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+
+namespace stategraph {
+namespace detail {
+
+namespace names = checkpoint::reserved;
+
+// ---------------------------------------------------------------------------------------------
+// task_frame: one task attempt, as its node sees it through `context`.
+
+struct resume_pass {
+    std::map<std::string, boost::json::value> by_id;
+};
+
+struct task_frame {
+    const std::string* node = nullptr;
+    std::int64_t step = 0;
+    const std::string* thread_id = nullptr;
+    const std::string* ns = nullptr;
+    const std::vector<std::string>* ns_path = nullptr;
+    int attempt = 1;
+    boost::asio::any_io_executor executor;
+    std::string task_id;
+    std::vector<boost::json::value> resume; // answers, by interrupt call index
+    std::size_t counter = 0;                // interrupt calls made so far in this attempt
+    const resume_pass* child_resume = nullptr; // resume meant for a subgraph run by this task
+    const stream_handler* sink = nullptr;
+    stream_mode modes = stream_mode::none;
+    checkpoint::saver* saver = nullptr;
+    int recursion_limit = 25;
+    durability mode = durability::sync; // the call's durability, which its subgraphs follow
+    const runtime_context* runtime = nullptr;
+    store::base_store* store = nullptr; // the call's store, else the graph's (a subgraph: its parent's)
+    run_observer* observer = nullptr;   // the call's observer (a subgraph: its parent's)
+    const std::string* run_id = nullptr;
+    // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
+    const std::string* checkpoint_id = nullptr;
+    boost::json::object effects;
+    std::map<std::string, int, std::less<>> effect_calls; // calls per name in this attempt
+};
+
+struct context_access {
+    static context make(task_frame& f) { return context(f); }
+    static task_frame& frame(context& c) { return *c.f_; }
+};
+
+} // namespace detail
+
+namespace detail::engine {
+
+/// Thrown out of a subgraph's run when one of its nodes returned a command for the parent graph
+/// (`command<S>::to_parent`); run_subgraph turns it into the parent task's writes and targets.
+struct parent_command_signal {
+    std::shared_ptr<parent_handoff> handoff;
+    std::string node; ///< the subgraph node that sent it
+};
+
+// ---------------------------------------------------------------------------------------------
+// frontier: triggered nodes, Sends, deferred nodes and the state of join barriers.
+
+struct frontier {
+    std::vector<int> pull;
+    std::vector<send> push;
+    std::vector<int> deferred;
+    std::vector<std::vector<char>> barriers;
+    std::string seen; // breakpoint marker: versions newer than this re-arm static breakpoints
+};
+
+// ---------------------------------------------------------------------------------------------
+// checkpoint_session: the saver, the thread and namespace it writes, and the lease. Every saver
+// call of a run goes through here.
+
+class checkpoint_session {
+public:
+    checkpoint_session() = default;
+    checkpoint_session(checkpoint::saver* saver, std::string thread_id, std::string ns)
+        : saver_(saver), thread_id_(std::move(thread_id)), ns_(std::move(ns)) {}
+
+    checkpoint::saver* saver() const noexcept { return saver_; }
+    explicit operator bool() const noexcept { return saver_ != nullptr; }
+    const std::string& thread_id() const noexcept { return thread_id_; }
+    const std::string& ns() const noexcept { return ns_; }
+
+    boost::asio::awaitable<void> acquire() {
+        co_await saver_->acquire(thread_id_);
+        leased_ = true;
+    }
+    /// Releases the lease if this session holds it.
+    boost::asio::awaitable<void> release() {
+        if (!leased_) co_return;
+        leased_ = false;
+        co_await saver_->release(thread_id_);
+    }
+    // Plain functions handing out the saver's own awaitables: no coroutine frame of their own.
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> load(const std::optional<std::string>& id) {
+        return saver_->get(thread_id_, ns_, id);
+    }
+    boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) {
+        if (!observer_) return saver_->put(thread_id_, ns_, cp);
+        return timed(saver_->put(thread_id_, ns_, cp), observer_);
+    }
+    /// Checkpoint writes are timed for `o` (null: not timed).
+    void observe(run_observer* o) noexcept { observer_ = o; }
+    boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
+        return saver_->put_writes(thread_id_, ns_, checkpoint_id, std::move(ws));
+    }
+    boost::asio::awaitable<void> put_graph(const std::string& signature, const std::vector<std::string>& shape) {
+        return saver_->put_graph(signature, shape);
+    }
+    boost::asio::awaitable<std::optional<std::vector<std::string>>> get_graph(const std::string& signature) {
+        return saver_->get_graph(signature);
+    }
+
+private:
+    static boost::asio::awaitable<void> timed(boost::asio::awaitable<void> put, run_observer* o) {
+        const auto start = std::chrono::steady_clock::now();
+        co_await std::move(put);
+        o->on_checkpoint_write(std::chrono::steady_clock::now() - start);
+    }
+
+    checkpoint::saver* saver_ = nullptr;
+    run_observer* observer_ = nullptr;
+    std::string thread_id_, ns_;
+    bool leased_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// run_state: a call's state.
+
+struct call_env;
+
+struct run_state {
+    explicit run_state(const graph_core& g)
+        : state(*g.st), versions(g.st->n), saved_size(g.st->n, std::size_t(-1)), delta_chain(g.st->n, 0) {}
+
+    state_box state;
+    std::vector<std::string> versions;
+    // Per field: its size when last saved (npos: unknown) and how many saved versions in a row
+    // were appended items only; an append channel is saved as a delta while this stays short.
+    std::vector<std::size_t> saved_size;
+    std::vector<unsigned char> delta_chain;
+    std::string graph_version;
+    // Where `out`'s JSON lives: a monotonic arena emptied at each save (no malloc/free per JSON
+    // node; a record of a few hundred bytes fits its first block). Declared before `out`.
+    struct record_arena {
+        unsigned char first[2048];
+        boost::json::monotonic_resource resource{first, sizeof first};
+    };
+    std::unique_ptr<record_arena> arena = std::make_unique<record_arena>();
+    // The record handed to the saver, kept between saves: its versions map is updated in place.
+    checkpoint::checkpoint out = record_in(*arena);
+    std::string cp_id, parent_id;
+    std::int64_t step = -2;
+    frontier fr;
+    std::vector<std::string> last_writers;
+    std::vector<std::string> path; // the nodes this call ran, in order (superstep, then name)
+    checkpoint_session session;
+    std::vector<std::string> ns_path;
+    bool have_checkpoint = false;
+    bool signature_differs = false;
+    /// The checkpoint loaded was migrated from an older state version: the next one written
+    /// holds every field whole (the stored values have the old shape).
+    bool write_all = false;
+    std::map<std::string, std::vector<checkpoint::pending_write>> pending; // of the current checkpoint, by task id
+    std::string stored_signature;
+    std::vector<std::string> stored_shape;
+    // subgraph support: what this run wrote, returned to the parent
+    bool track_delta = false;
+    update_box delta;
+    std::map<std::string, boost::json::value> resume_answers; // pending interrupt id -> answer
+    /// Fields a Command given with a resume changed before the resumed step ran: saved with
+    /// that step's checkpoint.
+    field_mask command_changed;
+    /// The input of an input checkpoint: written into its metadata, and read back when that
+    /// checkpoint is the newest (the process died before the first step's checkpoint), so that
+    /// continuing the thread applies it. Empty (no fields) when there is none.
+    boost::json::object start_input;
+    bool has_start_input = false;
+    /// Fields of `start_input` that the input (or fork) checkpoint `carried_id` stored as their
+    /// channel values, at its own id (fields never written before; see write_record): when the
+    /// first step leaves such a field equal to that value, its checkpoint names that version
+    /// instead of storing the value again, so an input is stored once.
+    field_mask carried;
+    std::string carried_id;
+    std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
+    // Durability (run_config::durability). async: `out` holds the newest checkpoint, built and
+    // not yet put; its put runs beside the next step's nodes (`put_queued`). exit: the newest
+    // checkpoint `cp_id` is kept here only (`staged`) until the call ends; `unsaved` are the
+    // fields changed since the last stored checkpoint, `staged_parent` that checkpoint's id.
+    durability mode = durability::sync;
+    bool put_queued = false;
+    bool staged = false;
+    const char* staged_source = "loop";
+    std::string staged_parent;
+    field_mask unsaved;
+    const call_env* env = nullptr; // the call streaming this run's checkpoints (set by run())
+    std::string cp_source;         // the source of the checkpoint `cp_id` ("input", "loop", ...)
+
+    const std::string& thread_id() const noexcept { return session.thread_id(); }
+
+    static checkpoint::checkpoint record_in(record_arena& a) {
+        const boost::json::storage_ptr sp(&a.resource);
+        return checkpoint::checkpoint{.values = boost::json::object(sp),
+                                      .frontier = boost::json::value(sp),
+                                      .metadata = boost::json::object(sp)};
+    }
+};
+
+/// Everything a call needs besides its state: the graph and the caller's options.
+struct call_env {
+    const graph_core& g;
+    const run_config& cfg;
+    stream_mode modes;
+    const stream_handler& on_event;
+    /// Per-call breakpoints by node index, replacing the graph's (null: the graph's own).
+    const std::vector<char>* before = nullptr;
+    const std::vector<char>* after = nullptr;
+    bool wants(stream_mode m) const { return on_event && has_mode(modes, m); }
+    bool breaks_before(int node) const {
+        return before ? (*before)[static_cast<std::size_t>(node)] != 0 : g.nodes[static_cast<std::size_t>(node)].before;
+    }
+    bool breaks_after(int node) const {
+        return after ? (*after)[static_cast<std::size_t>(node)] != 0 : g.nodes[static_cast<std::size_t>(node)].after;
+    }
+};
+
+/// Streams an event of the step being run (`r.step + 1`), or of the step `step` when given.
+inline void emit(const call_env& env, const run_state& r, stream_mode mode, std::string node, boost::json::value data,
+          bool cached = false, bool interrupt = false, std::optional<std::int64_t> step = std::nullopt) {
+    if (!env.wants(mode)) return;
+    stream_event e;
+    e.mode = mode;
+    e.ns = r.ns_path;
+    e.step = step ? *step : r.step + 1;
+    e.node = std::move(node);
+    e.data = std::move(data);
+    e.cached = cached;
+    e.interrupt = interrupt;
+    env.on_event(e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// tasks
+
+enum class task_status { pending, done, interrupted, failed };
+
+struct task {
+    int node = 0;
+    std::string id;
+    int push_index = -1;
+    const void* input = nullptr;
+    task_status status = task_status::pending;
+    bool cached = false;
+    node_result out;
+    field_mask out_fields;
+    std::vector<interrupt_info> interrupts;
+    std::exception_ptr error;
+    task_frame frame;
+    resume_pass child_resume;
+    bool has_child_resume = false;
+    // The task's writes as stored pending writes and streamed updates: encoded once.
+    std::optional<boost::json::object> encoded;
+};
+
+
+// engine_frontier.cpp
+std::string max_version(const std::vector<std::string>& versions);
+send restored_send(const graph_core& g, int id, const boost::json::value& arg);
+boost::json::object send_json(const send& s);
+boost::json::value frontier_json(const graph_core& g, const frontier& f, boost::json::storage_ptr sp);
+[[noreturn]] void throw_stored(const std::string& thread, const std::string& checkpoint_id, const std::string& field,
+                               const std::string& problem);
+frontier frontier_from(const graph_core& g, const boost::json::value& v, const std::string& thread,
+                       const std::string& checkpoint_id, bool drifted);
+void add_target(const graph_core& g, const std::string& name, frontier& f, const std::string& from);
+void check_send(const graph_core& g, const send& s, const std::string& from);
+void successors(const graph_core& g, int from, const void* state, frontier& f);
+std::vector<std::string> next_names(const graph_core& g, const frontier& f);
+
+// engine_values.cpp
+void emit_record(const call_env& env, const run_state& r, stream_mode mode, const char* type, std::int64_t step,
+                 const std::string& node, boost::json::object payload);
+boost::json::object update_json(const state_table& st, const update_box& u);
+void read_update_field(const state_table& st, update_box& u, std::size_t i, const boost::json::value& v, errc code,
+                       const std::string& where);
+boost::json::object values_json(const graph_core& g, const run_state& r);
+void track(const state_table& st, run_state& r, const update_box& u);
+void forget_saved_sizes(run_state& r, const field_mask& overwritten);
+
+// engine_checkpoints.cpp
+const std::string& signature_of(const checkpoint::checkpoint& cp);
+int state_version_of(const checkpoint::checkpoint& cp);
+bool migrate(const graph_core& g, checkpoint::checkpoint_tuple& t, bool reading = false);
+void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted);
+boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
+                                          const char* source, const field_mask& changed);
+boost::asio::awaitable<void> settle(const graph_core& g, run_state& r);
+boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
+                                  const field_mask& changed_now);
+boost::asio::awaitable<void> load_stored_shape(run_state& r);
+[[noreturn]] void throw_drift(const graph_core& g, const run_state& r);
+
+// engine_tasks.cpp
+const boost::json::object& encoded_writes(const graph_core& g, task& t);
+std::vector<checkpoint::pending_write> task_writes(const graph_core& g, task& t);
+bool reload_task(const graph_core& g, run_state& r, task& t);
+std::vector<task> make_tasks(const graph_core& g, const run_state& r);
+std::pair<int, int> listing_order(const task& t);
+void emit_checkpoint(const graph_core& g, const run_state& r);
+bool is_resume_mismatch(const task& t);
+bool retryable(const retry_policy& p, std::exception_ptr e);
+boost::asio::awaitable<void> call_with_timeout(const node_rt& rt, task& t, context& ctx, boost::asio::any_io_executor ex);
+void emit_task_start(const call_env& env, const run_state& r, const task& t);
+void emit_task_result(const call_env& env, const run_state& r, task& t);
+
+// engine_run_task.cpp
+std::string cache_ns(const graph_core& g, const std::string& node);
+boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable);
+[[noreturn]] void throw_failure(const graph_core& g, const task& t);
+void check_conflicts(const graph_core& g, const std::vector<task>& tasks);
+field_mask settle_overwrites(const graph_core& g, std::vector<task>& tasks);
+run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts);
+void route_after(const graph_core& g, task& t, const void* view, frontier& next);
+void apply_resume(run_state& r, const resume_input& res);
+boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after);
+[[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit);
+boost::asio::awaitable<void> save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks);
+void apply_and_route(const call_env& env, run_state& r, task& t, frontier& next);
+
+// engine_loop.cpp
+boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool skip_breakpoint);
+boost::asio::awaitable<void> release_quietly(checkpoint_session& s);
+boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_input& in);
+checkpoint::saver* require_saver(const graph_core& g);
+snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& t, bool apply_pending);
+
+} // namespace detail::engine
+
+namespace detail {
+// Every part of the engine reads detail::engine's names unqualified, as the single file's unnamed
+// namespace was read.
+using namespace engine;
+} // namespace detail
+
+} // namespace stategraph
