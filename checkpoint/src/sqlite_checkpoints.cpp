@@ -1,0 +1,307 @@
+/// @file sqlite_checkpoints.cpp
+/// @brief A SQLite saver's checkpoints: put (a record, its small values inline in its row, the rest
+/// in `blobs`, a graph's shape once in `graphs`), put_writes, get and list, and reading rows and
+/// values back (sealed or encrypted records, inline values, values stored as appended items).
+
+#include "sqlite_saver_impl.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace stategraph::checkpoint {
+
+namespace {
+
+constexpr std::string_view sql_put_checkpoint =
+    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(thread_id, ns, id) DO NOTHING";
+constexpr std::string_view sql_replace_checkpoint =
+    "UPDATE checkpoints SET parent_id = ?4, step = ?5, source = ?6, record = ?7, vals = ?8 "
+    "WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
+constexpr std::string_view sql_get_inline = "SELECT vals FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
+constexpr std::string_view sql_put_write =
+    "INSERT INTO writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(seq), -1) + 1 FROM writes "
+    "WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3)) "
+    "ON CONFLICT(thread_id, ns, checkpoint_id, task_id, channel) DO UPDATE SET "
+    "task_name = excluded.task_name, value = excluded.value";
+constexpr std::string_view sql_get_writes = "SELECT task_id, task_name, channel, value FROM writes "
+                                            "WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3 ORDER BY seq";
+
+} // namespace
+
+using namespace sqlite_detail;
+
+std::string sqlite_saver::impl::seal_record(std::string_view record, const std::string& thread, const std::string& ns,
+                                            const checkpoint& cp) const {
+    const std::string step = std::to_string(cp.step);
+    return protect(record, {thread, ns, cp.id, cp.parent_id, step, cp.source});
+}
+
+std::string_view sqlite_saver::impl::unseal_record(std::string_view stored, const std::string& thread,
+                                                   const std::string& ns, const checkpoint& cp,
+                                                   std::string& buffer) const {
+    const std::string step = std::to_string(cp.step);
+    try {
+        return reveal(stored, {thread, ns, cp.id, cp.parent_id, step, cp.source}, buffer);
+    } catch (const codec::corrupt&) {
+        return reveal(stored, {thread, ns, cp.id}, buffer);
+    }
+}
+
+checkpoint sqlite_saver::impl::read_row(const stmt& s, const std::string& thread, const std::string& ns) const {
+    checkpoint cp;
+    cp.id = s.text(0);
+    cp.parent_id = s.text(1);
+    cp.step = s.integer(2);
+    cp.source = s.text(3);
+    try {
+        std::string plain;
+        codec::decode_record(unseal_record(s.bytes(4), thread, ns, cp, plain), cp);
+    } catch (const std::exception& e) { // codec::corrupt, or allocation failure on garbage
+        corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
+    }
+    return cp;
+}
+
+const std::optional<std::string>& sqlite_saver::impl::inline_row(const std::string& thread, const std::string& ns,
+                                                                 const std::string& id) {
+    auto [it, fresh] = inline_rows.try_emplace({ns, id});
+    if (fresh) {
+        stmt s(*this, sql_get_inline, thread, "reading a channel value");
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, id);
+        if (s.step() && !s.is_null(0)) it->second.emplace(s.bytes(0));
+    }
+    return it->second;
+}
+
+std::vector<std::pair<std::string_view, std::string_view>> sqlite_saver::impl::decode_inline_of(
+    const std::string& thread, const std::string& ns, const std::string& id, std::string_view bytes) const {
+    try {
+        return codec::decode_inline(bytes);
+    } catch (const codec::corrupt& e) {
+        corrupt(thread, ns, "checkpoint " + id + ": its values cannot be read: " + e.what(), {thread});
+    }
+}
+
+boost::json::value sqlite_saver::impl::read_value(const std::string& thread, const std::string& ns,
+                                                  const std::string& id, const std::string& channel,
+                                                  const std::string& version) {
+    const auto where = [&] { return "checkpoint " + id + ": channel " + quote(channel) + " (version " + version + ")"; };
+    try {
+        std::optional<boost::json::value> whole;
+        const bool found = with_stored(thread, ns, channel, version, [&](std::string_view bytes) {
+            if (!codec::split_value(bytes, version).extends) whole = parse(bytes, thread, ns, where(), {thread, channel});
+        });
+        if (!found)
+            corrupt(thread, ns,
+                    "checkpoint " + id + " needs channel " + quote(channel) + " at version " + version +
+                        ", which is not stored",
+                    {thread, channel});
+        if (whole) return std::move(*whole);
+        auto fetch = [&](const std::string& v) -> std::optional<std::string> {
+            std::optional<std::string> out;
+            with_stored(thread, ns, channel, v, [&](std::string_view bytes) { out.emplace(bytes); });
+            return out;
+        };
+        return codec::resolve_value(version, fetch);
+    } catch (const codec::corrupt& e) {
+        corrupt(thread, ns, where() + " cannot be read: " + e.what(), {thread, channel});
+    }
+}
+
+void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo) {
+    const auto& thread = t.thread_id;
+    const auto& ns = t.ns;
+    const auto& id = t.cp.id;
+    std::vector<const std::pair<const std::string, std::string>*> fresh;
+    for (const auto& entry : t.cp.versions) {
+        const auto& [channel, version] = entry;
+        if (version.empty()) continue;
+        if (memo) {
+            if (auto it = memo->find({channel, version}); it != memo->end()) {
+                t.cp.values[channel] = *it->second;
+                continue;
+            }
+            fresh.push_back(&entry);
+        }
+        t.cp.values[channel] = read_value(thread, ns, id, channel, version);
+    }
+    // Only now: inserting into `values` may move the values inserted before.
+    for (const auto* e : fresh)
+        memo->emplace(std::pair<std::string_view, std::string_view>(e->first, e->second),
+                      &t.cp.values.at(e->first));
+    stmt w(*this, sql_get_writes, thread, "reading pending writes");
+    w.bind_static(1, thread).bind_static(2, ns).bind_static(3, id);
+    while (w.step()) {
+        pending_write pw;
+        pw.task_id = w.text(0);
+        pw.task_name = w.text(1);
+        pw.channel = w.text(2);
+        const std::string what = common::write_label(id, pw);
+        std::string_view text;
+        std::string plain;
+        try {
+            text = reveal(w.bytes(3), {thread, ns, id, pw.task_id, pw.task_name, pw.channel}, plain);
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, what + " cannot be read: " + e.what(), {thread, pw.channel, pw.task_name});
+        }
+        pw.value = parse(text, thread, ns, what, {thread, pw.channel, pw.task_name});
+        t.writes.push_back(std::move(pw));
+    }
+}
+
+void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
+    // Everything is encoded before the write lock is taken: the transaction only binds and steps.
+    const std::string record = seal_record(codec::encode_record(cp), thread, ns, cp);
+    struct encoded {
+        std::string_view channel;
+        const std::string* version;
+        std::string bytes;
+        bool shared; // a `__graph__` value keyed by the graph signature: one row for all threads
+    };
+    std::vector<encoded> values;
+    values.reserve(cp.values.size());
+    for (const auto& [channel, value] : cp.values) {
+        const std::string name(channel); // the maps' comparator is not transparent
+        auto v = cp.versions.find(name);
+        const std::string& version = v == cp.versions.end() ? cp.id : v->second;
+        auto x = cp.extends.find(name);
+        const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
+        // A `__graph__` value versioned by this checkpoint's own id (an engine that keeps the shape per
+        // thread) or holding appended items stays with the thread's blobs.
+        const bool shared = name == graph_channel && !extends && version != cp.id;
+        if (shared && stored_graphs.count(version)) continue; // stored once per graph, already there
+        values.push_back({channel, &version, protect(codec::encode_value(value, extends, version), {channel, version}),
+                          shared});
+    }
+    // This checkpoint's own small values go into its row, the rest into `blobs`.
+    std::vector<std::pair<std::string_view, std::string_view>> inline_values;
+    std::vector<const encoded*> separate;
+    std::size_t budget = opt.inline_bytes;
+    for (const auto& v : values) {
+        if (!v.shared && *v.version == cp.id && v.bytes.size() <= budget) {
+            inline_values.emplace_back(v.channel, v.bytes);
+            budget -= v.bytes.size();
+        } else {
+            separate.push_back(&v);
+        }
+    }
+    const std::string vals = inline_values.empty() ? std::string() : codec::encode_inline(inline_values);
+    inline_rows.clear();
+
+    transaction t(*this, true, thread, "saving a checkpoint");
+    check_lease(thread, now_ms());
+    {
+        // Every buffer bound here outlives `s` (declared above it or owned by the caller).
+        stmt s(*this, sql_put_checkpoint, thread, "saving a checkpoint");
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
+        s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
+        if (inline_values.empty()) s.bind_null(8);
+        else s.bind_blob_static(8, vals);
+        s.run();
+    }
+    if (sqlite3_changes(db.get()) == 0) {
+        // The id is stored already (rare: a saver user re-putting a checkpoint). It is replaced;
+        // the values stored with it before stay unless written again.
+        std::string old;
+        if (const auto& row = inline_row(thread, ns, cp.id)) old = *row;
+        inline_rows.clear();
+        std::string merged_vals;
+        try {
+            // A value written again to `blobs` this time leaves no stale copy in the row.
+            merged_vals = codec::merge_inline(old, inline_values, [&](std::string_view c) {
+                return std::any_of(separate.begin(), separate.end(), [&](const encoded* v) { return v->channel == c; });
+            });
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, "checkpoint " + cp.id + ": its values cannot be read: " + e.what(), {thread});
+        }
+        stmt s(*this, sql_replace_checkpoint, thread, "saving a checkpoint");
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
+        s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
+        if (merged_vals.empty()) s.bind_null(8);
+        else s.bind_blob_static(8, merged_vals);
+        s.run();
+    }
+    for (const auto* p : separate) {
+        const auto& v = *p;
+        if (v.shared) {
+            stmt s(*this, sql_put_graph, thread, "saving the graph's shape");
+            s.bind_static(1, *v.version).bind_blob_static(2, v.bytes);
+            s.run();
+            continue;
+        }
+        stmt s(*this, sql_put_blob, thread, "saving a channel value");
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, v.channel).bind_static(4, *v.version);
+        s.bind_blob_static(5, v.bytes);
+        s.run();
+    }
+    t.commit();
+    for (const auto& v : values)
+        if (v.shared) graph_stored(t, *v.version);
+}
+
+void sqlite_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                                    const std::vector<pending_write>& writes) {
+    transaction t(*this, true, thread, "saving pending writes");
+    check_lease(thread, now_ms());
+    for (const auto& w : writes) {
+        const std::string text = protect(boost::json::serialize(w.value),
+                                         {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel});
+        stmt s(*this, sql_put_write, thread, "saving a pending write"); // declared after `text`: unbinds first
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, checkpoint_id).bind_static(4, w.task_id);
+        s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
+        s.run();
+    }
+    t.commit();
+}
+
+std::optional<checkpoint_tuple> sqlite_saver::impl::get(const std::string& thread, const std::string& ns,
+                                                        const std::optional<std::string>& checkpoint_id) {
+    transaction t(*this, false, thread, "reading a checkpoint");
+    inline_rows.clear();
+    std::optional<checkpoint_tuple> result;
+    {
+        stmt s(*this, checkpoint_id ? sql_get_by_id : sql_get_latest, thread, "reading a checkpoint");
+        s.bind_static(1, thread).bind_static(2, ns);
+        if (checkpoint_id) s.bind_static(3, *checkpoint_id);
+        if (s.step()) result.emplace(checkpoint_tuple{thread, ns, read_row(s, thread, ns), {}});
+    }
+    if (!result) return std::nullopt;
+    assemble(*result);
+    t.commit();
+    return result;
+}
+
+std::vector<checkpoint_tuple> sqlite_saver::impl::list(const std::string& thread, const std::string& ns,
+                                                       const list_options& o) {
+    transaction t(*this, false, thread, "listing checkpoints");
+    inline_rows.clear();
+    std::vector<checkpoint> rows;
+    {
+        stmt s(*this, sql_list, thread, "listing checkpoints");
+        s.bind(1, thread).bind(2, ns);
+        if (o.before) s.bind(3, *o.before);
+        else s.bind_null(3);
+        if (o.source) s.bind(4, *o.source);
+        else s.bind_null(4);
+        if (o.step) s.bind(5, *o.step);
+        else s.bind_null(5);
+        s.bind(6, o.limit ? static_cast<std::int64_t>(std::min<std::size_t>(*o.limit, INT64_MAX))
+                          : std::int64_t{-1});
+        while (s.step()) rows.push_back(read_row(s, thread, ns));
+    }
+    std::vector<checkpoint_tuple> out;
+    out.reserve(rows.size()); // never reallocated below: `memo` points into it
+    value_memo memo;
+    for (auto& cp : rows) {
+        out.push_back(checkpoint_tuple{thread, ns, std::move(cp), {}});
+        assemble(out.back(), &memo);
+    }
+    t.commit();
+    return out;
+}
+
+} // namespace stategraph::checkpoint

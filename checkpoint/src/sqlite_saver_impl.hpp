@@ -1,0 +1,617 @@
+#pragma once
+/// @file sqlite_saver_impl.hpp
+/// @brief The SQLite saver's implementation class, `sqlite_saver::impl` (private to checkpoint/src):
+/// its state, the statement, transaction and error helpers every part uses, the small helpers on
+/// the put/get path (inline here), and the declarations of the rest, grouped by the file that
+/// defines them: sqlite_saver.cpp (opening, errors, dispatch and group commit, the public entry
+/// points), sqlite_schema.cpp (set-up, schema migrations, encryption), sqlite_checkpoints.cpp
+/// (put, put_writes, get, list), sqlite_threads.cpp (delete, rewind, copy, list_threads, sweep,
+/// prune, stats), sqlite_leases.cpp (leases and their keeper), sqlite_cache.cpp (graph shapes and
+/// the node cache). `sqlite_detail` holds the statements more than one of those files runs.
+
+#include <stategraph/checkpoint/reserved.hpp>
+#include <stategraph/checkpoint/sqlite_saver.hpp>
+
+#include "cipher.hpp"
+#include "codec.hpp"
+#include "saver_common.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace stategraph::checkpoint {
+
+namespace sqlite_detail {
+
+/// The channel holding the graph's shape lines, versioned by the graph signature.
+inline constexpr std::string_view graph_channel = reserved::graph;
+
+// Statements (cached per connection, keyed by their address: each is one `sql_*` constant, here
+// when several files run it, else in the file that does; these are `inline`, one object each in
+// the program, so one key each).
+inline constexpr std::string_view sql_begin_immediate = "BEGIN IMMEDIATE";
+inline constexpr std::string_view sql_begin_deferred = "BEGIN";
+inline constexpr std::string_view sql_commit = "COMMIT";
+inline constexpr std::string_view sql_put_blob =
+    "INSERT OR REPLACE INTO blobs(thread_id, ns, channel, version, value) VALUES(?1, ?2, ?3, ?4, ?5)";
+inline constexpr std::string_view sql_put_graph = "INSERT OR IGNORE INTO graphs(version, value) VALUES(?1, ?2)";
+// Checkpoint rows without their values, in the columns impl::read_row reads.
+#define STATEGRAPH_CP_COLUMNS "id, parent_id, step, source, record"
+inline constexpr std::string_view sql_get_latest = "SELECT " STATEGRAPH_CP_COLUMNS
+                                                   " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+                                                   "ORDER BY id DESC LIMIT 1";
+inline constexpr std::string_view sql_get_by_id = "SELECT " STATEGRAPH_CP_COLUMNS
+                                                  " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
+inline constexpr std::string_view sql_list = "SELECT " STATEGRAPH_CP_COLUMNS
+                                             " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+                                             "AND (?3 IS NULL OR id < ?3) AND (?4 IS NULL OR source = ?4) "
+                                             "AND (?5 IS NULL OR step = ?5) ORDER BY id DESC LIMIT ?6";
+inline constexpr std::string_view sql_kept_records = "SELECT " STATEGRAPH_CP_COLUMNS
+                                                     " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+                                                     "ORDER BY id DESC LIMIT ?3";
+inline constexpr std::string_view sql_oldest_record = "SELECT " STATEGRAPH_CP_COLUMNS
+                                                      " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+                                                      "ORDER BY id LIMIT 1";
+#undef STATEGRAPH_CP_COLUMNS
+inline constexpr std::string_view sql_get_blob =
+    "SELECT value FROM blobs WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND version = ?4";
+inline constexpr std::string_view sql_get_graph = "SELECT value FROM graphs WHERE version = ?1";
+
+using common::now_ms;
+using common::quote;
+
+} // namespace sqlite_detail
+
+// =============================================================================================
+
+struct sqlite_saver::impl {
+    struct db_closer {
+        void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+    };
+    struct statement_cache {
+        // Keyed by the address of the SQL text: every cached statement is one of the `sql_*`
+        // constants, so this saves hashing and comparing the whole text on each use.
+        std::unordered_map<const char*, sqlite3_stmt*> map;
+        statement_cache() = default;
+        statement_cache(const statement_cache&) = delete;
+        statement_cache& operator=(const statement_cache&) = delete;
+        ~statement_cache() {
+            for (auto& [sql, s] : map) sqlite3_finalize(s);
+        }
+    };
+
+    sqlite_options opt;
+    std::string owner;
+    std::unique_ptr<sqlite3, db_closer> db; // declared before the cache: statements finalize first
+    statement_cache cache;
+    std::mutex mutex;
+    /// The thread SQLite work runs on (none with `own_thread = false`, the default: it runs on
+    /// the callers' executors). Declared after the connection: joined before it closes.
+    std::optional<boost::asio::thread_pool> pool;
+
+    /// One call waiting in `queue`: its SQLite work and the way back to its caller.
+    struct job {
+        virtual ~job() = default;
+        /// The SQLite work, with `mutex` held, maybe inside a batch's transaction (its own then
+        /// nested). Throws its error.
+        virtual void run() = 0;
+        /// Hands `error` (or the result) back: posts the caller's completion to its executor.
+        virtual void complete() noexcept = 0;
+        /// Where the caller runs (a flush for this job may be posted there).
+        virtual boost::asio::any_io_executor executor() const = 0;
+        /// A `put` or `put_writes`: queued even when the saver is idle, so that the writes of the
+        /// same event-loop turn join it; `thread` names the thread it writes (null: another call).
+        bool batched = false;
+        const std::string* thread = nullptr;
+        const char* what = nullptr;
+        std::exception_ptr error;
+    };
+    /// Calls waiting for the next flush, in arrival order (guarded by `queue_mutex`). A call
+    /// that finds the saver idle (`leading` false, nothing queued) becomes the leader and runs
+    /// at once, inside the awaiting coroutine, except a write, which queues and posts a flush to
+    /// its own executor: the calls of the other coroutines that are ready in the same event-loop
+    /// turn, and those arriving while a flush commits, join it (group commit: one transaction,
+    /// one fsync) without any timer.
+    std::mutex queue_mutex;
+    std::vector<std::unique_ptr<job>> queue;
+    bool leading = false;     ///< a flush, or an inline call, is running (guarded by `queue_mutex`)
+    bool flush_posted = false; ///< a flush is posted and has not started (guarded by `queue_mutex`)
+    /// Graph versions stored by the batch's transaction so far; they join `stored_graphs` when it commits.
+    std::vector<std::string> batch_graphs;
+    /// Leases taken by `acquire` calls inside the batch's transaction so far; they join `held`
+    /// when it commits (a batch that fails to commit took no lease).
+    std::vector<std::string> batch_leases;
+
+    /// Threads whose lease this saver took and has not released (guarded by `mutex`); `lost`:
+    /// those of them another owner took over. Writes on a thread in `held` must find our lease.
+    std::set<std::string> held, lost;
+    /// The lease keeper: renews the leases in `held` every third of their time to live, on a
+    /// thread of its own, so that a lease outlives a node however long it runs (and however busy
+    /// the caller's threads are). Started by the first `acquire`.
+    struct keeper_state {
+        std::mutex mutex;
+        std::condition_variable wake;
+        bool stopping = false;
+        std::thread thread;
+    } keeper;
+
+    /// The key of an encrypted file (none: not encrypted).
+    std::unique_ptr<codec::cipher> box;
+
+    /// Graph versions known to be in `graphs` (rows there are never deleted).
+    std::set<std::string> stored_graphs;
+    /// Rows' inline values read during one operation, by (ns, checkpoint id); cleared by each
+    /// operation that reads values (a put may change them).
+    std::map<std::pair<std::string, std::string>, std::optional<std::string>> inline_rows;
+
+    // -- errors (the throwing ones in sqlite_saver.cpp) ----------------------------------
+    std::string where() const { return " (file " + opt.path + ")"; }
+
+    /// Damage SQLite found in the file (a page failing its checksum, a broken b-tree): once
+    /// set, no write goes into the file (`refuse_write`); the threads whose calls found it.
+    /// Guarded by `mutex` like the connection (fail() runs under it).
+    mutable std::optional<std::string> damage;
+    mutable std::set<std::string> damaged_threads;
+
+    /// Whether a SQLite result code says the file is damaged.
+    static bool is_damage(int rc) {
+        return (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB || rc == SQLITE_IOERR_DATA;
+    }
+
+    /// What SQLite found, said plainly (a failed page checksum names its page).
+    std::string damage_text(int rc, const char* msg) const;
+
+    /// Refuses a write into a file found damaged: it would build on a broken b-tree.
+    [[noreturn]] void refuse_write(const std::string& thread, const char* what) const;
+
+    static std::vector<std::string> names_of(const std::string& thread) {
+        if (thread.empty()) return {};
+        return {thread};
+    }
+
+    /// Throws the checkpoint_error matching a SQLite result code.
+    [[noreturn]] void fail(int rc, const std::string& thread, const std::string& what) const;
+
+    // -- statements -----------------------------------------------------------------------
+    struct uncached_t {};
+    static constexpr uncached_t uncached{};
+
+    /// A cached statement in use: binds, steps, reads; resets itself at scope exit.
+    class stmt {
+    public:
+        /// `sql` must be one of the `sql_*` constants (the cache is keyed by its address).
+        stmt(impl& owner, std::string_view sql, const std::string& thread, const char* what)
+            : im_(owner), thread_(thread), what_(what) {
+            auto it = im_.cache.map.find(sql.data());
+            if (it == im_.cache.map.end()) {
+                it = im_.cache.map.emplace(sql.data(), prepare(sql, SQLITE_PREPARE_PERSISTENT)).first;
+            }
+            s_ = it->second;
+        }
+        /// A statement used once (setup and migrations): finalized at scope exit.
+        stmt(impl& owner, uncached_t, std::string_view sql, const std::string& thread, const char* what)
+            : im_(owner), thread_(thread), what_(what), owned_(true) {
+            s_ = prepare(sql, 0);
+        }
+        stmt(const stmt&) = delete;
+        stmt& operator=(const stmt&) = delete;
+        ~stmt() {
+            if (owned_) {
+                sqlite3_finalize(s_);
+                return;
+            }
+            sqlite3_reset(s_);
+            sqlite3_clear_bindings(s_);
+        }
+        /// Ready to bind and run again.
+        void reset() {
+            sqlite3_reset(s_);
+            sqlite3_clear_bindings(s_);
+        }
+
+        stmt& bind(int i, std::string_view v) {
+            check(sqlite3_bind_text64(s_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+            return *this;
+        }
+        stmt& bind_blob(int i, std::string_view v) {
+            // A zero-length blob must not be bound as NULL (NOT NULL column).
+            static const char empty = 0;
+            check(sqlite3_bind_blob64(s_, i, v.empty() ? &empty : v.data(), v.size(), SQLITE_TRANSIENT));
+            return *this;
+        }
+        /// Binds without a copy: only for buffers that outlive this stmt (it clears its bindings at scope exit).
+        stmt& bind_static(int i, std::string_view v) {
+            check(sqlite3_bind_text64(s_, i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8));
+            return *this;
+        }
+        stmt& bind_blob_static(int i, std::string_view v) {
+            static const char empty = 0;
+            check(sqlite3_bind_blob64(s_, i, v.empty() ? &empty : v.data(), v.size(), SQLITE_STATIC));
+            return *this;
+        }
+        stmt& bind(int i, std::int64_t v) {
+            check(sqlite3_bind_int64(s_, i, v));
+            return *this;
+        }
+        stmt& bind_null(int i) {
+            check(sqlite3_bind_null(s_, i));
+            return *this;
+        }
+
+        /// true: a row is ready; false: done. Throws on errors.
+        bool step() {
+            int rc = sqlite3_step(s_);
+            if (rc == SQLITE_ROW) return true;
+            if (rc == SQLITE_DONE) return false;
+            im_.fail(rc, thread_, what_);
+        }
+        void run() {
+            while (step()) {
+            }
+        }
+
+        bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+        std::string_view bytes(int c) const {
+            auto p = static_cast<const char*>(sqlite3_column_blob(s_, c));
+            auto n = static_cast<std::size_t>(sqlite3_column_bytes(s_, c));
+            return p ? std::string_view(p, n) : std::string_view();
+        }
+        std::string text(int c) const { return std::string(bytes(c)); }
+        std::int64_t integer(int c) const { return sqlite3_column_int64(s_, c); }
+
+    private:
+        sqlite3_stmt* prepare(std::string_view sql, unsigned flags) {
+            sqlite3_stmt* s = nullptr;
+            int rc = sqlite3_prepare_v3(im_.db.get(), sql.data(), static_cast<int>(sql.size()), flags, &s, nullptr);
+            if (rc != SQLITE_OK) {
+                sqlite3_finalize(s);
+                im_.fail(rc, thread_, std::string(what_) + " (preparing a statement)");
+            }
+            return s;
+        }
+        void check(int rc) {
+            if (rc != SQLITE_OK) im_.fail(rc, thread_, what_);
+        }
+        impl& im_;
+        sqlite3_stmt* s_ = nullptr;
+        const std::string& thread_;
+        const char* what_;
+        bool owned_ = false;
+    };
+
+    /// A transaction: BEGIN IMMEDIATE (writes) or BEGIN (a consistent read snapshot); rolled
+    /// back at scope exit unless committed. Inside a batch's transaction (impl::write_batch) it
+    /// is `nested`: it begins and commits nothing, the batch does (and undoes a failed call's
+    /// work with its savepoint).
+    class transaction {
+    public:
+        transaction(impl& owner, bool write, const std::string& thread, const char* what)
+            : im_(owner), thread_(thread), what_(what), nested_(!sqlite3_get_autocommit(owner.db.get())) {
+            if (write && im_.damage) im_.refuse_write(thread_, what_);
+            if (!nested_)
+                stmt(im_, write ? sqlite_detail::sql_begin_immediate : sqlite_detail::sql_begin_deferred, thread_,
+                     what_).run();
+        }
+        transaction(const transaction&) = delete;
+        transaction& operator=(const transaction&) = delete;
+        void commit() {
+            if (!nested_) stmt(im_, sqlite_detail::sql_commit, thread_, what_).run();
+            done_ = true;
+        }
+        /// Whether the batch's transaction, not this one, commits the work.
+        bool nested() const noexcept { return nested_; }
+        ~transaction() {
+            if (!nested_ && !done_ && !sqlite3_get_autocommit(im_.db.get()))
+                sqlite3_exec(im_.db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+        }
+
+    private:
+        impl& im_;
+        const std::string& thread_;
+        const char* what_;
+        bool nested_;
+        bool done_ = false;
+    };
+
+    /// A graph version is in `graphs` once `t` committed: at once, or when the batch does.
+    void graph_stored(const transaction& t, const std::string& version) {
+        if (t.nested()) batch_graphs.push_back(version);
+        else stored_graphs.insert(version);
+    }
+
+    /// The lease of `thread` is ours once `t` committed: at once, or when the batch does.
+    void lease_taken(const transaction& t, const std::string& thread) {
+        if (t.nested()) {
+            batch_leases.push_back(thread);
+            return;
+        }
+        held.insert(thread);
+        lost.erase(thread);
+    }
+
+    // -- stored bytes: sealed or encrypted, and read back -------------------------------
+    /// Stored form of a payload at `parts`: encrypted with the file's key, or sealed (codec::seal).
+    std::string protect(std::string_view payload, std::initializer_list<std::string_view> parts) const {
+        return box ? box->seal(payload, parts) : codec::seal(payload, parts);
+    }
+    /// The payload of stored bytes at `parts` (decrypted into `buffer` in an encrypted file).
+    /// Throws codec::corrupt: damaged, moved, encrypted with another key, or encrypted where the
+    /// saver has no key and the other way round.
+    std::string_view reveal(std::string_view stored, std::initializer_list<std::string_view> parts,
+                            std::string& buffer) const {
+        if (box) {
+            buffer = box->open(stored, parts);
+            return buffer;
+        }
+        if (codec::is_encrypted(stored)) throw codec::corrupt("it is encrypted, and this saver was opened without a key");
+        return codec::unseal(stored, parts);
+    }
+
+    [[noreturn]] void corrupt(const std::string& thread, const std::string& ns, const std::string& detail,
+                              std::vector<std::string> names) const {
+        throw common::corrupt(thread, ns, detail, where(), std::move(names));
+    }
+
+    boost::json::value parse(std::string_view text, const std::string& thread, const std::string& ns,
+                             const std::string& what, std::vector<std::string> names) const {
+        return common::parse_stored(text, thread, ns, what, where(), std::move(names));
+    }
+
+    // -- opening and closing (sqlite_saver.cpp) -------------------------------------------
+    explicit impl(sqlite_options o);
+
+    ~impl();
+
+    // -- set-up, schema, migrations and encryption (sqlite_schema.cpp) ---------------------
+    /// Reports an error of an uncached statement (keeping its message), then finalizes it.
+    [[noreturn]] void fail_finalizing(sqlite3_stmt* s, int rc, const char* what);
+
+    /// Runs SQL text without caching (setup only).
+    void exec(const std::string& sql, const char* what);
+    std::int64_t query_int(const std::string& sql, const char* what);
+    std::string query_text(const std::string& sql, const char* what);
+
+    /// Reads the schema version, sets the page size of a new file, switches to WAL and migrates.
+    void set_up();
+
+    /// Makes `box` from the key in the options (and forgets the options' copy of it).
+    void make_cipher();
+
+    [[noreturn]] void key_mismatch(const std::string& why) const;
+
+    std::optional<std::string> read_setting(std::string_view name);
+
+    /// An encrypted file opens only with its key, an unencrypted one that holds data only without
+    /// one; the first saver that opens an empty file with a key marks it encrypted.
+    void check_encryption();
+
+    /// A non-empty file must start with the SQLite magic: anything else is reported, not touched.
+    void check_header() const;
+
+    void check_version(std::int64_t version) const;
+
+    /// One schema step: `sql`, then `convert` (C++ that needs more than SQL), then `finish`.
+    struct migration;
+
+    /// Brings the file to `schema_version` in one transaction: on any error (a corrupt row the
+    /// conversion cannot read included) everything is rolled back and the file keeps its version.
+    void migrate();
+
+    /// v1 -> v2: each checkpoint row's JSON columns become one binary record.
+    void convert_v1_checkpoints();
+
+    /// Reads a v1 checkpoint row (columns: thread_id, ns, id, parent_id, step, source, versions,
+    /// frontier, metadata, signature), for the migration to v2.
+    checkpoint read_v1_row(const stmt& s, const std::string& thread, const std::string& ns) const;
+
+    // -- checkpoints (sqlite_checkpoints.cpp; the operations are called with `mutex` held) ---
+    /// A record as stored in its row (sealed or encrypted: `protect`), bound to the row's thread,
+    /// namespace and id and to the columns beside it (parent, step, source).
+    std::string seal_record(std::string_view record, const std::string& thread, const std::string& ns,
+                            const checkpoint& cp) const;
+    /// The record of a row, verified against its columns (`cp`: id, parent, step, source), or a
+    /// record sealed by schema version 3 (bound to thread, namespace and id only); decrypted into
+    /// `buffer` in an encrypted file. Throws codec::corrupt when it matches neither.
+    std::string_view unseal_record(std::string_view stored, const std::string& thread, const std::string& ns,
+                                   const checkpoint& cp, std::string& buffer) const;
+
+    /// Reads a checkpoint row (columns: STATEGRAPH_CP_COLUMNS) without its values.
+    checkpoint read_row(const stmt& s, const std::string& thread, const std::string& ns) const;
+
+    /// Calls `use(bytes)` with the stored bytes of `channel` at `version` (`graphs` first for
+    /// `__graph__`) while SQLite holds them; false when nothing is stored there.
+    template <class F>
+    bool with_stored(const std::string& thread, const std::string& ns, const std::string& channel,
+                     const std::string& version, F&& use) {
+        // Stored bytes carry a checksum (or an encryption) bound to (channel, version): verified before use.
+        std::string plain;
+        if (channel == sqlite_detail::graph_channel) {
+            stmt g(*this, sqlite_detail::sql_get_graph, thread, "reading a channel value");
+            g.bind_static(1, version);
+            if (g.step()) {
+                use(reveal(g.bytes(0), {channel, version}, plain));
+                return true;
+            }
+        }
+        if (const auto& row = inline_row(thread, ns, version))
+            for (const auto& [c, bytes] : decode_inline_of(thread, ns, version, *row))
+                if (c == channel) {
+                    use(reveal(bytes, {channel, version}, plain));
+                    return true;
+                }
+        stmt s(*this, sqlite_detail::sql_get_blob, thread, "reading a channel value");
+        s.bind_static(1, thread).bind_static(2, ns).bind_static(3, channel).bind_static(4, version);
+        if (!s.step()) return false;
+        use(reveal(s.bytes(0), {channel, version}, plain));
+        return true;
+    }
+
+    /// The inline values of checkpoint `id` (nullopt: no such row, or none inline), cached for
+    /// the current operation.
+    const std::optional<std::string>& inline_row(const std::string& thread, const std::string& ns, const std::string& id);
+
+    std::vector<std::pair<std::string_view, std::string_view>> decode_inline_of(const std::string& thread, const std::string& ns,
+                                                                                const std::string& id, std::string_view bytes) const;
+
+    /// The whole value of `channel` at `version`. A value stored whole (nearly all) is parsed
+    /// straight from SQLite's buffer with the saver's lenient options; a value stored as appended
+    /// items is reassembled by codec::resolve_value.
+    boost::json::value read_value(const std::string& thread, const std::string& ns, const std::string& id,
+                                  const std::string& channel, const std::string& version);
+
+    /// Values already read by one list(), by (channel, version), pointing into tuples that are
+    /// complete and will not move: checkpoints listed together share most of their values.
+    using value_memo = std::map<std::pair<std::string_view, std::string_view>, const boost::json::value*>;
+
+    /// Adds the values (from blobs) and pending writes of a checkpoint, as memory_saver::assemble.
+    /// With `memo`, `t` must stay where it is until the memo is gone.
+    void assemble(checkpoint_tuple& t, value_memo* memo = nullptr);
+
+    void put(const std::string& thread, const std::string& ns, const checkpoint& cp);
+
+    void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                    const std::vector<pending_write>& writes);
+
+    std::optional<checkpoint_tuple> get(const std::string& thread, const std::string& ns,
+                                        const std::optional<std::string>& checkpoint_id);
+
+    std::vector<checkpoint_tuple> list(const std::string& thread, const std::string& ns, const list_options& o);
+
+    // -- thread maintenance (sqlite_threads.cpp) ------------------------------------------
+    void delete_thread(const std::string& thread);
+
+    /// Deletes the thread's rows and an expired lease of another owner (in the caller's transaction).
+    void delete_rows(const std::string& thread, std::int64_t now);
+
+    std::size_t rewind_thread(const std::string& thread, const std::string& checkpoint_id);
+
+    void copy_thread(const std::string& from, const std::string& to);
+
+    std::vector<thread_info> list_threads(const thread_query& q, const boost::json::object* match);
+
+    std::size_t count_checkpoints(const std::string& thread);
+
+    /// The threads whose newest checkpoint's id sorts before `cutoff` (a `sweep`'s first step).
+    std::vector<std::string> expired_threads(const std::string& cutoff);
+
+    /// Sweeps one thread in a transaction of its own, adding what it did to `result`: its age and
+    /// lease are checked again with the write lock held, so a thread written or taken since the
+    /// scan is left alone.
+    void sweep_thread(const std::string& thread, const std::string& cutoff, ttl_action action, sweep_result& result);
+
+    void prune(const std::string& thread, std::size_t keep_last);
+
+    /// `prune` inside the caller's write transaction, its lease checked.
+    void prune_thread(const std::string& thread, std::size_t keep_last);
+
+    thread_stats stats(const std::string& thread);
+
+    // -- leases (sqlite_leases.cpp) -------------------------------------------------------
+    /// Fences a write (inside its transaction): refused with `lease_lost` when this saver took the
+    /// thread's lease and it is no longer ours, with `thread_busy` while another owner holds a live
+    /// lease (unless that owner is provably gone); renews our own.
+    void check_lease(const std::string& thread, std::int64_t now);
+
+    std::int64_t lease_ms() const {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(opt.lease_ttl).count();
+    }
+
+    [[noreturn]] void throw_lost(const std::string& thread, const std::string& holder);
+
+    [[noreturn]] void throw_busy(const std::string& thread, const std::string& holder, std::int64_t expires) const;
+
+    /// Whether a run holds the thread's lease: this saver (it acquired the thread and did not lose
+    /// it), or another owner whose lease is live and who is not provably gone.
+    bool leased(const std::string& thread, std::int64_t now);
+
+    void acquire(const std::string& thread);
+
+    /// Starts the lease keeper once (called with `mutex` held).
+    void start_keeper();
+
+    void keep_leases();
+
+    /// Extends every lease in `held` by a full time to live; one found gone joins `lost`. A
+    /// failed renewal (the database busy beyond busy_timeout, a full disk) is tried again at the
+    /// next tick: the lease still has two thirds of its time then.
+    void renew_held() noexcept;
+
+    std::optional<std::string> break_lease(const std::string& thread);
+
+    void release(const std::string& thread);
+
+    // -- graph shapes and node cache (sqlite_cache.cpp) -----------------------------------
+    void put_graph(const std::string& signature, const std::vector<std::string>& shape);
+
+    std::optional<std::vector<std::string>> get_graph(const std::string& signature);
+
+    std::optional<boost::json::value> cache_get(const std::string& ns, const std::string& key);
+
+    void cache_put(const std::string& ns, const std::string& key, const boost::json::value& value,
+                   std::chrono::milliseconds ttl);
+
+    std::size_t cache_clear(const std::vector<std::string>& namespaces);
+
+    // -- dispatch and group commit (sqlite_saver.cpp) -------------------------------------
+    /// Becomes the leader when the saver is idle (nothing queued, no flush running or posted):
+    /// the caller then runs its call in place and ends with `end_lead`. Never with `own_thread`.
+    bool try_lead();
+
+    /// Ends a leader's turn: work queued meanwhile gets a flush, posted to the executor of the
+    /// first call waiting (whose work guard keeps that executor running).
+    void end_lead() noexcept;
+
+    /// Queues a call; the first call queued while nothing leads posts a flush to its executor.
+    void enqueue(std::unique_ptr<job> j);
+
+    /// A posted flush; one destroyed unrun (its io_context went first) lets the next call post another.
+    struct flush_handler;
+
+    /// Posts a flush (called with `queue_mutex` held): to the saver's thread, or to `ex`.
+    void post_flush(const boost::asio::any_io_executor& ex) noexcept;
+
+    /// Runs every call queued so far in one transaction (one commit, one fsync), and completes
+    /// each caller once that transaction committed.
+    void flush();
+
+    /// The calls of several callers (writes, reads, leases, maintenance) in one transaction: one
+    /// commit, one fsync. Each runs inside a savepoint of its own (its own transaction nested):
+    /// one that fails (a lease held by another owner, a value SQLite refuses) is undone alone and
+    /// fails its caller only. A failure of the transaction itself (BEGIN busy, COMMIT failing,
+    /// SQLite rolling everything back on an I/O error or a full disk) fails every call of the
+    /// batch not failed already, each told with its own thread named. A lone call runs as it is,
+    /// in its own transaction.
+    void write_batch(std::vector<std::unique_ptr<job>>& jobs);
+
+    /// The calls queued even when the saver is idle (`job::batched`): `thread` is what `job::thread` points to.
+    struct put_call;
+    struct put_writes_call;
+
+    /// The error of a shared transaction, as the caller writing `thread` is told it: its kind
+    /// kept, its thread named.
+    static std::exception_ptr batch_error(std::exception_ptr e, const std::string& thread, std::size_t n);
+};
+
+} // namespace stategraph::checkpoint
