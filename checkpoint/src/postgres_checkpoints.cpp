@@ -1,0 +1,364 @@
+// The PostgreSQL saver's checkpoints and pending writes: put, put_writes, get and list, with the
+// reading of values (appended chains, shared graph shapes) and their assembly into tuples.
+#include "postgres_saver_impl.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include <climits>
+
+namespace stategraph::checkpoint {
+
+namespace {
+
+constexpr std::string_view sql_put_checkpoint =
+    "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
+    "VALUES($1, $2, $3, $4, $5::bigint, $6, $7) ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
+    "parent_id = excluded.parent_id, step = excluded.step, source = excluded.source, record = excluded.record";
+// A step's values in one statement: $3 channels, $4 versions (text arrays), $5 the stored bytes
+// (a bytea array in binary form: no escaping); a step has one value per channel.
+constexpr std::string_view sql_put_blobs =
+    "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
+    "SELECT $1, $2, c, v, b FROM unnest($3::text[], $4::text[], $5::bytea[]) AS t(c, v, b) "
+    "ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET value = excluded.value";
+constexpr std::string_view sql_put_write =
+    "INSERT INTO stategraph_writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq) "
+    "VALUES($1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(seq), -1) + 1 FROM stategraph_writes "
+    "WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3)) "
+    "ON CONFLICT (thread_id, ns, checkpoint_id, task_id, channel) DO UPDATE SET "
+    "task_name = excluded.task_name, value = excluded.value";
+#define STATEGRAPH_PG_CP "id, parent_id, step, source, record"
+constexpr std::string_view sql_get_latest = "SELECT " STATEGRAPH_PG_CP " FROM stategraph_checkpoints "
+                                            "WHERE thread_id = $1 AND ns = $2 ORDER BY id DESC LIMIT 1";
+constexpr std::string_view sql_get_by_id = "SELECT " STATEGRAPH_PG_CP " FROM stategraph_checkpoints "
+                                           "WHERE thread_id = $1 AND ns = $2 AND id = $3";
+constexpr std::string_view sql_list = "SELECT " STATEGRAPH_PG_CP " FROM stategraph_checkpoints "
+                                      "WHERE thread_id = $1 AND ns = $2 AND ($3::text IS NULL OR id < $3) "
+                                      "AND ($4::text IS NULL OR source = $4) AND ($5::bigint IS NULL OR step = $5) "
+                                      "ORDER BY id DESC LIMIT $6::bigint";
+#undef STATEGRAPH_PG_CP
+constexpr std::string_view sql_get_blobs =
+    "SELECT channel, version, value FROM stategraph_blobs WHERE thread_id = $1 AND ns = $2 "
+    "AND (channel, version) IN (SELECT * FROM unnest($3::text[], $4::text[]))";
+// The links of appended-value chains: every version of each channel up to the newest link missing.
+constexpr std::string_view sql_get_chains =
+    "SELECT b.channel, b.version, b.value FROM stategraph_blobs b JOIN unnest($3::text[], $4::text[]) AS w(channel, upto) "
+    "ON b.channel = w.channel AND b.version <= w.upto COLLATE \"C\" WHERE b.thread_id = $1 AND b.ns = $2";
+constexpr std::string_view sql_get_graphs = "SELECT version, value FROM stategraph_graphs WHERE version = ANY($1::text[])";
+constexpr std::string_view sql_get_writes =
+    "SELECT checkpoint_id, task_id, task_name, channel, value FROM stategraph_writes "
+    "WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = ANY($3::text[]) ORDER BY checkpoint_id, seq";
+
+/// A one-dimensional bytea[] in PostgreSQL's binary array form, for a `$n::bytea[]` parameter
+/// sent as bytes: the header (1 dimension, no NULLs, element type bytea), then each item's
+/// length and bytes, all integers big-endian.
+std::string bytea_array(const std::vector<std::string>& items) {
+    std::string out;
+    auto put32 = [&](std::uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+    };
+    constexpr std::uint32_t bytea_oid = 17;
+    put32(1);
+    put32(0);
+    put32(bytea_oid);
+    put32(static_cast<std::uint32_t>(items.size()));
+    put32(1);
+    for (const auto& item : items) {
+        put32(static_cast<std::uint32_t>(item.size()));
+        out += item;
+    }
+    return out;
+}
+
+} // namespace
+
+/// Fetches the stored values `wanted` (channel, version) of (thread, ns) into `values`, with
+/// every version their appended items extend; `__graph__` values from the shared graphs
+/// first. Missing ones are simply absent. The first round trip asks for `wanted` exactly; when
+/// appended items extend versions not read yet, the next asks, per channel, for every version
+/// up to the newest such link, so a chain of any length costs one more round trip, not one
+/// per link.
+/// `also` (when given) rides in the first round trip; its rows come back in `also_rows`.
+asio::awaitable<void> postgres_saver::impl::fetch_values(pg::connection& conn, const std::string& thread,
+                                                         const std::string& ns,
+                                                         std::set<std::pair<std::string, std::string>> wanted,
+                                                         value_map& values, const pg::statement* also,
+                                                         pg::result* also_rows) {
+    if (also && wanted.empty()) {
+        std::vector<pg::statement> alone{*also};
+        auto res = co_await conn.run(alone, query_timeout());
+        *also_rows = std::move(res.back());
+        co_return;
+    }
+    std::set<std::pair<std::string, std::string>> asked;
+    for (bool first = true; !wanted.empty(); first = false) {
+        std::vector<std::string> channels, versions, graphs;
+        std::map<std::string, std::string> upto; // later rounds: channel -> newest link missing
+        for (const auto& k : wanted) {
+            asked.insert(k);
+            if (first) {
+                channels.push_back(k.first);
+                versions.push_back(k.second);
+                if (k.first == graph_channel) graphs.push_back(k.second);
+            } else if (auto& u = upto[k.first]; u < k.second) {
+                u = k.second;
+            }
+        }
+        for (const auto& [channel, version] : upto) {
+            channels.push_back(channel);
+            versions.push_back(version);
+        }
+        std::vector<pg::statement> batch;
+        batch.emplace_back(first ? sql_get_blobs : sql_get_chains);
+        batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+        if (!graphs.empty()) {
+            batch.emplace_back(sql_get_graphs);
+            batch.back().text(text_array(graphs));
+        }
+        if (first && also) batch.push_back(*also);
+        auto res = co_await conn.run(batch, query_timeout());
+        if (first && also) {
+            *also_rows = std::move(res.back());
+            res.pop_back();
+        }
+        std::vector<std::pair<std::pair<std::string, std::string>, std::string_view>> got;
+        if (res.size() > 1)
+            for (int i = 0; i < res[1].rows(); ++i)
+                got.push_back({{std::string(graph_channel), res[1].text(i, 0)}, res[1].bytes(i, 1)});
+        for (int i = 0; i < res[0].rows(); ++i) got.push_back({{res[0].text(i, 0), res[0].text(i, 1)}, res[0].bytes(i, 2)});
+        wanted.clear();
+        for (auto& [key, stored] : got) {
+            if (values.count(key)) continue; // a graph shape before a thread's own copy
+            const auto& [channel, version] = key;
+            std::string payload;
+            try {
+                payload = std::string(codec::unseal(stored, {channel, version}));
+                if (auto ext = codec::split_value(payload, version).extends) {
+                    std::pair<std::string, std::string> link{channel, *ext};
+                    if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
+                }
+            } catch (const std::exception& e) {
+                corrupt(thread, ns, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
+                        {thread, channel});
+            }
+            values.emplace(key, std::move(payload));
+        }
+        std::erase_if(wanted, [&](const auto& k) { return values.count(k) != 0; }); // came in this round
+    }
+}
+
+json::value postgres_saver::impl::parse(std::string_view text, const std::string& thread, const std::string& ns, const std::string& what,
+                                        std::vector<std::string> names) const {
+    return common::parse_stored(text, thread, ns, what, where(), std::move(names));
+}
+
+/// Fills the values and pending writes of `tuples` (all of one thread and namespace).
+asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples) {
+    if (tuples.empty()) co_return;
+    const std::string& thread = tuples.front().thread_id;
+    const std::string& ns = tuples.front().ns;
+    std::set<std::pair<std::string, std::string>> wanted;
+    std::vector<std::string> ids;
+    for (const auto& t : tuples) {
+        ids.push_back(t.cp.id);
+        for (const auto& [channel, version] : t.cp.versions)
+            if (!version.empty()) wanted.insert({channel, version});
+    }
+    value_map values;
+    pg::statement writes(sql_get_writes); // in the values' first round trip
+    writes.text(thread).text(ns).text(text_array(ids));
+    pg::result w;
+    co_await fetch_values(conn, thread, ns, std::move(wanted), values, &writes, &w);
+
+    std::map<std::pair<std::string, std::string>, json::value> whole; // resolved once per list
+    for (auto& t : tuples) {
+        for (const auto& [channel, version] : t.cp.versions) {
+            if (version.empty()) continue;
+            std::pair<std::string, std::string> key{channel, version};
+            auto it = whole.find(key);
+            if (it == whole.end()) {
+                const auto at = [&] {
+                    return "checkpoint " + t.cp.id + ": channel " + quote(channel) + " (version " + version + ")";
+                };
+                if (!values.count(key))
+                    corrupt(thread, ns,
+                            "checkpoint " + t.cp.id + " needs channel " + quote(channel) + " at version " + version +
+                                ", which is not stored",
+                            {thread, channel});
+                json::value v;
+                try {
+                    auto fetch = [&, &ch = channel](const std::string& ver) -> std::optional<std::string> {
+                        auto f = values.find({ch, ver});
+                        if (f == values.end()) return std::nullopt;
+                        return f->second;
+                    };
+                    const auto& payload = values.at(key);
+                    if (!codec::split_value(payload, version).extends) v = parse(payload, thread, ns, at(), {thread, channel});
+                    else v = codec::resolve_value(version, fetch);
+                } catch (const codec::corrupt& e) {
+                    corrupt(thread, ns, at() + " cannot be read: " + e.what(), {thread, channel});
+                }
+                it = whole.emplace(std::move(key), std::move(v)).first;
+            }
+            t.cp.values[channel] = it->second;
+        }
+    }
+    std::map<std::string, checkpoint_tuple*> by_id;
+    for (auto& t : tuples) by_id[t.cp.id] = &t;
+    for (int i = 0; i < w.rows(); ++i) {
+        const std::string id = w.text(i, 0);
+        pending_write pw;
+        pw.task_id = w.text(i, 1);
+        pw.task_name = w.text(i, 2);
+        pw.channel = w.text(i, 3);
+        const std::string what = common::write_label(id, pw);
+        std::string_view text;
+        try {
+            text = codec::unseal(w.bytes(i, 4), {thread, ns, id, pw.task_id, pw.task_name, pw.channel});
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, what + " cannot be read: " + e.what(), {thread, pw.channel, pw.task_name});
+        }
+        pw.value = parse(text, thread, ns, what, {thread, pw.channel, pw.task_name});
+        if (auto it = by_id.find(id); it != by_id.end()) it->second->writes.push_back(std::move(pw));
+    }
+}
+
+asio::awaitable<void> postgres_saver::impl::put(const std::string& thread, const std::string& ns,
+                                                const checkpoint& cp) {
+    // Everything is encoded before the round trip: BEGIN, fence, checkpoint row, values, COMMIT.
+    std::vector<pg::statement> batch;
+    batch.emplace_back(sql_begin);
+    batch.emplace_back(sql_fence); // filled per attempt
+    batch.emplace_back(sql_put_checkpoint);
+    batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
+    batch.back().bytes(seal_record(codec::encode_record(cp), thread, ns, cp));
+    std::vector<std::string> graphs, channels, versions, stored;
+    for (const auto& [channel, value] : cp.values) {
+        const std::string name(channel);
+        auto v = cp.versions.find(name);
+        const std::string& version = v == cp.versions.end() ? cp.id : v->second;
+        auto x = cp.extends.find(name);
+        const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
+        auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
+        // A `__graph__` value keyed by the graph signature is one row for all threads.
+        if (name == graph_channel && !extends && version != cp.id) {
+            {
+                std::lock_guard lock(mutex);
+                if (stored_graphs.count(version)) continue;
+            }
+            batch.emplace_back(sql_put_graph);
+            batch.back().text(version).bytes(std::move(bytes));
+            graphs.push_back(version);
+            continue;
+        }
+        channels.push_back(name);
+        versions.push_back(version);
+        stored.push_back(std::move(bytes));
+    }
+    if (!stored.empty()) {
+        batch.emplace_back(sql_put_blobs);
+        batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+        batch.back().bytes(bytea_array(stored));
+    }
+    batch.emplace_back(sql_commit);
+    call c{thread, "saving a checkpoint", {}};
+    auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
+        batch[1] = fence(cc);
+        (void)co_await conn.run(batch, query_timeout());
+        co_return true;
+    };
+    (void)co_await with_retry<bool>(c, body);
+    std::lock_guard lock(mutex);
+    stored_graphs.insert(graphs.begin(), graphs.end());
+}
+
+asio::awaitable<void> postgres_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                                                       const std::vector<pending_write>& writes) {
+    std::vector<pg::statement> batch;
+    batch.emplace_back(sql_begin);
+    batch.emplace_back(sql_fence);
+    for (const auto& w : writes) {
+        batch.emplace_back(sql_put_write);
+        batch.back().text(thread).text(ns).text(checkpoint_id).text(w.task_id).text(w.task_name).text(w.channel);
+        batch.back().bytes(
+            codec::seal(json::serialize(w.value), {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel}));
+    }
+    batch.emplace_back(sql_commit);
+    call c{thread, "saving pending writes", {}};
+    auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
+        batch[1] = fence(cc);
+        (void)co_await conn.run(batch, query_timeout());
+        co_return true;
+    };
+    (void)co_await with_retry<bool>(c, body);
+}
+
+asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::impl::get(const std::string& thread, const std::string& ns,
+                                                                           const std::optional<std::string>& id) {
+    call c{thread, "reading a checkpoint", {}};
+    auto body = [&](pg::connection& conn, call&) -> asio::awaitable<std::optional<checkpoint_tuple>> {
+        std::vector<pg::statement> batch;
+        batch.emplace_back(sql_begin_snapshot);
+        batch.emplace_back(id ? sql_get_by_id : sql_get_latest);
+        batch.back().text(thread).text(ns);
+        if (id) batch.back().text(*id);
+        auto res = co_await conn.run(batch, query_timeout());
+        std::vector<checkpoint_tuple> tuples;
+        if (res[1].rows() > 0) tuples.push_back(checkpoint_tuple{thread, ns, read_row(res[1], 0, 0, thread, ns), {}});
+        co_await assemble(conn, tuples);
+        co_await finish(conn, sql_commit, query_timeout());
+        if (tuples.empty()) co_return std::nullopt;
+        co_return std::move(tuples.front());
+    };
+    co_return co_await with_retry<std::optional<checkpoint_tuple>>(c, body);
+}
+
+asio::awaitable<std::vector<checkpoint_tuple>> postgres_saver::impl::list(const std::string& thread, const std::string& ns,
+                                                                          const list_options& o) {
+    call c{thread, "listing checkpoints", {}};
+    auto body = [&](pg::connection& conn, call&) -> asio::awaitable<std::vector<checkpoint_tuple>> {
+        std::vector<pg::statement> batch;
+        batch.emplace_back(sql_begin_snapshot);
+        batch.emplace_back(sql_list);
+        auto& s = batch.back();
+        s.text(thread).text(ns);
+        if (o.before) s.text(*o.before);
+        else s.null();
+        if (o.source) s.text(*o.source);
+        else s.null();
+        if (o.step) s.integer(*o.step);
+        else s.null();
+        if (o.limit) s.integer(static_cast<std::int64_t>(std::min<std::size_t>(*o.limit, INT64_MAX)));
+        else s.null();
+        auto res = co_await conn.run(batch, query_timeout());
+        std::vector<checkpoint_tuple> tuples;
+        for (int i = 0; i < res[1].rows(); ++i)
+            tuples.push_back(checkpoint_tuple{thread, ns, read_row(res[1], i, 0, thread, ns), {}});
+        co_await assemble(conn, tuples);
+        co_await finish(conn, sql_commit, query_timeout());
+        co_return tuples;
+    };
+    co_return co_await with_retry<std::vector<checkpoint_tuple>>(c, body);
+}
+
+// =============================================================================================
+
+asio::awaitable<void> postgres_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
+    return impl_->put(thread_id, ns, cp);
+}
+
+asio::awaitable<void> postgres_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                                 std::vector<pending_write> writes) {
+    co_await impl_->put_writes(thread_id, ns, checkpoint_id, writes);
+}
+
+asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::get(std::string thread_id, std::string ns,
+                                                                     std::optional<std::string> checkpoint_id) {
+    co_return co_await impl_->get(thread_id, ns, checkpoint_id);
+}
+
+asio::awaitable<std::vector<checkpoint_tuple>> postgres_saver::list(std::string thread_id, std::string ns,
+                                                                    list_options options) {
+    co_return co_await impl_->list(thread_id, ns, options);
+}
+
+} // namespace stategraph::checkpoint

@@ -1,0 +1,313 @@
+// Private to the PostgreSQL saver: `postgres_saver::impl` (its state, the retried call, the fence
+// and reading rows) and what its files share (pg_detail: the transaction statements, the graph
+// channel, text arrays). Its members are defined by concern: postgres_saver.cpp (schema, opening,
+// closing), postgres_checkpoints.cpp (checkpoints and pending writes), postgres_threads.cpp
+// (thread maintenance), postgres_cache.cpp (node cache, graph shapes), postgres_leases.cpp.
+#pragma once
+
+#include <stategraph/checkpoint/postgres_saver.hpp>
+#include <stategraph/checkpoint/reserved.hpp>
+#include <stategraph/error.hpp>
+
+#include "codec.hpp"
+#include "lease_owner.hpp"
+#include "pg_connection.hpp"
+#include "saver_common.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/value.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace stategraph::checkpoint {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+/// What several files of the PostgreSQL saver use.
+namespace pg_detail {
+
+inline constexpr std::string_view sql_fence = "SELECT stategraph_fence($1, $2, $3::boolean, $4, $5::bigint)";
+inline constexpr std::string_view sql_begin = "BEGIN";
+inline constexpr std::string_view sql_begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+inline constexpr std::string_view sql_commit = "COMMIT";
+inline constexpr std::string_view sql_rollback = "ROLLBACK";
+
+inline constexpr std::string_view sql_put_graph =
+    "INSERT INTO stategraph_graphs(version, value) VALUES($1, $2) ON CONFLICT (version) DO NOTHING";
+inline constexpr std::string_view sql_answer = "SELECT answer FROM stategraph_answers WHERE call_id = $1";
+inline constexpr std::string_view sql_forget_answers = "DELETE FROM stategraph_answers WHERE at < stategraph_now_ms() - 600000";
+
+/// The channel holding the graph's shape lines, versioned by the graph signature.
+inline constexpr std::string_view graph_channel = reserved::graph;
+
+using common::now_ms;
+using common::quote;
+
+/// A PostgreSQL array literal of text ("{"a","b"}"), for a `$n::text[]` parameter.
+inline std::string text_array(const std::vector<std::string>& items) {
+    std::string out = "{";
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i) out += ',';
+        out += '"';
+        for (char ch : items[i]) {
+            if (ch == '"' || ch == '\\') out += '\\';
+            out += ch;
+        }
+        out += '"';
+    }
+    out += '}';
+    return out;
+}
+
+using pg::identifier;
+
+/// A value's stored bytes, keyed by (channel, version), already checked (unsealed).
+using value_map = std::map<std::pair<std::string, std::string>, std::string>;
+
+} // namespace pg_detail
+
+// The saver's files name these unqualified, as when they were one file.
+using namespace pg_detail;
+
+struct postgres_saver::impl {
+    postgres_options opt;
+    std::string owner;
+    pg::pool pool;
+
+    std::mutex mutex; ///< guards `held`, `lost`, `stored_graphs`
+    /// Threads whose lease this saver took and has not released; `lost`: those another owner
+    /// took over (or broke). Writes on a thread in `held` must find our lease.
+    std::set<std::string> held, lost;
+    std::set<std::string> stored_graphs;
+
+    /// The lease keeper: one thread with an io_context of its own, renewing the leases in `held`
+    /// every third of their time to live (started by the first `acquire`).
+    struct keeper_state {
+        asio::io_context io;
+        std::optional<asio::steady_timer> timer;
+        std::thread thread;
+        std::atomic<bool> stopping{false};
+        std::once_flag started;
+    } keeper;
+
+    explicit impl(postgres_options o)
+        : opt(std::move(o)), owner(lease_owner::make()),
+          pool(opt.conninfo, identifier(opt.schema) + ", pg_catalog", opt.pool_size, opt.connect_timeout) {}
+
+    std::string where() const { return " (PostgreSQL schema " + opt.schema + ")"; }
+    std::chrono::milliseconds query_timeout() const {
+        return std::max(opt.retry_for, std::chrono::milliseconds(30000));
+    }
+    std::int64_t lease_ms() const { return opt.lease_ttl.count(); }
+
+    // -- errors -------------------------------------------------------------------------------
+    [[noreturn]] void corrupt(const std::string& thread, const std::string& ns, const std::string& detail,
+                              std::vector<std::string> names) const {
+        throw common::corrupt(thread, ns, detail, where(), std::move(names));
+    }
+
+    static std::vector<std::string> names_of(const std::string& thread) {
+        if (thread.empty()) return {};
+        return {thread};
+    }
+
+    [[noreturn]] void throw_lost(const std::string& thread, const std::string& holder) {
+        {
+            std::lock_guard lock(mutex);
+            lost.insert(thread);
+        }
+        throw common::lease_lost(thread, owner, holder, where());
+    }
+
+    [[noreturn]] void throw_busy(const std::string& thread, const std::string& holder, std::int64_t expires) const {
+        throw common::thread_busy(thread, holder, expires, where());
+    }
+
+    // -- one call, retried ----------------------------------------------------------------------
+    /// What one call knows across its attempts.
+    struct call {
+        const std::string& thread; ///< named in errors ("" for calls about no thread)
+        const char* what;          ///< "saving a checkpoint", ...
+        std::string gone;          ///< a lease holder found provably gone: the fence lets it pass
+        int attempt = 0;           ///< 0 on the first try; more when a dropped connection is retried
+    };
+
+    /// The fence of a write on `c.thread` (first in its transaction, after BEGIN).
+    pg::statement fence(const call& c) {
+        bool ours = false;
+        {
+            std::lock_guard lock(mutex);
+            ours = held.count(c.thread) != 0;
+        }
+        pg::statement s(sql_fence);
+        s.text(c.thread).text(owner).text(ours ? "true" : "false");
+        if (c.gone.empty()) s.null();
+        else s.text(c.gone);
+        s.integer(lease_ms());
+        return s;
+    }
+
+    /// Runs `body(connection, call)` on a pooled connection. A dropped connection, or a server
+    /// that cannot be reached, is retried with backoff (the body must be idempotent: every write
+    /// here is an upsert in one transaction) until `retry_for` is spent; then `storage_failure`
+    /// naming the thread. The fence's refusals become `lease_lost` / `thread_busy`; other errors
+    /// of the server `storage_failure`.
+    template <class R, class Body>
+    asio::awaitable<R> with_retry(call& c, Body& body) {
+        const auto deadline = std::chrono::steady_clock::now() + opt.retry_for;
+        auto pause = opt.backoff;
+        std::string why;
+        for (int attempt = 0;; ++attempt) {
+            c.attempt = attempt;
+            bool retry_now = false;
+            try {
+                auto conn = co_await pool.get();
+                try {
+                    co_return co_await body(*conn, c);
+                } catch (const pg::connection_lost&) {
+                    conn.discard();
+                    throw;
+                }
+            } catch (const pg::connection_lost& e) {
+                why = e.what();
+            } catch (const pg::server_error& e) {
+                if (e.sqlstate() == "SG001") throw_lost(c.thread, e.primary());
+                if (e.sqlstate() == "SG002") {
+                    const std::string& text = e.primary(); // "<expires ms> <holder>"
+                    const auto space = text.find(' ');
+                    const std::int64_t expires = std::atoll(text.substr(0, space).c_str());
+                    const std::string holder = space == std::string::npos ? std::string() : text.substr(space + 1);
+                    if (c.gone != holder && lease_owner::is_gone(holder)) {
+                        c.gone = holder;
+                        retry_now = true;
+                    } else {
+                        throw_busy(c.thread, holder, expires);
+                    }
+                } else if (e.transient()) {
+                    why = e.what();
+                } else {
+                    throw checkpoint_error(errc::storage_failure,
+                                           (c.thread.empty() ? std::string() : "thread " + quote(c.thread) + ": ") +
+                                               "the PostgreSQL server refused " + c.what + ": " + e.what() + where(),
+                                           names_of(c.thread));
+                }
+            }
+            if (retry_now) continue;
+            if (std::chrono::steady_clock::now() >= deadline)
+                throw checkpoint_error(errc::storage_failure,
+                                       (c.thread.empty() ? std::string() : "thread " + quote(c.thread) + ": ") +
+                                           "cannot reach the PostgreSQL server while " + c.what + " (" +
+                                           std::to_string(attempt + 1) + " attempts in " +
+                                           std::to_string(opt.retry_for.count()) + " ms): " + why + where(),
+                                       names_of(c.thread));
+            pool.clear(); // the others are likely gone too
+            asio::steady_timer t(co_await asio::this_coro::executor, pause);
+            co_await t.async_wait(asio::use_awaitable);
+            pause = std::min(pause * 2, opt.max_backoff);
+        }
+    }
+
+    // -- reading rows -----------------------------------------------------------------------------
+    std::string seal_record(std::string_view record, const std::string& thread, const std::string& ns,
+                            const checkpoint& cp) const {
+        const std::string step = std::to_string(cp.step);
+        return codec::seal(record, {thread, ns, cp.id, cp.parent_id, step, cp.source});
+    }
+
+    /// A checkpoint row (columns from `col`: id, parent_id, step, source, record) without values.
+    checkpoint read_row(const pg::result& r, int row, int col, const std::string& thread, const std::string& ns) const {
+        checkpoint cp;
+        cp.id = r.text(row, col);
+        cp.parent_id = r.text(row, col + 1);
+        cp.step = r.integer(row, col + 2);
+        cp.source = r.text(row, col + 3);
+        try {
+            const std::string step = std::to_string(cp.step);
+            codec::decode_record(codec::unseal(r.bytes(row, col + 4), {thread, ns, cp.id, cp.parent_id, step, cp.source}),
+                                 cp);
+        } catch (const std::exception& e) {
+            corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
+        }
+        return cp;
+    }
+
+    static asio::awaitable<void> finish(pg::connection& conn, std::string_view sql, std::chrono::milliseconds timeout) {
+        std::vector<pg::statement> end;
+        end.emplace_back(sql);
+        (void)co_await conn.run(end, timeout);
+    }
+
+    /// A new id for a call whose answer is kept (sql_answer): this saver's owner name and a count.
+    std::string call_id() {
+        static std::atomic<std::uint64_t> calls{0};
+        return owner + "#" + std::to_string(++calls);
+    }
+
+    // -- checkpoints and pending writes (postgres_checkpoints.cpp) --------------------------------
+    asio::awaitable<void> fetch_values(pg::connection& conn, const std::string& thread, const std::string& ns,
+                                       std::set<std::pair<std::string, std::string>> wanted, value_map& values,
+                                       const pg::statement* also, pg::result* also_rows);
+    json::value parse(std::string_view text, const std::string& thread, const std::string& ns, const std::string& what,
+                      std::vector<std::string> names) const;
+    asio::awaitable<void> assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples);
+    asio::awaitable<void> put(const std::string& thread, const std::string& ns, const checkpoint& cp);
+    asio::awaitable<void> put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                                     const std::vector<pending_write>& writes);
+    asio::awaitable<std::optional<checkpoint_tuple>> get(const std::string& thread, const std::string& ns,
+                                                         const std::optional<std::string>& id);
+    asio::awaitable<std::vector<checkpoint_tuple>> list(const std::string& thread, const std::string& ns,
+                                                        const list_options& o);
+
+    // -- thread maintenance (postgres_threads.cpp) ------------------------------------------------
+    void delete_rows(std::vector<pg::statement>& batch, const std::string& thread) const;
+    asio::awaitable<void> delete_thread(const std::string& thread);
+    asio::awaitable<void> prune_thread(pg::connection& conn, const std::string& thread, std::size_t keep_last);
+    asio::awaitable<void> prune(const std::string& thread, std::size_t keep_last);
+    asio::awaitable<thread_stats> stats(const std::string& thread);
+    asio::awaitable<bool> holds_thread(const std::string& thread);
+    asio::awaitable<std::size_t> rewind_thread(const std::string& thread, const std::string& checkpoint_id);
+    asio::awaitable<void> copy_thread(const std::string& from, const std::string& to);
+    asio::awaitable<std::vector<thread_info>> list_threads(const thread_query& q, const json::object* match);
+    asio::awaitable<sweep_result> sweep(ttl_policy policy);
+
+    // -- node cache and graph shapes (postgres_cache.cpp) -----------------------------------------
+    asio::awaitable<std::optional<json::value>> cache_get(const std::string& ns, const std::string& key);
+    asio::awaitable<void> cache_put(const std::string& ns, const std::string& key, const json::value& value,
+                                    std::chrono::milliseconds ttl);
+    asio::awaitable<std::size_t> cache_clear(const std::vector<std::string>& namespaces);
+    asio::awaitable<void> put_graph(const std::string& signature, const std::vector<std::string>& shape);
+    asio::awaitable<std::optional<std::vector<std::string>>> get_graph(const std::string& signature);
+
+    // -- leases (postgres_leases.cpp) -------------------------------------------------------------
+    asio::awaitable<void> acquire(const std::string& thread);
+    asio::awaitable<void> release(const std::string& thread);
+    asio::awaitable<std::optional<std::string>> break_lease(const std::string& thread);
+    asio::awaitable<void> renew_held();
+    static asio::awaitable<void> keep_leases(impl* self);
+    void start_keeper();
+    void stop_keeper();
+    asio::awaitable<void> release_all();
+
+    // -- opening (postgres_saver.cpp) -------------------------------------------------------------
+    asio::awaitable<void> migrate();
+};
+
+} // namespace stategraph::checkpoint
