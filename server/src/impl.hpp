@@ -2,7 +2,11 @@
 // a file of its own:
 //   server.cpp      the public API, sessions (HTTP/1.1 reading and answering), dispatch
 //   threads.cpp     thread records (/threads...): create, read, search, copy, state, history
-//   runs.cpp        runs: creation, the queue (claims on the run store), workers, streams
+//   runs.cpp        runs: creation (admission to the queue in the run store), /threads/{id}/runs
+//   run_streams.cpp  what clients see of a run: its stream, a thread's stream, wait and join
+//   run_cancel.cpp  cancellation: one run, the bulk cancel, a run executing here
+//   run_workers.cpp  this instance's workers: dispatcher (claims), heartbeat, reclaim, drain
+//   run_execute.cpp  executing a claimed run: its events, rollback, its end
 //   assistants.cpp  /assistants...: the graphs served, their drawings and schemas
 //   store_routes.cpp  /store/...: the long-term memory Store
 // Records live in the run store (run_store.hpp); this process keeps only what it executes (its
@@ -32,6 +36,15 @@ struct webhook_target {
 /// The webhook `url` taken apart; a 422 naming the field when it is not an absolute http(s) URL
 /// (or https in a build without OpenSSL).
 webhook_target parse_webhook(std::string_view url);
+
+/// Readers of a run's spec (the object create_run stores and the worker reads), shared by the
+/// run files (defined in runs.cpp).
+namespace run_spec {
+/// The stream modes the run asked for (event names); "values" when none.
+std::set<std::string> modes_of(const json::object& spec);
+/// Whether `spec[k]` is the boolean true.
+bool flag_of(const json::object& spec, std::string_view k);
+} // namespace run_spec
 
 /// A run this instance executes (claimed from the run store).
 struct live_run {
@@ -142,7 +155,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     static awaitable<void> adopt_threads(std::shared_ptr<impl> self);
     json::object assistant_json(const assistant_rec& a) const;
 
-    // -- runs (runs.cpp) ------------------------------------------------------------------------
+    // -- runs (runs.cpp, run_streams.cpp, run_cancel.cpp) ---------------------------------------
     awaitable<void> create_run(call& c, bool stateless, const std::string& how);
     awaitable<void> route_runs(call& c, const thread_record& th);
     awaitable<run_record> run_or_404(const call& c, const thread_record& th, const std::string& rid);
@@ -176,7 +189,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     awaitable<void> wait_run(const std::string& run_id, std::chrono::milliseconds timeout, bool end_only = false);
     void on_notification(const std::string& channel, const std::string& payload);
 
-    // workers
+    // workers (run_workers.cpp; executing a run, its events and rollback: run_execute.cpp)
     void start_workers();
     static awaitable<void> dispatch_loop(std::shared_ptr<impl> self);
     static awaitable<void> heartbeat_loop(std::shared_ptr<impl> self);
