@@ -158,7 +158,8 @@ std::shared_ptr<const graph_core> compile_core(const graph_core& built, const no
     check_migrations(*impl, state, state_name, problems);
     if (!problems.empty()) return nullptr;
     impl->lower();
-    impl->cache = options.cache ? options.cache : options.checkpointer;
+    if (options.cache) impl->cache = options.cache;
+    else impl->cache = options.checkpointer;
     if (!impl->cache &&
         std::any_of(impl->nodes.begin(), impl->nodes.end(), [](const auto& n) { return n.cache.has_value(); }))
         impl->cache = std::make_shared<checkpoint::memory_saver>(); // in process memory: one per compiled graph

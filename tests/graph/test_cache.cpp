@@ -6,10 +6,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <stategraph/checkpoint/conformance.hpp>
 #include <stategraph/checkpoint/memory_saver.hpp>
 
 #include "run_awaitable.hpp"
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -45,9 +48,55 @@ inline sg::state_graph<q> lookup_graph(std::shared_ptr<int> calls, sg::node_opti
 inline sg::update<q> input(std::string query, int n = 0) {
     return sg::update<q>{}.set<&q::query>(std::move(query)).set<&q::n>(n);
 }
+
+/// A node cache of the user's own: only the `node_cache` interface, in a map, counting its calls.
+/// No checkpoints, threads, leases or graph shapes: the engine needs none of those for a cache.
+/// It passes the node-cache conformance checks (registered below).
+class map_cache final : public sg::checkpoint::node_cache {
+public:
+    using clock = std::chrono::steady_clock;
+    struct entry {
+        boost::json::value value;
+        std::optional<clock::time_point> expires;
+    };
+    boost::asio::awaitable<std::optional<boost::json::value>> cache_get(std::string ns, std::string key) override {
+        ++gets;
+        auto it = entries.find(ns + "|" + key);
+        if (it == entries.end() || (it->second.expires && clock::now() >= *it->second.expires)) co_return std::nullopt;
+        co_return it->second.value;
+    }
+    boost::asio::awaitable<void> cache_put(std::string ns, std::string key, boost::json::value value,
+                                           std::chrono::milliseconds ttl) override {
+        ++puts;
+        entry e{std::move(value), std::nullopt};
+        if (ttl.count() > 0) e.expires = clock::now() + ttl;
+        entries.insert_or_assign(ns + "|" + key, std::move(e));
+        co_return;
+    }
+    boost::asio::awaitable<std::size_t> cache_clear(std::vector<std::string> namespaces) override {
+        std::size_t n = 0;
+        for (auto it = entries.begin(); it != entries.end();) {
+            const auto ns = it->first.substr(0, it->first.find('|'));
+            const bool match = namespaces.empty() || std::find(namespaces.begin(), namespaces.end(), ns) != namespaces.end();
+            if (match) {
+                it = entries.erase(it);
+                ++n;
+            } else {
+                ++it;
+            }
+        }
+        co_return n;
+    }
+    std::map<std::string, entry> entries;
+    int gets = 0, puts = 0;
+};
 } // namespace cache_test
 using cache_test::q;
 using cache_test::input;
+
+// The user's cache passes the node-cache checks every saver passes (the part that needs nothing
+// but `node_cache`).
+STATEGRAPH_NODE_CACHE_CONFORMANCE(map_cache_conformance, [] { return std::make_shared<cache_test::map_cache>(); })
 
 BOOST_AUTO_TEST_SUITE(node_cache)
 
@@ -215,6 +264,29 @@ BOOST_AUTO_TEST_CASE(graphs_without_a_checkpointer_keep_a_cache_each) {
     run(c.invoke(input("zurich")));
     run(d.invoke(input("zurich")));
     BOOST_TEST(*calls == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_cache_of_the_users_own_implements_node_cache_alone) {
+    auto calls = std::make_shared<int>(0);
+    auto cache = std::make_shared<cache_test::map_cache>();
+    // with a checkpointer too: compile_options::cache takes precedence for cached outcomes
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto app = cache_test::lookup_graph(calls, {.cache = sg::cache_policy{}}).compile({.checkpointer = saver, .cache = cache});
+    sg::run_config cfg;
+    cfg.thread_id = "t1";
+    run(app.invoke(input("zurich"), cfg));
+    BOOST_TEST(*calls == 1);
+    BOOST_TEST(cache->puts == 1);
+    BOOST_TEST(cache->entries.size() == 1u);
+    BOOST_TEST(cache->entries.begin()->first.starts_with("search:lookup|"));
+    cfg.thread_id = "t2";
+    auto second = run(app.invoke(input("zurich"), cfg));
+    BOOST_TEST(*calls == 1); // served by the user's cache
+    BOOST_TEST(cache->gets == 2);
+    BOOST_TEST(second.values.log == (std::vector<std::string>{"answer:zurich"}), boost::test_tools::per_element());
+    BOOST_TEST(run(saver->cache_clear(std::vector<std::string>{})) == 0u); // nothing went to the checkpointer's cache
+    BOOST_TEST(run(app.clear_cache()) == 1u);       // clear_cache reaches the user's cache
+    BOOST_TEST(cache->entries.empty());
 }
 
 BOOST_AUTO_TEST_CASE(send_targets_are_cached_by_their_payload) {

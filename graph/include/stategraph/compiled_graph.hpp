@@ -4,7 +4,7 @@
 /// checkpoint after every step (and each task's writes saved the moment it finishes).
 ///
 /// This header only declares and converts types: the engine itself is compiled once, in
-/// graph/src/engine.cpp, and reaches the state type through `detail::state_table`.
+/// graph/src/engine*.cpp, and reaches the state type through `detail::state_table`.
 ///
 /// Every call returns an awaitable and is a plain function: arguments are moved into the call
 /// before anything is awaited, so temporaries and default arguments are safe under g++ 12.
@@ -105,8 +105,9 @@ struct compile_options {
     /// Replaces the builder's graph name when not empty.
     std::string name;
     /// Where cached nodes keep their outcomes (`cache_policy`); empty: the checkpointer, or, for a
-    /// graph without one, a memory saver private to the compiled graph.
-    std::shared_ptr<checkpoint::saver> cache;
+    /// graph without one, a memory saver private to the compiled graph. Any saver is a node cache;
+    /// so is a class of your own that implements only `checkpoint::node_cache`.
+    std::shared_ptr<checkpoint::node_cache> cache;
     /// The long-term memory store its nodes reach with `ctx.store()` (shared by every thread and
     /// run; subgraphs use their parent's). `run_config::store` overrides it for one call.
     std::shared_ptr<store::base_store> store;

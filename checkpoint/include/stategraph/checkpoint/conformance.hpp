@@ -41,6 +41,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
 #include <memory>
 #include <source_location>
 #include <string>
@@ -135,6 +136,34 @@ inline boost::unit_test::test_suite* register_suite(const std::string& name, sav
     return suite;
 }
 
+/// @brief Makes a `node_cache` on fresh, empty storage (for `register_node_cache_suite`).
+using node_cache_factory = std::function<std::shared_ptr<node_cache>()>;
+
+/// @brief Registers the test suite `name` with the node-cache checks that need nothing but the
+/// `node_cache` interface (`cache_entries`, `cache_expiry`), each on a cache from `factory`: the
+/// suite of a cache of your own that is not a whole saver (`compile_options::cache`).
+inline boost::unit_test::test_suite* register_node_cache_suite(const std::string& name, node_cache_factory factory,
+                                                               std::source_location where = std::source_location::current()) {
+    namespace ut = boost::unit_test;
+    auto* suite = new ut::test_suite(name, where.file_name(), where.line());
+    const std::pair<const char*, void (*)(node_cache&)> cache_checks[] = {
+        {"cache_entries", [](node_cache& c) { cache_entries(c); }},
+        {"cache_expiry", [](node_cache& c) { cache_expiry(c); }},
+    };
+    for (const auto& [check_name, body] : cache_checks) {
+        auto* tc = ut::make_test_case(
+            [factory, body = body] {
+                auto c = factory();
+                BOOST_TEST_REQUIRE(bool(c), "the node cache factory returned no cache");
+                body(*c);
+            },
+            check_name, where.file_name(), where.line());
+        suite->add(tc);
+    }
+    ut::framework::current_auto_test_suite().add(suite);
+    return suite;
+}
+
 } // namespace stategraph::checkpoint::testing
 
 /// @brief Registers the saver conformance suite as the test suite `suite_name`:
@@ -144,3 +173,11 @@ inline boost::unit_test::test_suite* register_suite(const std::string& name, sav
     [[maybe_unused]] static ::boost::unit_test::test_suite* const BOOST_JOIN(stategraph_saver_conformance_,     \
                                                                              suite_name) =                      \
         ::stategraph::checkpoint::testing::register_suite(#suite_name, __VA_ARGS__);
+
+/// @brief Registers the node-cache checks as the test suite `suite_name` for a cache of your own:
+/// `STATEGRAPH_NODE_CACHE_CONFORMANCE(suite_name, factory)`, where `factory()` returns a
+/// `std::shared_ptr` to a `node_cache` on fresh, empty storage.
+#define STATEGRAPH_NODE_CACHE_CONFORMANCE(suite_name, factory)                                                \
+    [[maybe_unused]] static ::boost::unit_test::test_suite* const BOOST_JOIN(stategraph_node_cache_conformance_, \
+                                                                             suite_name) =                      \
+        ::stategraph::checkpoint::testing::register_node_cache_suite(#suite_name, factory);

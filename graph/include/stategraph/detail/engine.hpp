@@ -1,6 +1,6 @@
 #pragma once
 /// @file detail/engine.hpp
-/// @brief The engine's entry points, compiled once in graph/src/engine.cpp for every state type.
+/// @brief The engine's entry points, compiled once in graph/src/engine*.cpp for every state type.
 /// Each is a coroutine taking one owned request, so that no argument of a library coroutine is
 /// a user's temporary (g++ 12 destroys those twice).
 

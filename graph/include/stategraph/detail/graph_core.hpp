@@ -29,6 +29,7 @@ class base_store;
 
 namespace stategraph::checkpoint {
 class saver;
+class node_cache;
 }
 
 namespace stategraph::detail {
@@ -108,7 +109,7 @@ struct graph_core {
     std::shared_ptr<checkpoint::saver> saver;
     /// Where cached nodes keep their outcomes: `compile_options::cache`, else the checkpointer,
     /// else a memory saver of this graph's own (null when no node is cached and there is neither).
-    std::shared_ptr<checkpoint::saver> cache;
+    std::shared_ptr<checkpoint::node_cache> cache;
     /// The long-term memory store (`compile_options::store`), or null.
     std::shared_ptr<store::base_store> store;
     /// The state's version (`state_graph::set_state_version`), written in every checkpoint's

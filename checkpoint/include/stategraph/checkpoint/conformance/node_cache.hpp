@@ -4,21 +4,24 @@
 /// Registered by conformance.hpp.
 
 #include <stategraph/checkpoint/conformance/support.hpp>
+#include <stategraph/checkpoint/node_cache.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace stategraph::checkpoint::testing {
 
-/// The node cache: a miss, then the value put (any JSON, replaced by a later put), kept per
-/// namespace, apart from threads (deleting or sweeping threads leaves it), cleared per namespace
-/// or all at once with the count of entries removed.
-inline void cache(saver& s) {
+/// The node cache alone (a `node_cache` of any kind, a saver or not): a miss, then the value put
+/// (any JSON, replaced by a later put), kept per namespace, cleared per namespace or all at once
+/// with the count of entries removed. `between` runs after the puts, before the clears (`cache`
+/// deletes and sweeps threads there).
+inline void cache_entries(node_cache& s, const std::function<void()>& between = {}) {
     using namespace std::chrono_literals;
     BOOST_TEST(!run(s.cache_get("g:a", "k1")).has_value());
     const json::value v1 = json::object{{"writes", json::object{{"x", 1}, {"list", json::array{"a", "b"}}}},
@@ -39,12 +42,7 @@ inline void cache(saver& s) {
     BOOST_TEST_REQUIRE(got.has_value()); // a stored null is a hit, not a miss
     BOOST_TEST(got->is_null());
 
-    // Threads' maintenance does not touch the cache.
-    auto cp = next_cp(nullptr, -1, "input", json::object{{"x", 1}});
-    put(s, "t", "", cp);
-    run(s.delete_thread("t"));
-    run(s.sweep(ttl_policy{}));
-    BOOST_TEST(run(s.cache_get("g:b", "k1")).has_value());
+    if (between) between();
 
     std::vector<std::string> only_a{"g:a", "g:none"};
     BOOST_TEST(run(s.cache_clear(only_a)) == 2u);
@@ -59,9 +57,21 @@ inline void cache(saver& s) {
     BOOST_TEST(!run(s.cache_get("g:c", "k")).has_value());
 }
 
+/// The node cache of a saver: `cache_entries`, and the cache apart from threads (deleting or
+/// sweeping threads leaves it).
+inline void cache(saver& s) {
+    cache_entries(s, [&] {
+        auto cp = next_cp(nullptr, -1, "input", json::object{{"x", 1}});
+        put(s, "t", "", cp);
+        run(s.delete_thread("t"));
+        run(s.sweep(ttl_policy{}));
+        BOOST_TEST(run(s.cache_get("g:b", "k1")).has_value());
+    });
+}
+
 /// Cache entries with a time to live are hits until it passes, then misses; a later put of the
 /// same key starts a new time to live; zero keeps an entry for good.
-inline void cache_expiry(saver& s) {
+inline void cache_expiry(node_cache& s) {
     using namespace std::chrono_literals;
     run(s.cache_put("g:a", "short", json::value(1), 150ms));
     run(s.cache_put("g:a", "forever", json::value(2), 0ms));

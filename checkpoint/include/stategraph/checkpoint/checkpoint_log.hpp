@@ -1,0 +1,102 @@
+#pragma once
+/// @file checkpoint_log.hpp
+/// @brief A saver's first concern: checkpoints and the pending writes of their tasks (`put`, `put_writes`,
+/// `get`, `list`), and the records they are made of.
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stategraph::checkpoint {
+
+/// @brief One write of a finished (or interrupted) task, saved before the step ends.
+struct pending_write {
+    std::string task_id;   ///< deterministic id of the task within its step
+    std::string task_name; ///< the node's name
+    std::string channel;   ///< a field name, or "__goto__", "__send__", "__interrupt__", "__resume__", "__error__"
+    boost::json::value value;
+};
+
+/// @brief One checkpoint of one thread (and namespace, for subgraphs).
+struct checkpoint {
+    std::string id;        ///< time-ordered, fixed width: ids of one thread sort by creation
+    std::string parent_id; ///< the checkpoint this one was made from ("" for the first)
+    std::int64_t step = -1;
+    std::string source;    ///< "input", "loop", "update" or "fork"
+    std::map<std::string, std::string> versions; ///< channel -> id of the checkpoint that wrote it
+    boost::json::object values;   ///< on put: only the channels written here; on get: all of them
+    /// On put only: channel -> the version whose value this checkpoint's value extends. For such a
+    /// channel `values` holds just the items appended since that version (a JSON array) and the
+    /// saver stores only those; `get()`/`list()` return the whole, reassembled value.
+    std::map<std::string, std::string> extends;
+    boost::json::value frontier;  ///< what runs next (owned by the engine)
+    boost::json::object metadata; ///< free-form (writes of the step, run information)
+    std::string signature;        ///< signature of the graph that wrote it (drift detection)
+};
+
+/// @brief A checkpoint with its address and the pending writes saved against it.
+struct checkpoint_tuple {
+    std::string thread_id;
+    std::string ns;
+    checkpoint cp;
+    std::vector<pending_write> writes;
+};
+
+/// @brief Filters for `list()`. Results come newest first.
+struct list_options {
+    std::optional<std::string> before;   ///< only checkpoints older than this id
+    std::optional<std::size_t> limit;    ///< at most this many
+    std::optional<std::string> source;   ///< only this source ("loop", "update", ...)
+    std::optional<std::int64_t> step;    ///< only this step
+};
+
+/// @brief Checkpoints and pending writes, per thread and namespace: what the engine reads and writes
+/// during a run. Part of `saver`; code that only reads or writes checkpoints can take this interface.
+/// Thread safety: an implementation may be shared by many runs on many threads.
+class checkpoint_log {
+public:
+    virtual ~checkpoint_log() = default;
+
+    /// @brief Stores a checkpoint. `cp.values` holds only the channels whose version is new.
+    /// Putting an id that is stored already replaces its record (parent, step, source, versions,
+    /// frontier, metadata) and keeps the values stored with it that are not written again: a
+    /// checkpoint as `get` returned it, put back with no values and other metadata, changes only
+    /// its metadata (the server's `PATCH /threads/{id}/state`; conformance check `metadata_patch`).
+    /// Taken by reference (the engine keeps one record per run and updates it in place): the
+    /// arguments must outlive the returned awaitable, so `co_await` it where it is called.
+    /// @param thread_id the thread.
+    /// @param ns the checkpoint namespace ("" at the top level, "node:task" for a subgraph's).
+    /// @param cp the checkpoint; read during the call only.
+    virtual boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
+                                             const checkpoint& cp) = 0;
+    /// @brief Stores the writes of one task against checkpoint `checkpoint_id` (durable per task).
+    /// @param thread_id the thread.
+    /// @param ns the namespace.
+    /// @param checkpoint_id the checkpoint the task ran from.
+    /// @param writes the task's writes; a task's write to a channel replaces its earlier one.
+    virtual boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
+                                                    std::vector<pending_write> writes) = 0;
+    /// @brief The latest checkpoint (or the one with `checkpoint_id`) with its pending writes.
+    /// @param thread_id the thread.
+    /// @param ns the namespace ("" for the top level).
+    /// @param checkpoint_id a checkpoint id; nullopt: the newest.
+    /// @return the checkpoint, or nullopt when the thread (or that id) has none; corrupt data throws
+    /// `checkpoint_error(corrupt_checkpoint)`.
+    virtual boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
+                                                                        std::optional<std::string> checkpoint_id) = 0;
+    /// @brief Checkpoints of a thread, newest first, with their values reassembled.
+    /// @param thread_id the thread (no checkpoints: an empty list).
+    /// @param ns the namespace ("" for the top level).
+    /// @param options `before`, `limit`, `source` and `step` filters.
+    virtual boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
+                                                                       list_options options) = 0;
+};
+
+} // namespace stategraph::checkpoint
