@@ -199,30 +199,30 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
         if (!t) {
             // A thread with no checkpoint yet starts from the defaults: the update makes its first
             // checkpoint (step 0), as LangGraph's (without as_node, as if from START).
-            r.fr.barriers.assign(g.joins.size(), {});
-            for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
-            r.step = -1;
+            r.saved.fr.barriers.assign(g.joins.size(), {});
+            for (std::size_t j = 0; j < g.joins.size(); ++j) r.saved.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
+            r.saved.step = -1;
         } else {
             const bool migrated = migrate(g, *t);
             restore(g, r, *t, signature_of(t->cp) != g.signature);
-            if (migrated) r.signature_differs = r.write_all = true;
+            if (migrated) r.writer.signature_differs = r.writer.write_all = true;
         }
         if (t && signature_of(t->cp) != g.signature) {
             if (!req->allow_drift) {
                 co_await load_stored_shape(r);
                 throw_drift(g, r);
             }
-            r.signature_differs = true;
+            r.writer.signature_differs = true;
         }
-        if (!req->as_node && r.last_writers.size() > 1) {
+        if (!req->as_node && r.saved.last_writers.size() > 1) {
             std::string list;
-            for (const auto& w : r.last_writers) list += (list.empty() ? "'" : ", '") + w + "'";
+            for (const auto& w : r.saved.last_writers) list += (list.empty() ? "'" : ", '") + w + "'";
             throw thread_error(errc::invalid_input,
                                "update_state on thread '" + thread_id + "': the last step was written by " + list +
                                    "; pass as_node to say which node the update comes from",
-                               r.last_writers);
+                               r.saved.last_writers);
         }
-        std::string writer = req->as_node.value_or(r.last_writers.size() == 1 ? r.last_writers[0] : START);
+        std::string writer = req->as_node.value_or(r.saved.last_writers.size() == 1 ? r.saved.last_writers[0] : START);
         int from = writer == START ? -1 : g.find(writer);
         if (from == -2) {
             auto near = nearest_name(writer, g.topo.node_names());
@@ -232,20 +232,20 @@ boost::asio::awaitable<std::string> update_state(std::unique_ptr<update_request>
                               {writer});
         }
         if (req->json)
-            req->values = merge_update_from_json(st, *req->json, r.state.get(), errc::invalid_input, "update_state values");
+            req->values = merge_update_from_json(st, *req->json, r.saved.state.get(), errc::invalid_input, "update_state values");
         std::string new_id = checkpoint::new_checkpoint_id();
         const field_mask changed = req->values.fields();
         forget_saved_sizes(r, req->values.overwrites());
         track(st, r, req->values); // before apply(), which takes the values
-        if (req->values) st.apply(r.state.get(), req->values.get());
+        if (req->values) st.apply(r.saved.state.get(), req->values.get());
         frontier next;
-        next.barriers = r.fr.barriers;
-        successors(g, from, r.state.get(), next);
-        bool consumed = !r.fr.seen.empty() && r.fr.seen >= max_version(r.versions);
-        next.seen = consumed ? new_id : r.fr.seen;
-        r.fr = std::move(next);
-        r.last_writers = {writer};
-        co_await save(g, r, new_id, r.step + 1, "update", changed);
+        next.barriers = r.saved.fr.barriers;
+        successors(g, from, r.saved.state.get(), next);
+        bool consumed = !r.saved.fr.seen.empty() && r.saved.fr.seen >= max_version(r.saved.versions);
+        next.seen = consumed ? new_id : r.saved.fr.seen;
+        r.saved.fr = std::move(next);
+        r.saved.last_writers = {writer};
+        co_await save(g, r, new_id, r.saved.step + 1, "update", changed);
         id = new_id;
     } catch (...) {
         failure = std::current_exception();
@@ -338,10 +338,10 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
         co_return;
     }
     if (res.status == run_status::interrupted) throw interrupt_signal{std::move(res.interrupts)};
-    if (r.delta) {
-        const field_mask written = r.delta.fields();
-        out.writes = map_fields(*g.st, r.delta.values(), &written, *parent_table);
-        const field_mask overwritten = r.delta.overwrites();
+    if (r.saved.delta) {
+        const field_mask written = r.saved.delta.fields();
+        out.writes = map_fields(*g.st, r.saved.delta.values(), &written, *parent_table);
+        const field_mask overwritten = r.saved.delta.overwrites();
         for (std::size_t i = 0; i < g.st->n; ++i) {
             if (!overwritten.test(i)) continue;
             int j = parent_table->index_of(g.st->names[i]);

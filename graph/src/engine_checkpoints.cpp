@@ -150,28 +150,28 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
     const auto& st = *g.st;
     const auto& cp = t.cp;
     const char* field = "versions"; // what is being read, for the message of a malformed record
-    r.cp_source = cp.source;
+    r.saved.cp_source = cp.source;
     try {
-        st.reset_state(r.state.get());
-        std::fill(r.versions.begin(), r.versions.end(), std::string());
-        std::fill(r.saved_size.begin(), r.saved_size.end(), std::size_t(-1)); // next save: whole values
-        std::fill(r.delta_chain.begin(), r.delta_chain.end(), 0);
+        st.reset_state(r.saved.state.get());
+        std::fill(r.saved.versions.begin(), r.saved.versions.end(), std::string());
+        std::fill(r.writer.saved_size.begin(), r.writer.saved_size.end(), std::size_t(-1)); // next save: whole values
+        std::fill(r.writer.delta_chain.begin(), r.writer.delta_chain.end(), 0);
         // An input (or fork) checkpoint's fields at its own id are its input, not applied yet
         // (write_record): they go back into `start_input`, the state keeps its value before.
         const bool takes_input = (cp.source == "input" || cp.source == "fork") && !cp.metadata.contains(names::command);
         boost::json::object carried_input;
-        r.carried.reset();
-        r.carried_id.clear();
+        r.writer.carried.reset();
+        r.writer.carried_id.clear();
         for (const auto& [channel, version] : cp.versions) {
             if (channel == names::graph) {
-                r.graph_version = version;
+                r.saved.graph_version = version;
                 continue;
             }
             if (takes_input && version == cp.id) {
                 const auto* v = cp.values.if_contains(channel);
                 if (!v) throw_stored(r.thread_id(), cp.id, "values", "the input field '" + channel + "' has no stored value");
                 carried_input[channel] = *v;
-                if (int i = st.index_of(channel); i >= 0) r.carried.set(static_cast<std::size_t>(i));
+                if (int i = st.index_of(channel); i >= 0) r.writer.carried.set(static_cast<std::size_t>(i));
                 continue;
             }
             int i = st.index_of(channel);
@@ -182,41 +182,41 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
                                      "', which this graph's state does not have, though this graph wrote the checkpoint");
                 continue;
             }
-            r.versions[static_cast<std::size_t>(i)] = version;
+            r.saved.versions[static_cast<std::size_t>(i)] = version;
             if (const auto* v = cp.values.if_contains(channel))
-                st.from_json(r.state.get(), static_cast<std::size_t>(i), *v, errc::corrupt_checkpoint,
+                st.from_json(r.saved.state.get(), static_cast<std::size_t>(i), *v, errc::corrupt_checkpoint,
                              "thread '" + r.thread_id() + "', checkpoint " + cp.id);
         }
         field = "__graph__";
         if (const auto* sh = cp.values.if_contains(names::graph); sh && sh->is_array()) {
-            r.stored_shape.clear();
-            for (const auto& l : sh->as_array()) r.stored_shape.push_back(std::string(l.as_string()));
+            r.saved.stored_shape.clear();
+            for (const auto& l : sh->as_array()) r.saved.stored_shape.push_back(std::string(l.as_string()));
         }
         field = "frontier";
-        r.fr = frontier_from(g, cp.frontier, r.thread_id(), cp.id, drifted);
+        r.saved.fr = frontier_from(g, cp.frontier, r.thread_id(), cp.id, drifted);
         field = "metadata";
         if (const auto* d = cp.metadata.if_contains(names::delta); d && d->is_object() && r.track_delta)
-            r.delta = update_from_json(st, d->as_object(), errc::corrupt_checkpoint,
+            r.saved.delta = update_from_json(st, d->as_object(), errc::corrupt_checkpoint,
                                        "thread '" + r.thread_id() + "', checkpoint " + cp.id + ", metadata");
         if (const auto* w = cp.metadata.if_contains(names::writers); w && w->is_array()) {
-            r.last_writers.clear();
-            for (const auto& n : w->as_array()) r.last_writers.push_back(std::string(n.as_string()));
+            r.saved.last_writers.clear();
+            for (const auto& n : w->as_array()) r.saved.last_writers.push_back(std::string(n.as_string()));
         }
-        r.has_start_input = false;
-        r.start_input.clear();
+        r.saved.has_start_input = false;
+        r.saved.start_input.clear();
         if (takes_input) {
             const auto* w = cp.metadata.if_contains(names::writes);
             if (w || !carried_input.empty()) {
                 const auto* in = w && w->is_object() ? w->get_object().if_contains(names::start_task) : nullptr;
                 if (w && (!in || !in->is_object()))
                     throw_stored(r.thread_id(), cp.id, "metadata", "an input that is not an object");
-                if (in) r.start_input = in->get_object();
-                for (auto& [key, value] : carried_input) r.start_input[key] = std::move(value);
+                if (in) r.saved.start_input = in->get_object();
+                for (auto& [key, value] : carried_input) r.saved.start_input[key] = std::move(value);
                 // validated now: a malformed input is reported when the checkpoint is read
-                (void)update_from_json(st, r.start_input, errc::corrupt_checkpoint,
+                (void)update_from_json(st, r.saved.start_input, errc::corrupt_checkpoint,
                                        "thread '" + r.thread_id() + "', checkpoint " + cp.id + ", input");
-                r.has_start_input = true;
-                if (r.carried.any()) r.carried_id = cp.id;
+                r.saved.has_start_input = true;
+                if (r.writer.carried.any()) r.writer.carried_id = cp.id;
             }
         }
         field = "pending writes";
@@ -226,22 +226,22 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
     } catch (const std::exception& e) {
         throw_stored(r.thread_id(), cp.id, field, std::string("cannot be read: ") + e.what());
     }
-    r.cp_id = cp.id;
-    r.parent_id = cp.parent_id;
-    r.step = cp.step;
-    r.stored_signature = signature_of(cp);
-    r.out.versions.clear();
+    r.saved.cp_id = cp.id;
+    r.saved.parent_id = cp.parent_id;
+    r.saved.step = cp.step;
+    r.saved.stored_signature = signature_of(cp);
+    r.writer.out.versions.clear();
     for (std::size_t i = 0; i < st.n; ++i)
-        if (!r.versions[i].empty()) r.out.versions.emplace(st.names[i], r.versions[i]);
-    if (!r.graph_version.empty()) r.out.versions.emplace(std::string(names::graph), r.graph_version);
-    r.have_checkpoint = true;
-    r.pending.clear();
+        if (!r.saved.versions[i].empty()) r.writer.out.versions.emplace(st.names[i], r.saved.versions[i]);
+    if (!r.saved.graph_version.empty()) r.writer.out.versions.emplace(std::string(names::graph), r.saved.graph_version);
+    r.saved.have_checkpoint = true;
+    r.saved.pending.clear();
     for (const auto& w : t.writes) {
         if (w.channel == names::breakpoint) {
-            r.fr.seen = std::string(w.value.as_string());
+            r.saved.fr.seen = std::string(w.value.as_string());
             continue;
         }
-        r.pending[w.task_id].push_back(w);
+        r.saved.pending[w.task_id].push_back(w);
     }
 }
 
@@ -252,19 +252,19 @@ constexpr unsigned char max_delta_chain = 32;
 
 } // namespace
 
-/// Builds checkpoint `id` in `r.out` (the values of the `changed` fields, versions, frontier,
-/// metadata) and puts it, or with async durability leaves its put queued (`r.put_queued`).
+/// Builds checkpoint `id` in `r.writer.out` (the values of the `changed` fields, versions, frontier,
+/// metadata) and puts it, or with async durability leaves its put queued (`r.writer.put_queued`).
 boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
                                           const char* source, const field_mask& changed) {
     const auto& st = *g.st;
-    auto& cp = r.out;
+    auto& cp = r.writer.out;
     cp.id = id;
-    cp.parent_id = r.parent_id;
+    cp.parent_id = r.saved.parent_id;
     cp.step = step;
     cp.source = source;
     // The last record's JSON is dropped (swapped out, then freed for nothing: the arena's
     // deallocation is trivial), the arena emptied, and this record built in it.
-    const boost::json::storage_ptr sp(&r.arena->resource);
+    const boost::json::storage_ptr sp(&r.writer.arena->resource);
     {
         boost::json::object values(sp), metadata(sp);
         boost::json::value fr(sp);
@@ -272,66 +272,66 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
         cp.metadata.swap(metadata);
         cp.frontier.swap(fr);
     }
-    r.arena->resource.release();
+    r.writer.arena->resource.release();
     cp.extends.clear();
     cp.signature.clear();
     cp.values.reserve(changed.count() + 1); // sized once: no rehash per inserted key
     cp.metadata.reserve(4);
-    const void* state = r.state.get();
+    const void* state = r.saved.state.get();
     for (std::size_t i = 0; i < st.n; ++i) {
         if (!changed.test(i)) continue;
         // An append channel that only grew since its last saved version is saved as the items
         // appended since then, extending that version.
         const std::size_t size = st.sequence_size(state, i);
-        if (size != std::size_t(-1) && r.saved_size[i] != std::size_t(-1) && size >= r.saved_size[i] &&
-            !r.versions[i].empty() && r.delta_chain[i] < max_delta_chain) {
-            cp.values[st.names[i]] = st.tail_json(state, i, r.saved_size[i], sp);
-            cp.extends.emplace(st.names[i], r.versions[i]);
-            ++r.delta_chain[i];
+        if (size != std::size_t(-1) && r.writer.saved_size[i] != std::size_t(-1) && size >= r.writer.saved_size[i] &&
+            !r.saved.versions[i].empty() && r.writer.delta_chain[i] < max_delta_chain) {
+            cp.values[st.names[i]] = st.tail_json(state, i, r.writer.saved_size[i], sp);
+            cp.extends.emplace(st.names[i], r.saved.versions[i]);
+            ++r.writer.delta_chain[i];
         } else {
             cp.values[st.names[i]] = st.to_json(state, i, sp);
-            r.delta_chain[i] = 0;
+            r.writer.delta_chain[i] = 0;
         }
-        r.saved_size[i] = size;
-        r.versions[i] = id;
+        r.writer.saved_size[i] = size;
+        r.saved.versions[i] = id;
         if (auto v = cp.versions.find(st.names[i]); v != cp.versions.end()) v->second = id;
         else cp.versions.emplace(st.names[i], id);
     }
-    if (r.graph_version.empty() || r.signature_differs) {
+    if (r.saved.graph_version.empty() || r.writer.signature_differs) {
         // The shape is stored once per graph signature (for explaining drift later); a
         // checkpoint names the signature as its version of `__graph__`.
         co_await r.session.put_graph(g.signature, g.shape);
-        r.graph_version = g.signature;
-        r.signature_differs = false;
+        r.saved.graph_version = g.signature;
+        r.writer.signature_differs = false;
     }
-    cp.versions.insert_or_assign(std::string(names::graph), r.graph_version);
-    if (r.graph_version != g.signature) cp.signature = g.signature; // a thread from before: say it
-    cp.frontier = frontier_json(g, r.fr, sp);
+    cp.versions.insert_or_assign(std::string(names::graph), r.saved.graph_version);
+    if (r.saved.graph_version != g.signature) cp.signature = g.signature; // a thread from before: say it
+    cp.frontier = frontier_json(g, r.saved.fr, sp);
     boost::json::array writers(sp);
-    writers.reserve(r.last_writers.size());
-    for (const auto& w : r.last_writers) writers.push_back(boost::json::string(w, sp));
+    writers.reserve(r.saved.last_writers.size());
+    for (const auto& w : r.saved.last_writers) writers.push_back(boost::json::string(w, sp));
     cp.metadata[names::writers] = std::move(writers);
     cp.metadata[names::step] = step;
-    if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.delta);
+    if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.saved.delta);
     cp.metadata[names::source] = source;
     if (g.state_version > 1) cp.metadata[names::state_version] = g.state_version;
     // An input checkpoint with no input to run was written by a Command (its update applied).
-    if (!r.has_start_input && std::string_view(source) == "input") cp.metadata[names::command] = true;
-    if (r.has_start_input && (std::string_view(source) == "input" || std::string_view(source) == "fork")) {
+    if (!r.saved.has_start_input && std::string_view(source) == "input") cp.metadata[names::command] = true;
+    if (r.saved.has_start_input && (std::string_view(source) == "input" || std::string_view(source) == "fork")) {
         // The input, not applied yet. A field never written before goes in as its channel value
         // at this checkpoint's id (which no field of an input checkpoint has otherwise: it writes
         // none), so that the first step can name that version instead of storing the value
         // again; the rest goes in the record (restore() puts both back together). Not with exit
         // durability, where this checkpoint may never be written.
         boost::json::object inline_input(sp);
-        r.carried.reset();
-        r.carried_id = id;
-        for (const auto& [key, value] : r.start_input) {
+        r.writer.carried.reset();
+        r.writer.carried_id = id;
+        for (const auto& [key, value] : r.saved.start_input) {
             const int i = st.index_of(key);
-            if (r.mode != durability::exit && i >= 0 && r.versions[static_cast<std::size_t>(i)].empty()) {
+            if (r.writer.mode != durability::exit && i >= 0 && r.saved.versions[static_cast<std::size_t>(i)].empty()) {
                 cp.values[key] = boost::json::value(value, sp);
                 cp.versions.insert_or_assign(std::string(key), id);
-                r.carried.set(static_cast<std::size_t>(i));
+                r.writer.carried.set(static_cast<std::size_t>(i));
                 continue;
             }
             inline_input[key] = boost::json::value(value, sp);
@@ -340,9 +340,9 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
         w[names::start_task] = std::move(inline_input);
         cp.metadata[names::writes] = std::move(w);
     }
-    r.have_checkpoint = true;
-    if (r.mode == durability::async) {
-        r.put_queued = true; // put beside the next step's nodes, or by settle()
+    r.saved.have_checkpoint = true;
+    if (r.writer.mode == durability::async) {
+        r.writer.put_queued = true; // put beside the next step's nodes, or by settle()
         co_return;
     }
     co_await r.session.put(cp);
@@ -353,15 +353,15 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
 /// before anything is written against the current checkpoint (interrupts, breakpoints, errors)
 /// and before a call returns.
 boost::asio::awaitable<void> settle(const graph_core& g, run_state& r) {
-    if (r.put_queued) {
-        r.put_queued = false;
-        co_await r.session.put(r.out);
+    if (r.writer.put_queued) {
+        r.writer.put_queued = false;
+        co_await r.session.put(r.writer.out);
     }
-    if (r.staged) {
-        r.staged = false;
-        const field_mask changed = std::exchange(r.unsaved, field_mask{});
-        r.parent_id = r.staged_parent;
-        co_await write_record(g, r, r.cp_id, r.step, r.staged_source, changed);
+    if (r.writer.staged) {
+        r.writer.staged = false;
+        const field_mask changed = std::exchange(r.writer.unsaved, field_mask{});
+        r.saved.parent_id = r.writer.staged_parent;
+        co_await write_record(g, r, r.saved.cp_id, r.saved.step, r.writer.staged_source, changed);
     }
 }
 
@@ -370,16 +370,16 @@ namespace {
 /// Exit durability: checkpoint `id` becomes the current one without being written. Fields it
 /// changes get version `id` for now (settle() stores them, whole, with the checkpoint written).
 void stage(const graph_core& g, run_state& r, const std::string& id, const char* source, const field_mask& changed) {
-    if (!r.staged) r.staged_parent = r.parent_id; // the newest stored checkpoint
-    r.staged = true;
-    r.staged_source = source;
+    if (!r.writer.staged) r.writer.staged_parent = r.saved.parent_id; // the newest stored checkpoint
+    r.writer.staged = true;
+    r.writer.staged_source = source;
     for (std::size_t i = 0; i < g.st->n; ++i)
         if (changed.test(i)) {
-            r.versions[i] = id;
-            r.saved_size[i] = std::size_t(-1);
-            r.delta_chain[i] = 0;
+            r.saved.versions[i] = id;
+            r.writer.saved_size[i] = std::size_t(-1);
+            r.writer.delta_chain[i] = 0;
         }
-    r.unsaved |= changed;
+    r.writer.unsaved |= changed;
 }
 
 } // namespace
@@ -388,26 +388,26 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
                                   const field_mask& changed_now) {
     const auto& st = *g.st;
     field_mask changed = changed_now;
-    if (r.write_all) { // after a migration: every field, whole, at the new version
+    if (r.writer.write_all) { // after a migration: every field, whole, at the new version
         for (std::size_t i = 0; i < st.n; ++i) changed.set(i);
-        r.write_all = false;
+        r.writer.write_all = false;
     }
-    // async: the previous checkpoint's put ends before its record (`r.out`) is rebuilt
-    if (r.put_queued) co_await settle(g, r);
-    r.parent_id = r.have_checkpoint ? r.cp_id : std::string();
-    r.cp_id = id;
-    r.cp_source = source;
-    r.step = step;
-    r.pending.clear();
+    // async: the previous checkpoint's put ends before its record (`r.writer.out`) is rebuilt
+    if (r.writer.put_queued) co_await settle(g, r);
+    r.saved.parent_id = r.saved.have_checkpoint ? r.saved.cp_id : std::string();
+    r.saved.cp_id = id;
+    r.saved.cp_source = source;
+    r.saved.step = step;
+    r.saved.pending.clear();
     if (!r.session) {
         for (std::size_t i = 0; i < st.n; ++i)
-            if (changed.test(i)) r.versions[i] = id;
-        r.have_checkpoint = true;
+            if (changed.test(i)) r.saved.versions[i] = id;
+        r.saved.have_checkpoint = true;
         co_return;
     }
-    if (r.mode == durability::exit) {
+    if (r.writer.mode == durability::exit) {
         stage(g, r, id, source, changed);
-        r.have_checkpoint = true;
+        r.saved.have_checkpoint = true;
     } else {
         co_await write_record(g, r, id, step, source, changed);
     }
@@ -419,17 +419,17 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
 /// The shape of the graph that wrote the thread, for a drift message (older savers return it
 /// among the values; others keep it by signature).
 boost::asio::awaitable<void> load_stored_shape(run_state& r) {
-    if (!r.stored_shape.empty() || !r.session || r.stored_signature.empty()) co_return;
-    if (auto shape = co_await r.session.get_graph(r.stored_signature)) r.stored_shape = std::move(*shape);
+    if (!r.saved.stored_shape.empty() || !r.session || r.saved.stored_signature.empty()) co_return;
+    if (auto shape = co_await r.session.get_graph(r.saved.stored_signature)) r.saved.stored_shape = std::move(*shape);
 }
 
 [[noreturn]] void throw_drift(const graph_core& g, const run_state& r) {
     std::vector<std::string> removed, added;
-    std::set_difference(r.stored_shape.begin(), r.stored_shape.end(), g.shape.begin(), g.shape.end(),
+    std::set_difference(r.saved.stored_shape.begin(), r.saved.stored_shape.end(), g.shape.begin(), g.shape.end(),
                         std::back_inserter(removed));
-    std::set_difference(g.shape.begin(), g.shape.end(), r.stored_shape.begin(), r.stored_shape.end(),
+    std::set_difference(g.shape.begin(), g.shape.end(), r.saved.stored_shape.begin(), r.saved.stored_shape.end(),
                         std::back_inserter(added));
-    std::string msg = "thread '" + r.thread_id() + "' was written by a different graph (signature " + r.stored_signature +
+    std::string msg = "thread '" + r.thread_id() + "' was written by a different graph (signature " + r.saved.stored_signature +
                       ", this graph " + g.signature + ")";
     for (const auto& l : removed) msg += "\n  - " + l;
     for (const auto& l : added) msg += "\n  + " + l;

@@ -164,17 +164,40 @@ private:
 
 struct call_env;
 
-struct run_state {
-    explicit run_state(const graph_core& g)
-        : state(*g.st), versions(g.st->n), saved_size(g.st->n, std::size_t(-1)), delta_chain(g.st->n, 0) {}
+/// What the thread's current checkpoint holds: read from it by restore(), written into the next
+/// one by save() (engine_checkpoints.cpp). Everything else of a call is progress (`run_state`).
+struct persisted_state {
+    explicit persisted_state(const graph_core& g) : state(*g.st), versions(g.st->n) {}
 
     state_box state;
-    std::vector<std::string> versions;
+    std::vector<std::string> versions; // per field: the id of the checkpoint that wrote it
+    std::string graph_version;         // the signature of the graph that wrote the thread
+    std::string cp_id, parent_id;
+    std::string cp_source; // the source of checkpoint `cp_id` ("input", "loop", ...)
+    std::int64_t step = -2;
+    bool have_checkpoint = false;
+    frontier fr;
+    std::vector<std::string> last_writers;
+    std::map<std::string, std::vector<checkpoint::pending_write>> pending; // of the current checkpoint, by task id
+    std::string stored_signature;
+    std::vector<std::string> stored_shape;
+    update_box delta; // a subgraph's writes so far, returned to its parent (with run_state::track_delta)
+    /// The input of an input checkpoint: written into its metadata, and read back when that
+    /// checkpoint is the newest (the process died before the first step's checkpoint), so that
+    /// continuing the thread applies it. Empty (no fields) when there is none.
+    boost::json::object start_input;
+    bool has_start_input = false;
+};
+
+/// How the next checkpoint is written: the record and its arena, append channels saved as deltas,
+/// the input stored once, and async and exit durability.
+struct record_writer {
+    explicit record_writer(const graph_core& g) : saved_size(g.st->n, std::size_t(-1)), delta_chain(g.st->n, 0) {}
+
     // Per field: its size when last saved (npos: unknown) and how many saved versions in a row
     // were appended items only; an append channel is saved as a delta while this stays short.
     std::vector<std::size_t> saved_size;
     std::vector<unsigned char> delta_chain;
-    std::string graph_version;
     // Where `out`'s JSON lives: a monotonic arena emptied at each save (no malloc/free per JSON
     // node; a record of a few hundred bytes fits its first block). Declared before `out`.
     struct record_arena {
@@ -184,40 +207,16 @@ struct run_state {
     std::unique_ptr<record_arena> arena = std::make_unique<record_arena>();
     // The record handed to the saver, kept between saves: its versions map is updated in place.
     checkpoint::checkpoint out = record_in(*arena);
-    std::string cp_id, parent_id;
-    std::int64_t step = -2;
-    frontier fr;
-    std::vector<std::string> last_writers;
-    std::vector<std::string> path; // the nodes this call ran, in order (superstep, then name)
-    checkpoint_session session;
-    std::vector<std::string> ns_path;
-    bool have_checkpoint = false;
     bool signature_differs = false;
     /// The checkpoint loaded was migrated from an older state version: the next one written
     /// holds every field whole (the stored values have the old shape).
     bool write_all = false;
-    std::map<std::string, std::vector<checkpoint::pending_write>> pending; // of the current checkpoint, by task id
-    std::string stored_signature;
-    std::vector<std::string> stored_shape;
-    // subgraph support: what this run wrote, returned to the parent
-    bool track_delta = false;
-    update_box delta;
-    std::map<std::string, boost::json::value> resume_answers; // pending interrupt id -> answer
-    /// Fields a Command given with a resume changed before the resumed step ran: saved with
-    /// that step's checkpoint.
-    field_mask command_changed;
-    /// The input of an input checkpoint: written into its metadata, and read back when that
-    /// checkpoint is the newest (the process died before the first step's checkpoint), so that
-    /// continuing the thread applies it. Empty (no fields) when there is none.
-    boost::json::object start_input;
-    bool has_start_input = false;
     /// Fields of `start_input` that the input (or fork) checkpoint `carried_id` stored as their
     /// channel values, at its own id (fields never written before; see write_record): when the
     /// first step leaves such a field equal to that value, its checkpoint names that version
     /// instead of storing the value again, so an input is stored once.
     field_mask carried;
     std::string carried_id;
-    std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
     // Durability (run_config::durability). async: `out` holds the newest checkpoint, built and
     // not yet put; its put runs beside the next step's nodes (`put_queued`). exit: the newest
     // checkpoint `cp_id` is kept here only (`staged`) until the call ends; `unsaved` are the
@@ -228,10 +227,6 @@ struct run_state {
     const char* staged_source = "loop";
     std::string staged_parent;
     field_mask unsaved;
-    const call_env* env = nullptr; // the call streaming this run's checkpoints (set by run())
-    std::string cp_source;         // the source of the checkpoint `cp_id` ("input", "loop", ...)
-
-    const std::string& thread_id() const noexcept { return session.thread_id(); }
 
     static checkpoint::checkpoint record_in(record_arena& a) {
         const boost::json::storage_ptr sp(&a.resource);
@@ -239,6 +234,27 @@ struct run_state {
                                       .frontier = boost::json::value(sp),
                                       .metadata = boost::json::object(sp)};
     }
+};
+
+/// A call's state: what its checkpoint holds (`saved`), how it writes the next one (`writer`),
+/// and its progress.
+struct run_state {
+    explicit run_state(const graph_core& g) : saved(g), writer(g) {}
+
+    persisted_state saved;
+    record_writer writer;
+    std::vector<std::string> path; // the nodes this call ran, in order (superstep, then name)
+    checkpoint_session session;
+    std::vector<std::string> ns_path;
+    bool track_delta = false; // a subgraph's run: its writes are kept in `saved.delta`
+    std::map<std::string, boost::json::value> resume_answers; // pending interrupt id -> answer
+    /// Fields a Command given with a resume changed before the resumed step ran: saved with
+    /// that step's checkpoint.
+    field_mask command_changed;
+    std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
+    const call_env* env = nullptr; // the call streaming this run's checkpoints (set by run())
+
+    const std::string& thread_id() const noexcept { return session.thread_id(); }
 };
 
 /// Everything a call needs besides its state: the graph and the caller's options.
@@ -259,14 +275,14 @@ struct call_env {
     }
 };
 
-/// Streams an event of the step being run (`r.step + 1`), or of the step `step` when given.
+/// Streams an event of the step being run (`r.saved.step + 1`), or of the step `step` when given.
 inline void emit(const call_env& env, const run_state& r, stream_mode mode, std::string node, boost::json::value data,
           bool cached = false, bool interrupt = false, std::optional<std::int64_t> step = std::nullopt) {
     if (!env.wants(mode)) return;
     stream_event e;
     e.mode = mode;
     e.ns = r.ns_path;
-    e.step = step ? *step : r.step + 1;
+    e.step = step ? *step : r.saved.step + 1;
     e.node = std::move(node);
     e.data = std::move(data);
     e.cached = cached;

@@ -16,7 +16,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         // Every call runs its first step (a resume's answer is used, never dropped unsaved).
         if (top && supersteps > 0 && drain_requested()) co_return make_result(g, r, run_status::drained, {});
         // Saved outcomes of this step (a resume, or a restart after a crash).
-        const bool any_pending = !r.pending.empty();
+        const bool any_pending = !r.saved.pending.empty();
         for (auto& t : tasks) {
             if (any_pending) reload_task(g, r, t);
             if (t.status != task_status::interrupted) continue;
@@ -38,7 +38,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         if (!skip_breakpoint && r.session) {
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return env.breaks_before(t.node); });
-            if (hit && max_version(r.versions) > r.fr.seen) {
+            if (hit && max_version(r.saved.versions) > r.saved.fr.seen) {
                 co_await stop_at_breakpoint(env, r, false);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
@@ -55,7 +55,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         // With several tasks, each task's writes are saved the moment it finishes; a single task's
         // writes go with the step's checkpoint, which follows at once. With exit durability they
         // are held until the call ends (then written only if it stops inside this step).
-        const bool durable = tasks.size() > 1 && r.mode != durability::exit;
+        const bool durable = tasks.size() > 1 && r.writer.mode != durability::exit;
         if (!todo.empty()) co_await run_tasks(env, r, std::move(todo), durable);
 
         for (auto& t : tasks)
@@ -113,10 +113,10 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         field_mask changed = std::exchange(r.command_changed, field_mask{});
         for (const auto& t : tasks) changed |= t.out_fields;
         frontier next;
-        next.barriers = r.fr.barriers;
-        next.seen = r.fr.seen;
-        const bool deferred_ran = r.fr.pull.empty() && r.fr.push.empty();
-        if (!deferred_ran) next.deferred = r.fr.deferred; // deferred nodes that ran leave the set
+        next.barriers = r.saved.fr.barriers;
+        next.seen = r.saved.fr.seen;
+        const bool deferred_ran = r.saved.fr.pull.empty() && r.saved.fr.push.empty();
+        if (!deferred_ran) next.deferred = r.saved.fr.deferred; // deferred nodes that ran leave the set
         std::vector<std::string> writers;
         writers.reserve(tasks.size());
         if (tasks.size() == 1) {
@@ -127,26 +127,26 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             for (auto& t : tasks) {
                 const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
                 if (!rt.branches.empty() && t.out.writes) {
-                    state_box local = r.state;
+                    state_box local = r.saved.state;
                     st.apply_copy(local.get(), t.out.writes.get());
                     route_after(g, t, local.get(), next);
                 } else {
-                    route_after(g, t, r.state.get(), next);
+                    route_after(g, t, r.saved.state.get(), next);
                 }
                 writers.push_back(rt.name);
             }
             for (auto& t : tasks) {
                 track(st, r, t.out.writes); // before apply(), which takes the values
-                if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
+                if (t.out.writes) st.apply(r.saved.state.get(), t.out.writes.get());
             }
         }
-        r.fr = std::move(next);
+        r.saved.fr = std::move(next);
         r.path.insert(r.path.end(), writers.begin(), writers.end());
-        r.last_writers = std::move(writers);
-        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), r.step + 1, "loop", changed);
-        else ++r.step;
+        r.saved.last_writers = std::move(writers);
+        if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), r.saved.step + 1, "loop", changed);
+        else ++r.saved.step;
         if (env.wants(stream_mode::values)) {
-            stream_event e{stream_mode::values, r.ns_path, r.step, "", values_json(g, r)};
+            stream_event e{stream_mode::values, r.ns_path, r.saved.step, "", values_json(g, r)};
             env.on_event(e);
         }
         ++supersteps;
@@ -154,7 +154,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         if (r.session) {
             bool hit = std::any_of(tasks.begin(), tasks.end(),
                                    [&](const task& t) { return env.breaks_after(t.node); });
-            if (hit && max_version(r.versions) > r.fr.seen) {
+            if (hit && max_version(r.saved.versions) > r.saved.fr.seen) {
                 co_await stop_at_breakpoint(env, r, true);
                 co_return make_result(g, r, run_status::interrupted, {});
             }
@@ -173,44 +173,44 @@ boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, upda
     field_mask changed = input.fields();
     forget_saved_sizes(r, input.overwrites());
     frontier next;
-    next.barriers = r.fr.barriers;
-    next.seen = r.fr.seen;
+    next.barriers = r.saved.fr.barriers;
+    next.seen = r.saved.fr.seen;
     if (g.start_branches.empty() || !input) {
-        successors(g, -1, r.state.get(), next);
-        if (input) st.apply(r.state.get(), input.get());
-    } else if (r.mode == durability::exit && r.session) {
+        successors(g, -1, r.saved.state.get(), next);
+        if (input) st.apply(r.saved.state.get(), input.get());
+    } else if (r.writer.mode == durability::exit && r.session) {
         // a router that fails leaves the state (and the staged input checkpoint) as they were
-        state_box local = r.state;
+        state_box local = r.saved.state;
         st.apply(local.get(), input.get());
         successors(g, -1, local.get(), next);
-        r.state = std::move(local);
+        r.saved.state = std::move(local);
     } else {
-        st.apply(r.state.get(), input.get());
-        successors(g, -1, r.state.get(), next);
+        st.apply(r.saved.state.get(), input.get());
+        successors(g, -1, r.saved.state.get(), next);
     }
-    if (r.session && r.carried.any() && r.carried_id == r.cp_id && r.mode != durability::exit) {
+    if (r.session && r.writer.carried.any() && r.writer.carried_id == r.saved.cp_id && r.writer.mode != durability::exit) {
         // A field the input checkpoint stored as its value, and that the input left equal to
         // it (no reducer changed it): this checkpoint names that version, nothing stored again.
         for (std::size_t i = 0; i < st.n; ++i) {
-            if (!r.carried.test(i) || !changed.test(i)) continue;
-            const auto* in = r.start_input.if_contains(st.names[i]);
-            if (!in || st.to_json(r.state.get(), i, {}) != *in) continue;
+            if (!r.writer.carried.test(i) || !changed.test(i)) continue;
+            const auto* in = r.saved.start_input.if_contains(st.names[i]);
+            if (!in || st.to_json(r.saved.state.get(), i, {}) != *in) continue;
             changed.reset(i);
-            r.versions[i] = r.carried_id;
-            r.out.versions.insert_or_assign(std::string(st.names[i]), r.carried_id);
-            r.saved_size[i] = st.sequence_size(r.state.get(), i);
-            r.delta_chain[i] = 0;
+            r.saved.versions[i] = r.writer.carried_id;
+            r.writer.out.versions.insert_or_assign(std::string(st.names[i]), r.writer.carried_id);
+            r.writer.saved_size[i] = st.sequence_size(r.saved.state.get(), i);
+            r.writer.delta_chain[i] = 0;
         }
     }
-    r.carried.reset();
-    r.has_start_input = false;
-    r.start_input.clear();
-    r.fr = std::move(next);
-    r.last_writers = {START};
+    r.writer.carried.reset();
+    r.saved.has_start_input = false;
+    r.saved.start_input.clear();
+    r.saved.fr = std::move(next);
+    r.saved.last_writers = {START};
     if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), step, "loop", changed);
-    else r.step = step;
+    else r.saved.step = step;
     if (env.wants(stream_mode::values)) {
-        stream_event e{stream_mode::values, r.ns_path, r.step, "", values_json(g, r)};
+        stream_event e{stream_mode::values, r.ns_path, r.saved.step, "", values_json(g, r)};
         env.on_event(e);
     }
 }
@@ -249,38 +249,38 @@ boost::asio::awaitable<bool> apply_command(const call_env& env, run_state& r, ru
         for (auto& s : in.sends) f.push.push_back(std::move(s));
     };
     auto apply_update = [&]() -> field_mask {
-        if (in.json) in.values = merge_update_from_json(st, *in.json, r.state.get(), errc::invalid_input, "command.update");
+        if (in.json) in.values = merge_update_from_json(st, *in.json, r.saved.state.get(), errc::invalid_input, "command.update");
         if (!in.values) return {};
         const field_mask fields = in.values.fields();
         forget_saved_sizes(r, in.values.overwrites());
         track(st, r, in.values);
-        st.apply(r.state.get(), in.values.get());
+        st.apply(r.saved.state.get(), in.values.get());
         return fields;
     };
     if (in.has_resume) {
-        if (!r.have_checkpoint)
+        if (!r.saved.have_checkpoint)
             throw thread_error(errc::thread_not_found, "cannot resume thread '" + r.thread_id() + "': it has no checkpoint",
                                {r.thread_id()});
         apply_resume(r, in.resume);
         r.command_changed |= apply_update();
-        add_targets(r.fr);
+        add_targets(r.saved.fr);
         co_return true;
     }
-    if (r.has_start_input) {
+    if (r.saved.has_start_input) {
         // The newest checkpoint is an input whose first step was never saved: it goes first.
-        auto input = update_from_json(st, r.start_input, errc::corrupt_checkpoint,
-                                      "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", input");
-        co_await apply_input(env, r, input, r.step + 1);
+        auto input = update_from_json(st, r.saved.start_input, errc::corrupt_checkpoint,
+                                      "thread '" + r.thread_id() + "', checkpoint " + r.saved.cp_id + ", input");
+        co_await apply_input(env, r, input, r.saved.step + 1);
     }
-    const std::int64_t base = r.have_checkpoint ? r.step : -2;
+    const std::int64_t base = r.saved.have_checkpoint ? r.saved.step : -2;
     const field_mask changed = apply_update();
-    add_targets(r.fr);
-    r.last_writers.clear();
+    add_targets(r.saved.fr);
+    r.saved.last_writers.clear();
     if (r.session) {
         co_await save(g, r, checkpoint::new_checkpoint_id(), base + 1, "input", changed);
     } else {
-        r.pending.clear(); // the tasks waiting run again, as new tasks
-        r.step = base + 1, r.have_checkpoint = true;
+        r.saved.pending.clear(); // the tasks waiting run again, as new tasks
+        r.saved.step = base + 1, r.saved.have_checkpoint = true;
     }
     co_return false;
 }
@@ -297,18 +297,18 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
             throw thread_error(errc::checkpoint_not_found, "thread '" + r.thread_id() + "' has no checkpoint '" + *from_id + "'",
                                {r.thread_id(), *from_id});
     }
-    r.fr.barriers.assign(g.joins.size(), {});
-    for (std::size_t j = 0; j < g.joins.size(); ++j) r.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
+    r.saved.fr.barriers.assign(g.joins.size(), {});
+    for (std::size_t j = 0; j < g.joins.size(); ++j) r.saved.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
     if (head) {
         const bool migrated = migrate(g, *head);
         restore(g, r, *head, signature_of(head->cp) != g.signature);
-        if (migrated) r.signature_differs = r.write_all = true;
+        if (migrated) r.writer.signature_differs = r.writer.write_all = true;
         if (signature_of(head->cp) != g.signature) {
             if (!env.cfg.allow_drift) {
                 co_await load_stored_shape(r);
                 throw_drift(g, r);
             }
-            r.signature_differs = true;
+            r.writer.signature_differs = true;
         }
         // Replaying (continuing) from a checkpoint that is not the thread's newest forks the
         // thread, as LangGraph: a copy of it (source "fork", one step later, its parent that
@@ -320,12 +320,12 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
             auto latest = co_await r.session.load(std::nullopt);
             if (latest && latest->cp.id != head->cp.id) {
                 const field_mask none;
-                co_await save(g, r, checkpoint::new_checkpoint_id(), r.step + 1, "fork", none);
+                co_await save(g, r, checkpoint::new_checkpoint_id(), r.saved.step + 1, "fork", none);
                 forked = true;
             }
         }
         // A call that goes on from a saved checkpoint streams it first (as LangGraph on resume).
-        if (!forked && in.what != run_input::kind::values && !r.has_start_input) emit_checkpoint(g, r);
+        if (!forked && in.what != run_input::kind::values && !r.saved.has_start_input) emit_checkpoint(g, r);
     }
 
     bool skip_breakpoint = false;
@@ -333,39 +333,39 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
         skip_breakpoint = co_await apply_command(env, r, in);
     } else if (in.what == run_input::kind::values) {
         // A caller's JSON is read against the state it starts from (members left out keep it).
-        if (in.json) in.values = read_input(g, *in.json, in.json_type, r.state.get(), errc::invalid_input, "input");
+        if (in.json) in.values = read_input(g, *in.json, in.json_type, r.saved.state.get(), errc::invalid_input, "input");
         // New input: abandons pending tasks and interrupts; runs from START.
-        std::int64_t base = r.have_checkpoint ? r.step : -2;
-        r.pending.clear();
-        r.delta = update_box{}; // a subgraph's output is what this run writes
+        std::int64_t base = r.saved.have_checkpoint ? r.saved.step : -2;
+        r.saved.pending.clear();
+        r.saved.delta = update_box{}; // a subgraph's output is what this run writes
         frontier input_fr;
-        input_fr.barriers = r.fr.barriers;
-        input_fr.seen = r.fr.seen;
-        r.fr = input_fr;
-        r.last_writers.clear();
+        input_fr.barriers = r.saved.fr.barriers;
+        input_fr.seen = r.saved.fr.seen;
+        r.saved.fr = input_fr;
+        r.saved.last_writers.clear();
         const field_mask none;
         if (r.session) {
             // The input goes into the input checkpoint's record: should the process die before
             // the first step's checkpoint, continuing the thread applies it (`__start__` is next).
-            r.start_input = update_json(st, in.values);
-            r.has_start_input = true;
+            r.saved.start_input = update_json(st, in.values);
+            r.saved.has_start_input = true;
             co_await save(g, r, checkpoint::new_checkpoint_id(), base + 1, "input", none);
         } else {
-            r.step = base + 1, r.have_checkpoint = true;
+            r.saved.step = base + 1, r.saved.have_checkpoint = true;
         }
         co_await apply_input(env, r, in.values, base + 2);
-    } else if (r.has_start_input && in.what != run_input::kind::resume) {
+    } else if (r.saved.has_start_input && in.what != run_input::kind::resume) {
         // The newest checkpoint is an input whose first step was never saved: apply it now.
-        auto input = update_from_json(st, r.start_input, errc::corrupt_checkpoint,
-                                      "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", input");
-        co_await apply_input(env, r, input, r.step + 1);
+        auto input = update_from_json(st, r.saved.start_input, errc::corrupt_checkpoint,
+                                      "thread '" + r.thread_id() + "', checkpoint " + r.saved.cp_id + ", input");
+        co_await apply_input(env, r, input, r.saved.step + 1);
     } else if (in.what == run_input::kind::resume) {
-        if (!r.have_checkpoint)
+        if (!r.saved.have_checkpoint)
             throw thread_error(errc::thread_not_found, "cannot resume thread '" + r.thread_id() + "': it has no checkpoint",
                                {r.thread_id()});
         apply_resume(r, in.resume);
         skip_breakpoint = true;
-    } else if (!r.have_checkpoint) {
+    } else if (!r.saved.have_checkpoint) {
         throw thread_error(errc::thread_not_found, "cannot continue thread '" + r.thread_id() + "': it has no checkpoint",
                            {r.thread_id()});
     }
@@ -390,7 +390,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     if (r.session && r.thread_id().empty())
         throw thread_error(errc::invalid_input, "this graph has a checkpointer: pass run_config::thread_id to name the thread", {});
     const bool top = r.session && r.session.ns().empty();
-    r.mode = env.cfg.durability;
+    r.writer.mode = env.cfg.durability;
     r.env = &env;
     if (top) co_await r.session.acquire();
     std::exception_ptr failure;
@@ -428,16 +428,16 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     r.session = checkpoint_session(nullptr, t.thread_id, t.ns);
     restore(g, r, t, signature_of(t.cp) != g.signature);
     snapshot_data s;
-    s.step = r.step;
+    s.step = r.saved.step;
     s.source = t.cp.source;
     s.checkpoint_id = t.cp.id;
     s.parent_checkpoint_id = t.cp.parent_id;
     s.metadata = t.cp.metadata;
-    if (r.has_start_input) {
+    if (r.saved.has_start_input) {
         // The whole input, as the checkpoint was written before its fields became values.
         auto& w = s.metadata[names::writes];
         if (!w.is_object()) w = boost::json::object{};
-        w.as_object()[names::start_task] = r.start_input;
+        w.as_object()[names::start_task] = r.saved.start_input;
     }
     auto tasks = make_tasks(g, r);
     std::vector<task> finished;
@@ -453,7 +453,7 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         ts.name = g.nodes[static_cast<std::size_t>(tk.node)].name;
         ts.interrupts = tk.interrupts;
         if (tk.status == task_status::done) ts.result = update_json(st, tk.out.writes);
-        if (auto it = r.pending.find(tk.id); it != r.pending.end())
+        if (auto it = r.saved.pending.find(tk.id); it != r.saved.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::error) ts.error = std::string(w.value.as_string());
         const auto order = listing_order(tk);
@@ -463,8 +463,8 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
     }
     std::stable_sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& l : listed) s.tasks.push_back(std::move(l.second));
-    auto next = next_names(g, r.fr);
-    if (r.has_start_input) next.insert(next.begin(), std::string(names::start_task)); // its input is still to apply
+    auto next = next_names(g, r.saved.fr);
+    if (r.saved.has_start_input) next.insert(next.begin(), std::string(names::start_task)); // its input is still to apply
     if (apply_pending && !finished.empty()) {
         check_conflicts(g, finished);
         settle_overwrites(g, finished);
@@ -476,11 +476,11 @@ snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& 
         // completes it without running them again.
         const bool step_complete = waiting.empty();
         for (auto& f : finished) {
-            if (f.out.writes) st.apply(r.state.get(), f.out.writes.get());
+            if (f.out.writes) st.apply(r.saved.state.get(), f.out.writes.get());
             if (!step_complete && !waiting.count(f.node)) std::erase(next, g.nodes[static_cast<std::size_t>(f.node)].name);
         }
     }
-    s.values = std::move(r.state);
+    s.values = std::move(r.saved.state);
     s.next = std::move(next);
     return s;
 }

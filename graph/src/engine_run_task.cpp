@@ -95,9 +95,9 @@ boost::asio::awaitable<void> handle_failure(const run_state& r, const node_rt& r
         t.out = node_result{};
         t.encoded.reset();
         if (call.sync) {
-            call.sync(r.state.get(), failure, ctx, t.out);
+            call.sync(r.saved.state.get(), failure, ctx, t.out);
         } else {
-            auto handled = call.async(r.state.get(), failure, ctx, t.out);
+            auto handled = call.async(r.saved.state.get(), failure, ctx, t.out);
             co_await std::move(handled);
         }
         t.status = task_status::done;
@@ -138,7 +138,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     auto ex = co_await boost::asio::this_coro::executor;
     auto& f = t.frame;
     f.node = &rt.name;
-    f.step = r.step + 1;
+    f.step = r.saved.step + 1;
     f.thread_id = &r.thread_id();
     f.ns = &r.session.ns();
     f.ns_path = &r.ns_path;
@@ -148,13 +148,13 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     f.sink = &env.on_event;
     f.modes = env.modes;
     f.saver = r.session.saver();
-    f.checkpoint_id = &r.cp_id;
+    f.checkpoint_id = &r.saved.cp_id;
     f.runtime = &env.cfg.runtime;
     f.store = env.cfg.store ? env.cfg.store : g.store.get();
     f.observer = env.cfg.observer;
     f.run_id = &r.run_id;
     f.recursion_limit = env.cfg.recursion_limit;
-    f.mode = r.mode;
+    f.mode = r.writer.mode;
     const bool streams_tasks = env.wants(stream_mode::tasks) || env.wants(stream_mode::debug);
     if (streams_tasks) emit_task_start(env, r, t);
     // A cached node: a hit replays the saved outcome instead of running the node.
@@ -179,7 +179,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
                 t.out_fields = t.out.writes.fields();
                 if (env.wants(stream_mode::updates)) emit(env, r, stream_mode::updates, rt.name, *t.encoded, true);
                 if (streams_tasks) emit_task_result(env, r, t);
-                if (durable && r.session) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+                if (durable && r.session) co_await r.session.put_writes(r.saved.cp_id, task_writes(g, t));
                 co_return;
             }
         }
@@ -228,7 +228,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
         if (env.wants(stream_mode::updates)) emit(env, r, stream_mode::updates, rt.name, encoded_writes(g, t));
     }
     if (streams_tasks) emit_task_result(env, r, t);
-    if (durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.cp_id, task_writes(g, t));
+    if (durable && r.session && !is_resume_mismatch(t)) co_await r.session.put_writes(r.saved.cp_id, task_writes(g, t));
 }
 
 } // namespace
@@ -237,7 +237,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
 /// step's checkpoint is put beside them (the first of the group, so that a task's pending writes
 /// for that checkpoint follow it), and its failure is the call's error once the tasks are done.
 boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable) {
-    if (todo.size() == 1 && !r.put_queued) {
+    if (todo.size() == 1 && !r.writer.put_queued) {
         co_await run_task(env, r, *todo[0], durable);
         co_return;
     }
@@ -246,9 +246,9 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
     using op_t = decltype(boost::asio::co_spawn(strand, std::declval<boost::asio::awaitable<void>>(), boost::asio::deferred));
     std::vector<op_t> ops_list;
     ops_list.reserve(todo.size() + 1);
-    if (r.put_queued) {
-        r.put_queued = false;
-        auto put = r.session.put(r.out);
+    if (r.writer.put_queued) {
+        r.writer.put_queued = false;
+        auto put = r.session.put(r.writer.out);
         ops_list.push_back(boost::asio::co_spawn(strand, std::move(put), boost::asio::deferred));
     }
     for (task* t : todo) {
@@ -322,11 +322,11 @@ field_mask settle_overwrites(const graph_core& g, std::vector<task>& tasks) {
 run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts) {
     run_outcome res;
     res.status = status;
-    res.values = r.state;
+    res.values = r.saved.state;
     res.interrupts = std::move(interrupts);
-    res.checkpoint_id = r.cp_id;
-    res.step = r.step;
-    res.next = next_names(g, r.fr);
+    res.checkpoint_id = r.saved.cp_id;
+    res.step = r.saved.step;
+    res.next = next_names(g, r.saved.fr);
     if (g.output && r.ns_path.empty()) res.output = g.output->write(res.values.get(), r.path);
     return res;
 }
@@ -344,7 +344,7 @@ void route_after(const graph_core& g, task& t, const void* view, frontier& next)
 /// Matches a resume to the pending interrupts; validates ids.
 void apply_resume(run_state& r, const resume_input& res) {
     std::map<std::string, std::string> owner; // interrupt id -> task id
-    for (const auto& [tid, ws] : r.pending) {
+    for (const auto& [tid, ws] : r.saved.pending) {
         // A task that finished after an earlier resume has nothing pending any more.
         bool finished = std::any_of(ws.begin(), ws.end(), [](const checkpoint::pending_write& w) {
             return w.channel == names::goto_ || w.channel == names::send;
@@ -383,17 +383,17 @@ void apply_resume(run_state& r, const resume_input& res) {
 /// (after), as LangGraph labels them.
 boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after) {
     co_await settle(env.g, r); // the checkpoint the breakpoint is written against
-    r.fr.seen = r.cp_id;
+    r.saved.fr.seen = r.saved.cp_id;
     std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
-                                              std::string(names::breakpoint), boost::json::string(r.cp_id)}};
-    co_await r.session.put_writes(r.cp_id, std::move(w));
+                                              std::string(names::breakpoint), boost::json::string(r.saved.cp_id)}};
+    co_await r.session.put_writes(r.saved.cp_id, std::move(w));
     emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true,
-         after ? r.step : r.step + 1);
+         after ? r.saved.step : r.saved.step + 1);
 }
 
 [[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit) {
     std::string next;
-    for (const auto& n : next_names(g, r.fr)) next += (next.empty() ? "" : ", ") + n;
+    for (const auto& n : next_names(g, r.saved.fr)) next += (next.empty() ? "" : ", ") + n;
     throw recursion_limit_error(errc::recursion_limit,
                                 "recursion limit of " + std::to_string(limit) + " supersteps reached without hitting END (next: " +
                                     next + "); raise run_config::recursion_limit if the graph is meant to loop longer",
@@ -412,7 +412,7 @@ boost::asio::awaitable<void> save_held_writes(const graph_core& g, run_state& r,
         auto w = task_writes(g, t);
         ws.insert(ws.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
     }
-    if (!ws.empty()) co_await r.session.put_writes(r.cp_id, std::move(ws));
+    if (!ws.empty()) co_await r.session.put_writes(r.saved.cp_id, std::move(ws));
 }
 
 /// Applies a single task's writes and routes from its node. Routing that reads no state (no
@@ -423,19 +423,19 @@ void apply_and_route(const call_env& env, run_state& r, task& t, frontier& next)
     const auto& g = env.g;
     const auto& st = *g.st;
     if (!t.out.writes || g.nodes[static_cast<std::size_t>(t.node)].branches.empty()) {
-        route_after(g, t, r.state.get(), next);
+        route_after(g, t, r.saved.state.get(), next);
         track(st, r, t.out.writes); // before apply(), which takes the values
-        if (t.out.writes) st.apply(r.state.get(), t.out.writes.get());
-    } else if (r.mode == durability::exit && r.session) {
-        state_box local = r.state;
+        if (t.out.writes) st.apply(r.saved.state.get(), t.out.writes.get());
+    } else if (r.writer.mode == durability::exit && r.session) {
+        state_box local = r.saved.state;
         st.apply_copy(local.get(), t.out.writes.get());
         route_after(g, t, local.get(), next);
         track(st, r, t.out.writes);
-        r.state = std::move(local);
+        r.saved.state = std::move(local);
     } else {
         track(st, r, t.out.writes);
-        st.apply(r.state.get(), t.out.writes.get());
-        route_after(g, t, r.state.get(), next);
+        st.apply(r.saved.state.get(), t.out.writes.get());
+        route_after(g, t, r.saved.state.get(), next);
     }
 }
 

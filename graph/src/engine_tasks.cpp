@@ -58,8 +58,8 @@ std::vector<checkpoint::pending_write> task_writes(const graph_core& g, task& t)
 
 /// Rebuilds a task's outcome from its saved writes; returns false when it must run.
 bool reload_task(const graph_core& g, run_state& r, task& t) {
-    auto it = r.pending.find(t.id);
-    if (it == r.pending.end()) return false;
+    auto it = r.saved.pending.find(t.id);
+    if (it == r.saved.pending.end()) return false;
     const auto& st = *g.st;
     bool done = false;
     for (const auto& w : it->second) {
@@ -87,7 +87,7 @@ bool reload_task(const graph_core& g, run_state& r, task& t) {
             if (i < 0) continue;
             if (!t.out.writes) t.out.writes = update_box(st);
             read_update_field(st, t.out.writes, static_cast<std::size_t>(i), w.value, errc::corrupt_checkpoint,
-                              "thread '" + r.thread_id() + "', checkpoint " + r.cp_id + ", pending write of task '" +
+                              "thread '" + r.thread_id() + "', checkpoint " + r.saved.cp_id + ", pending write of task '" +
                                   w.task_id + "' (node '" + w.task_name + "')");
             done = true;
         }
@@ -106,7 +106,7 @@ bool reload_task(const graph_core& g, run_state& r, task& t) {
 /// nodes only when nothing else is pending.
 std::vector<task> make_tasks(const graph_core& g, const run_state& r) {
     std::vector<task> tasks;
-    auto& f = r.fr;
+    auto& f = r.saved.fr;
     std::vector<int> pull = f.pull;
     bool use_deferred = pull.empty() && f.push.empty();
     if (use_deferred) pull = f.deferred;
@@ -118,8 +118,8 @@ std::vector<task> make_tasks(const graph_core& g, const run_state& r) {
     for (int n : pull) {
         task& t = tasks[k++];
         t.node = n;
-        t.id = task_id(r.cp_id, g.nodes[static_cast<std::size_t>(n)].name, -1);
-        t.input = r.state.get();
+        t.id = task_id(r.saved.cp_id, g.nodes[static_cast<std::size_t>(n)].name, -1);
+        t.input = r.saved.state.get();
     }
     if (!use_deferred) {
         int p = 0;
@@ -127,7 +127,7 @@ std::vector<task> make_tasks(const graph_core& g, const run_state& r) {
             task& t = tasks[k++];
             t.node = g.find(s.node());
             t.push_index = p;
-            t.id = task_id(r.cp_id, s.node(), p++);
+            t.id = task_id(r.saved.cp_id, s.node(), p++);
             t.input = s.arg();
         }
     }
@@ -148,25 +148,25 @@ void emit_checkpoint(const graph_core& g, const run_state& r) {
             {"configurable", boost::json::object{{"thread_id", r.thread_id()}, {"checkpoint_ns", r.session.ns()}, {"checkpoint_id", id}}}};
     };
     boost::json::object p;
-    p["config"] = config(r.cp_id);
-    if (!r.parent_id.empty()) p["parent_config"] = config(r.parent_id);
-    p["values"] = state_json(st, r.state.get());
-    p["metadata"] = boost::json::object{{"source", r.cp_source}, {"step", r.step}, {"parents", boost::json::object{}}};
+    p["config"] = config(r.saved.cp_id);
+    if (!r.saved.parent_id.empty()) p["parent_config"] = config(r.saved.parent_id);
+    p["values"] = state_json(st, r.saved.state.get());
+    p["metadata"] = boost::json::object{{"source", r.saved.cp_source}, {"step", r.saved.step}, {"parents", boost::json::object{}}};
     boost::json::array next, tasks;
-    if (r.has_start_input) {
+    if (r.saved.has_start_input) {
         // An input checkpoint: its input is still to apply, by the `__start__` task.
         next.push_back(boost::json::string(names::start_task));
-        tasks.push_back(boost::json::object{{"id", task_id(r.cp_id, std::string(names::start_task), -1)},
+        tasks.push_back(boost::json::object{{"id", task_id(r.saved.cp_id, std::string(names::start_task), -1)},
                                             {"name", names::start_task},
                                             {"interrupts", boost::json::array{}}});
     }
-    for (const auto& n : next_names(g, r.fr)) next.push_back(boost::json::string(n));
+    for (const auto& n : next_names(g, r.saved.fr)) next.push_back(boost::json::string(n));
     auto listed = make_tasks(g, r);
     std::stable_sort(listed.begin(), listed.end(),
                      [](const task& a, const task& b) { return listing_order(a) < listing_order(b); });
     for (const auto& t : listed) {
         boost::json::array interrupts;
-        if (auto it = r.pending.find(t.id); it != r.pending.end())
+        if (auto it = r.saved.pending.find(t.id); it != r.saved.pending.end())
             for (const auto& w : it->second)
                 if (w.channel == names::interrupt)
                     for (const auto& i : w.value.as_array())
@@ -176,7 +176,7 @@ void emit_checkpoint(const graph_core& g, const run_state& r) {
     }
     p["next"] = std::move(next);
     p["tasks"] = std::move(tasks);
-    emit_record(*r.env, r, stream_mode::checkpoints, "checkpoint", r.step, std::string(), std::move(p));
+    emit_record(*r.env, r, stream_mode::checkpoints, "checkpoint", r.saved.step, std::string(), std::move(p));
 }
 
 bool is_resume_mismatch(const task& t) {
@@ -231,14 +231,14 @@ void emit_task_start(const call_env& env, const run_state& r, const task& t) {
     p["id"] = t.id;
     p["name"] = name;
     if (t.push_index >= 0) {
-        p["input"] = r.fr.push[static_cast<std::size_t>(t.push_index)].arg_json();
+        p["input"] = r.saved.fr.push[static_cast<std::size_t>(t.push_index)].arg_json();
         p["triggers"] = boost::json::array{"__pregel_push"};
     } else {
-        p["input"] = state_json(*env.g.st, r.state.get());
+        p["input"] = state_json(*env.g.st, r.saved.state.get());
         p["triggers"] = boost::json::array{boost::json::string("branch:to:" + name)};
     }
     p["interrupts"] = boost::json::array{};
-    emit_record(env, r, stream_mode::tasks, "task", r.step + 1, name, std::move(p));
+    emit_record(env, r, stream_mode::tasks, "task", r.saved.step + 1, name, std::move(p));
 }
 
 /// A task's outcome, for the `tasks` and `debug` streams: its writes, its interrupts, its error.
@@ -253,7 +253,7 @@ void emit_task_result(const call_env& env, const run_state& r, task& t) {
     p["interrupts"] = std::move(interrupts);
     p["error"] = nullptr;
     if (t.status == task_status::failed) p["error"] = error_message(t.error);
-    emit_record(env, r, stream_mode::tasks, "task_result", r.step + 1, name, std::move(p));
+    emit_record(env, r, stream_mode::tasks, "task_result", r.saved.step + 1, name, std::move(p));
 }
 
 } // namespace stategraph::detail::engine

@@ -75,30 +75,30 @@ void read_update_field(const state_table& st, update_box& u, std::size_t i, cons
 /// What a `values` event shows: the graph's output schema at the top level when it declares one
 /// (as LangGraph streams its output keys), else the whole state.
 boost::json::object values_json(const graph_core& g, const run_state& r) {
-    if (g.output && r.ns_path.empty()) return g.output->write(r.state.get(), r.path);
-    return state_json(*g.st, r.state.get());
+    if (g.output && r.ns_path.empty()) return g.output->write(r.saved.state.get(), r.path);
+    return state_json(*g.st, r.saved.state.get());
 }
 
 /// Adds `u`'s fields to the run's delta (a subgraph's output).
 void track(const state_table& st, run_state& r, const update_box& u) {
     if (!r.track_delta || !u) return;
-    if (!r.delta) r.delta = update_box(st);
-    st.apply_copy(r.delta.values(), u.get());
+    if (!r.saved.delta) r.saved.delta = update_box(st);
+    st.apply_copy(r.saved.delta.values(), u.get());
     const auto fields = u.fields();
     const auto overwrites = u.overwrites();
     for (std::size_t i = 0; i < st.n; ++i) {
         // A field the subgraph overwrote is overwritten in the parent too (with what the
         // subgraph holds after its later writes).
-        if (overwrites.test(i)) st.mark_overwrite(r.delta.get(), i);
-        else if (fields.test(i)) st.mark(r.delta.get(), i);
+        if (overwrites.test(i)) st.mark_overwrite(r.saved.delta.get(), i);
+        else if (fields.test(i)) st.mark(r.saved.delta.get(), i);
     }
 }
 
 /// An append list overwritten since its last save is saved whole next time, not as a delta.
 void forget_saved_sizes(run_state& r, const field_mask& overwritten) {
     if (overwritten.none()) return;
-    for (std::size_t i = 0; i < r.saved_size.size(); ++i)
-        if (overwritten.test(i)) r.saved_size[i] = std::size_t(-1);
+    for (std::size_t i = 0; i < r.writer.saved_size.size(); ++i)
+        if (overwritten.test(i)) r.writer.saved_size[i] = std::size_t(-1);
 }
 
 } // namespace stategraph::detail::engine
