@@ -316,14 +316,19 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             (void)co_await self->store->release(rec.run_id, me);
         } else {
             std::optional<thread_record> th = co_await self->store->get_thread(rec.thread_key);
+            // A stateless run's thread (temporary: never shown, its checkpoints deleted below)
+            // is not read back from the checkpointer when the run's values are known.
+            const bool read_back = th && !(th->temporary && !run->last_values.empty());
             if (th) {
-                try {
-                    th = co_await self->refreshed(std::move(*th));
-                } catch (const std::exception&) {
-                    if (run->cancel_action == "rollback") {
-                        th->values = nullptr;
-                        th->interrupts = {};
-                        th->status = "idle";
+                if (read_back) {
+                    try {
+                        th = co_await self->refreshed(std::move(*th));
+                    } catch (const std::exception&) {
+                        if (run->cancel_action == "rollback") {
+                            th->values = nullptr;
+                            th->interrupts = {};
+                            th->status = "idle";
+                        }
                     }
                 }
                 if (usage) th->metadata["usage"] = add_usage(th->metadata.if_contains("usage"), *usage);

@@ -97,11 +97,11 @@ public:
             {
                 std::unique_lock lock(mutex_);
                 try {
-                    plain("BEGIN IMMEDIATE");
+                    step_alone("BEGIN IMMEDIATE");
                     try {
                         sqlite_session s(*this);
                         co_await work(s);
-                        plain("COMMIT");
+                        step_alone("COMMIT");
                     } catch (...) {
                         rollback_quietly();
                         throw;
@@ -159,6 +159,14 @@ private:
             sqlite3_free(err);
             throw run_store_error("run store (" + describe() + "): " + sql + ": " + msg, rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
         }
+    }
+
+    /// A statement without parameters or rows (BEGIN, COMMIT), prepared once.
+    void step_alone(std::string_view sql) {
+        sqlite3_stmt* st = prepared(sql);
+        const int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE) fail(std::string(sql), rc);
     }
 
     void rollback_quietly() noexcept {

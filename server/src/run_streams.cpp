@@ -174,24 +174,37 @@ awaitable<void> server::impl::relay_thread(call& c, thread_record th, std::optio
 
 awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool created, bool cancel_on_disconnect) {
     auto headers = created ? location_headers(run, false) : std::vector<std::pair<std::string, std::string>>{};
+    // A run that ends within the first second is answered in one piece (one write: status,
+    // headers and body with its length). Only a longer one starts a chunked answer, whose
+    // newlines every second keep the connection alive (as LangGraph's server sends) and tell a
+    // client gone away. The body is the same JSON either way.
+    bool began = false;
+    // (its argument by reference: g++ 12 may destroy a coroutine's by-value argument twice)
+    auto answer = [&](const json::value& body) -> awaitable<void> {
+        if (!began) {
+            reply(c, 200, body, std::move(headers));
+            co_return;
+        }
+        std::string text = serialize_strict(body);
+        if (co_await write_chunk(c, text)) co_await end_chunked(c);
+    };
     if (run.finished()) {
-        reply(c, 200, result_of(run), std::move(headers));
+        const json::value result = result_of(run);
+        co_await answer(result);
         co_return;
     }
-    if (!co_await begin_chunked(c, "application/json", std::move(headers))) co_return;
     auto quiet_since = std::chrono::steady_clock::now();
     for (;;) {
         auto r = co_await store->get_run(run.run_id);
         if (!r) {
             json::value gone = json::object{{reserved::error, json::object{{"error", "RunNotFound"},
                                                                          {"message", "run '" + run.run_id + "' was deleted"}}}};
-            std::string body = serialize_strict(gone);
-            if (co_await write_chunk(c, body)) co_await end_chunked(c);
+            co_await answer(gone);
             co_return;
         }
         if (r->finished()) {
-            std::string body = serialize_strict(result_of(*r));
-            if (co_await write_chunk(c, body)) co_await end_chunked(c);
+            const json::value result = result_of(*r);
+            co_await answer(result);
             co_return;
         }
         if (stopping) {
@@ -199,15 +212,20 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
                 {reserved::error, json::object{{"error", "ServerDraining"},
                                            {"message", "this server instance is shutting down before run '" + run.run_id +
                                                            "' ended; the run goes on: join it through another instance"}}}};
-            std::string body = serialize_strict(gone);
-            if (co_await write_chunk(c, body)) co_await end_chunked(c);
+            co_await answer(gone);
             co_return;
         }
         co_await wait_run(run.run_id, local.count(run.run_id) ? std::chrono::milliseconds(1000) : news_interval(), true);
         if (std::chrono::steady_clock::now() - quiet_since >= std::chrono::seconds(1)) {
             quiet_since = std::chrono::steady_clock::now();
+            bool sent = true;
+            if (!began) {
+                began = true;
+                sent = co_await begin_chunked(c, "application/json", std::move(headers));
+            }
             std::string nl = "\n";
-            if (!co_await write_chunk(c, nl)) {
+            if (sent) sent = co_await write_chunk(c, nl);
+            if (!sent) {
                 c.keep_alive = false;
                 if (cancel_on_disconnect) {
                     (void)co_await store->cancel(run.run_id, "interrupt");

@@ -1859,6 +1859,60 @@ BOOST_AUTO_TEST_CASE(a_client_leaving_a_stream_cancels_its_run_at_once) {
     BOOST_TEST(thread_status != "busy");
 }
 
+// /runs/wait: a run that ends within a second is answered in one piece (Content-Length); a
+// longer one gets a chunked answer at the first second, a newline each second after, and a
+// client leaving it with on_disconnect "cancel" cancels the run at its next newline.
+BOOST_AUTO_TEST_CASE(a_wait_is_answered_whole_or_kept_alive_past_a_second) {
+    running_server s(test_options());
+    auto tid = new_thread(s.port);
+    auto request = [&](const json::object& body) {
+        const std::string text = json::serialize(body);
+        return "POST /threads/" + tid + "/runs/wait HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               "Connection: close\r\nContent-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
+    };
+    json::object quick{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}};
+    const std::string whole = raw(s.port, request(quick));
+    BOOST_TEST(whole.rfind("HTTP/1.1 200", 0) == 0u, whole);
+    BOOST_TEST(whole.find("Content-Length: ") != std::string::npos, whole);
+    BOOST_TEST(whole.find("chunked") == std::string::npos, whole);
+    auto body_at = whole.find("\r\n\r\n");
+    BOOST_TEST_REQUIRE(body_at != std::string::npos);
+    BOOST_TEST(json::parse(whole.substr(body_at + 4)).at("log").as_array().size() == 2u);
+
+    json::object stall{{"assistant_id", "chat"}, {"input", json::object{{"question", "stall"}}}, {"on_disconnect", "cancel"}};
+    std::string rid;
+    {
+        net::io_context io;
+        tcp::socket sock(io);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
+        net::write(sock, net::buffer(request(stall)));
+        std::string got;
+        char buf[4096];
+        const auto began = std::chrono::steady_clock::now();
+        // the headers, then the first newline as a chunk of one byte ("1\r\n\n\r\n")
+        while (got.find("1\r\n\n\r\n") == std::string::npos && std::chrono::steady_clock::now() - began < std::chrono::seconds(5)) { // bounded
+            boost::system::error_code ec;
+            auto n = sock.read_some(net::buffer(buf), ec);
+            BOOST_TEST_REQUIRE(!ec);
+            got.append(buf, n);
+        }
+        const bool not_before_a_second = std::chrono::steady_clock::now() - began >= std::chrono::milliseconds(900);
+        BOOST_TEST(not_before_a_second);
+        BOOST_TEST(got.find("Transfer-Encoding: chunked") != std::string::npos, got);
+        auto at = got.find("/runs/");
+        BOOST_TEST_REQUIRE(at != std::string::npos);
+        rid = got.substr(at + 6, 36);
+    } // the client leaves while the node stalls
+    const auto left = std::chrono::steady_clock::now();
+    std::string status;
+    while (std::chrono::steady_clock::now() - left < std::chrono::seconds(5)) {
+        status = std::string(get(s.port, "/threads/" + tid + "/runs/" + rid).json().at("status").as_string());
+        if (status != "running" && status != "pending") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    BOOST_TEST(status == "interrupted");
+}
+
 // -- the Store endpoints ---------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(store_items_search_namespaces) {
