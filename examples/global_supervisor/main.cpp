@@ -12,6 +12,7 @@
 //   global_supervisor serve   [--db FILE] [--port 8123] [--host 127.0.0.1] [--cors ORIGINS] [--checkpointer URL [--fallback URL]] [--model-url URL --model NAME]
 //                             [--runs FILE|postgresql://...] [--workers N] [--role api|worker|both] [--instance NAME] [--lease-ms MS]
 //                             [--wakeups redis://HOST:PORT[/DB]] [--poll-ms MS] [--verbosity full|events|result]
+//                             [--metrics keyed|open|off]
 //   (chat, resume, demo, serve: --permissions FILE, permission rules over the agents' steps)
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
@@ -118,13 +119,15 @@ constexpr const char* usage_text =
     "                            [--checkpointer URL [--fallback URL]] [--runs FILE|postgresql://...] [--workers N]\n"
     "                            [--role api|worker|both] [--instance NAME] [--lease-ms MS]\n"
     "                            [--wakeups redis://HOST:PORT[/DB]] [--poll-ms MS] [--verbosity full|events|result]\n"
+    "                            [--metrics keyed|open|off]\n"
     "  (serve: runs, their queue, events and thread records live in --runs: an SQLite file (default FILE.runs beside\n"
     "   --db; any number of instances on one host share it) or PostgreSQL (instances on many hosts); --workers runs\n"
     "   at once per instance (default 64); --role api takes requests and runs nothing, worker runs and listens on\n"
     "   no port; a run whose instance died is taken over after --lease-ms (default 10000); --wakeups: the instances\n"
     "   wake each other through Redis pub/sub and poll the run store every --poll-ms (default 1000 with --wakeups,\n"
     "   else 100); --verbosity: how much of a run every stream shows: full (default), events (no state but the\n"
-    "   final values), result (messages, errors and the final values))\n"
+    "   final values), result (messages, errors and the final values); --metrics: who may read GET /metrics: keyed\n"
+    "   (default: with STATEGRAPH_API_KEYS set, callers with a key; else anyone), open (anyone) or off (404))\n"
     "  (chat, resume, demo, serve: --mcp FILE, the research agent's MCP servers as JSON {\"mcp_servers\": [{\"name\",\n"
     "   \"type\": \"stdio\"|\"http\", \"command\", \"args\", \"url\", ...}]}: it asks each one's search tool)\n"
     "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
@@ -169,7 +172,7 @@ args parse(int argc, char** argv) {
         {"demo", {"db", "model-url", "model", "permissions", "mcp"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
         {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "mcp", "runs",
-                   "workers", "role", "instance", "lease-ms", "wakeups", "poll-ms", "verbosity"}},
+                   "workers", "role", "instance", "lease-ms", "wakeups", "poll-ms", "verbosity", "metrics"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -677,6 +680,12 @@ int cmd_serve(const args& a) {
         auto v = sg::parse_verbosity(*level);
         if (!v) throw usage_error("serve: --verbosity takes full, events or result (got '" + *level + "')");
         so.verbosity = *v;
+    }
+    if (auto m = a.get("metrics")) { // who may read GET /metrics (docs/observability.md)
+        if (*m == "keyed") so.metrics = srv::metrics_access::keyed;
+        else if (*m == "open") so.metrics = srv::metrics_access::open;
+        else if (*m == "off") so.metrics = srv::metrics_access::off;
+        else throw usage_error("serve: --metrics takes keyed, open or off (got '" + *m + "')");
     }
     { // the Store endpoints (/store/...): a SQLite store beside the database
         sg::store::sqlite_store_options sto;

@@ -54,6 +54,32 @@ node "$here/sdk/restart.mjs" "http://127.0.0.1:$port" "$(cat "$work/thread.txt")
 stop
 pid=""
 
+# serve --metrics (issue 28), with an API key set: keyed (the default) answers /metrics to a
+# caller with the key only, open to anyone, off to no one (404).
+status_of() { # URL [KEY]: the HTTP status of a GET (0: no answer)
+  node -e 'const [u, k] = process.argv.slice(1);
+fetch(u, {headers: k ? {"x-api-key": k} : {}}).then(r => console.log(r.status), () => console.log(0));' "$@"
+}
+export STATEGRAPH_API_KEYS=metrics-key
+for mode in keyed open off; do
+  start "$bin" serve --db "$work/metrics-$mode.db" --port 0 --metrics "$mode"
+  without="$(status_of "http://127.0.0.1:$port/metrics")"
+  with="$(status_of "http://127.0.0.1:$port/metrics" metrics-key)"
+  case "$mode" in
+    keyed) want="401 200" ;;
+    open) want="200 200" ;;
+    off) want="404 404" ;;
+  esac
+  [ "$without $with" = "$want" ] || fail "--metrics $mode: /metrics answered $without without the key and $with with it (wanted $want)"
+  stop
+  pid=""
+done
+unset STATEGRAPH_API_KEYS
+if "$bin" serve --db "$work/metrics-bad.db" --port 0 --metrics sometimes >/dev/null 2>"$work/bad.err"; then
+  fail "--metrics sometimes was accepted"
+fi
+grep -q "keyed, open or off" "$work/bad.err" || fail "--metrics sometimes: no message naming the choices ($(cat "$work/bad.err"))"
+
 # A graph with a subgraph, at each verbosity level.
 if [ -n "$subgraph_server" ]; then
   for level in full events result; do
