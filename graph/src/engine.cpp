@@ -276,19 +276,19 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     auto& f = context_access::frame(ctx);
     run_state r(g);
     std::string seg = names::task_segment(*f.node, f.task_id);
-    r.session = checkpoint_session(f.saver, *f.thread_id, names::child_namespace(*f.ns, seg));
-    r.session.observe(f.observer);
-    r.ns_path = *f.ns_path;
+    r.session = checkpoint_session(f.saver(), f.thread_id(), names::child_namespace(f.ns(), seg));
+    r.session.observe(f.observer());
+    r.ns_path = f.ns_path();
     r.ns_path.push_back(seg);
     r.track_delta = true;
-    if (f.run_id) r.run_id = *f.run_id;
+    r.run_id = f.run_id();
     run_config cfg;
-    cfg.thread_id = *f.thread_id;
-    cfg.recursion_limit = f.recursion_limit;
-    cfg.durability = f.mode; // a subgraph writes its checkpoints as its parent does
-    if (f.runtime) cfg.runtime = *f.runtime; // the subgraph's nodes see the caller's dependencies
-    cfg.store = f.store;                     // and the parent's store (else the subgraph's own)
-    cfg.observer = f.observer;               // and report to the caller's observer
+    cfg.thread_id = f.thread_id();
+    cfg.recursion_limit = f.recursion_limit();
+    cfg.durability = f.mode();  // a subgraph writes its checkpoints as its parent does
+    cfg.runtime = f.runtime();  // the subgraph's nodes see the caller's dependencies
+    cfg.store = f.store();      // and the parent's store (else the subgraph's own)
+    cfg.observer = f.observer(); // and report to the caller's observer
     cfg.allow_drift = true;
     // The namespace belongs to this task: a checkpoint there that still has work (next nodes,
     // pending writes or a breakpoint) is an earlier attempt of this task (interrupted, stopped at
@@ -314,8 +314,7 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
         child_input.what = run_input::kind::values;
         child_input.values = map_fields(*parent_table, in, nullptr, *g.st);
     }
-    static const stream_handler none;
-    const call_env env{g, cfg, f.modes, f.sink ? *f.sink : none};
+    const call_env env{g, cfg, f.modes(), f.sink()};
     std::shared_ptr<parent_handoff> handoff;
     std::string sender;
     run_outcome res;

@@ -18,6 +18,31 @@ std::string interrupt_id(const std::string& task_id, std::size_t index) {
     return buf;
 }
 
+void task_frame::begin(const engine::call_env& e, const engine::run_state& r, const std::string& node_name, std::string id,
+                       boost::asio::any_io_executor ex, const resume_pass* child) {
+    env = &e;
+    run = &r;
+    node = &node_name;
+    step = r.saved.step + 1;
+    executor = std::move(ex);
+    task_id = std::move(id);
+    child_resume = child;
+}
+
+const std::string& task_frame::thread_id() const noexcept { return run->thread_id(); }
+const std::string& task_frame::ns() const noexcept { return run->session.ns(); }
+const std::vector<std::string>& task_frame::ns_path() const noexcept { return run->ns_path; }
+const std::string& task_frame::run_id() const noexcept { return run->run_id; }
+const std::string& task_frame::checkpoint_id() const noexcept { return run->saved.cp_id; }
+checkpoint::saver* task_frame::saver() const noexcept { return run->session.saver(); }
+const stream_handler& task_frame::sink() const noexcept { return env->on_event; }
+stream_mode task_frame::modes() const noexcept { return env->modes; }
+const runtime_context& task_frame::runtime() const noexcept { return env->cfg.runtime; }
+store::base_store* task_frame::store() const noexcept { return env->cfg.store ? env->cfg.store : env->g.store.get(); }
+run_observer* task_frame::observer() const noexcept { return env->cfg.observer; }
+int task_frame::recursion_limit() const noexcept { return env->cfg.recursion_limit; }
+durability task_frame::mode() const noexcept { return run->writer.mode; }
+
 const boost::json::value* next_resume(task_frame& f) {
     std::size_t index = f.counter++;
     return index < f.resume.size() ? &f.resume[index] : nullptr;
@@ -43,14 +68,15 @@ std::pair<std::string, const boost::json::value*> begin_effect(task_frame& f, st
 
 boost::asio::awaitable<void> save_effect(task_frame& f, std::string key, boost::json::value result) {
     f.effects[key] = std::move(result);
-    if (!f.saver || !f.checkpoint_id) co_return; // no checkpointer: kept for retries of this call only
+    checkpoint::saver* saver = f.saver();
+    if (!saver) co_return; // no checkpointer: kept for retries of this call only
     std::vector<checkpoint::pending_write> w{{f.task_id, *f.node, std::string(checkpoint::reserved::effects), f.effects}};
-    co_await f.saver->put_writes(*f.thread_id, *f.ns, *f.checkpoint_id, std::move(w));
+    co_await saver->put_writes(f.thread_id(), f.ns(), f.checkpoint_id(), std::move(w));
 }
 
-store::base_store* store_of_call(const task_frame& f) noexcept { return f.store; }
+store::base_store* store_of_call(const task_frame& f) noexcept { return f.store(); }
 void report_usage(const task_frame& f, std::string_view model, const token_usage& usage) {
-    if (f.observer) f.observer->on_usage(model, usage);
+    if (auto* o = f.observer()) o->on_usage(model, usage);
 }
 
 void throw_no_store(const task_frame& f) {
@@ -60,10 +86,7 @@ void throw_no_store(const task_frame& f) {
                       {*f.node});
 }
 
-const runtime_context& runtime_of_call(const task_frame& f) noexcept {
-    static const runtime_context none;
-    return f.runtime ? *f.runtime : none;
-}
+const runtime_context& runtime_of_call(const task_frame& f) noexcept { return f.runtime(); }
 
 void throw_runtime_mismatch(const task_frame& f, const std::string& wanted) {
     const auto& r = runtime_of_call(f);
@@ -81,27 +104,27 @@ void throw_effect_mismatch(task_frame& f, const std::string& key, const std::str
                        {*f.node, key});
 }
 
-bool wants_custom(const task_frame& f) noexcept { return f.sink && *f.sink && has_mode(f.modes, stream_mode::custom); }
-bool wants_messages(const task_frame& f) noexcept { return f.sink && *f.sink && has_mode(f.modes, stream_mode::messages); }
+bool wants_custom(const task_frame& f) noexcept { return f.sink() && has_mode(f.modes(), stream_mode::custom); }
+bool wants_messages(const task_frame& f) noexcept { return f.sink() && has_mode(f.modes(), stream_mode::messages); }
 
 /// An event of the node's task: custom events and message chunks.
 void emit_from_node(task_frame& f, stream_mode mode, boost::json::value data) {
     stream_event e;
     e.mode = mode;
-    e.ns = *f.ns_path;
+    e.ns = f.ns_path();
     e.step = f.step;
     e.node = *f.node;
     e.data = std::move(data);
-    (*f.sink)(e);
+    f.sink()(e);
 }
 
 void emit_message(task_frame& f, boost::json::value chunk) {
     boost::json::object meta{{"langgraph_node", *f.node},
                              {"langgraph_step", f.step},
-                             {"langgraph_checkpoint_ns", *f.ns},
+                             {"langgraph_checkpoint_ns", f.ns()},
                              {"langgraph_task_id", f.task_id},
-                             {"thread_id", *f.thread_id}};
-    if (f.run_id) meta["run_id"] = *f.run_id;
+                             {"thread_id", f.thread_id()}};
+    meta["run_id"] = f.run_id();
     emit_from_node(f, stream_mode::messages, boost::json::array{std::move(chunk), std::move(meta)});
 }
 
@@ -111,17 +134,11 @@ void emit_custom(task_frame& f, boost::json::value event) { emit_from_node(f, st
 
 const std::string& context::node() const noexcept { return *f_->node; }
 std::int64_t context::step() const noexcept { return f_->step; }
-const std::string& context::thread_id() const noexcept { return *f_->thread_id; }
-const std::string& context::ns() const noexcept { return *f_->ns; }
+const std::string& context::thread_id() const noexcept { return f_->thread_id(); }
+const std::string& context::ns() const noexcept { return f_->ns(); }
 int context::attempt() const noexcept { return f_->attempt; }
 const boost::asio::any_io_executor& context::executor() const noexcept { return f_->executor; }
-const std::string& context::run_id() const noexcept {
-    static const std::string none;
-    return f_->run_id ? *f_->run_id : none;
-}
-const std::string& context::checkpoint_id() const noexcept {
-    static const std::string none;
-    return f_->checkpoint_id ? *f_->checkpoint_id : none;
-}
+const std::string& context::run_id() const noexcept { return f_->run_id(); }
+const std::string& context::checkpoint_id() const noexcept { return f_->checkpoint_id(); }
 
 } // namespace stategraph

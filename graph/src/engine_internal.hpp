@@ -47,31 +47,49 @@ struct resume_pass {
     std::map<std::string, boost::json::value> by_id;
 };
 
+namespace engine {
+struct call_env;
+struct run_state;
+} // namespace engine
+
+/// One attempt of a task, as its node sees it. What belongs to the call (its stream, store,
+/// observer, runtime context, limits) and to the run (thread, namespace, checkpointer, current
+/// checkpoint, run id) is read through `env` and `run`, which outlive the task; the frame holds
+/// only what is the task's own. run_task sets it (`begin`); the accessors are defined in
+/// engine_context.cpp.
 struct task_frame {
+    const engine::call_env* env = nullptr;
+    const engine::run_state* run = nullptr;
     const std::string* node = nullptr;
     std::int64_t step = 0;
-    const std::string* thread_id = nullptr;
-    const std::string* ns = nullptr;
-    const std::vector<std::string>* ns_path = nullptr;
     int attempt = 1;
     boost::asio::any_io_executor executor;
     std::string task_id;
     std::vector<boost::json::value> resume; // answers, by interrupt call index
     std::size_t counter = 0;                // interrupt calls made so far in this attempt
     const resume_pass* child_resume = nullptr; // resume meant for a subgraph run by this task
-    const stream_handler* sink = nullptr;
-    stream_mode modes = stream_mode::none;
-    checkpoint::saver* saver = nullptr;
-    int recursion_limit = 25;
-    durability mode = durability::sync; // the call's durability, which its subgraphs follow
-    const runtime_context* runtime = nullptr;
-    store::base_store* store = nullptr; // the call's store, else the graph's (a subgraph: its parent's)
-    run_observer* observer = nullptr;   // the call's observer (a subgraph: its parent's)
-    const std::string* run_id = nullptr;
-    // side effects (ctx.task): results by key, saved as the task's pending write on `checkpoint_id`
-    const std::string* checkpoint_id = nullptr;
+    // side effects (ctx.task): results by key, saved as the task's pending write on the run's
+    // current checkpoint
     boost::json::object effects;
     std::map<std::string, int, std::less<>> effect_calls; // calls per name in this attempt
+
+    /// Binds the frame to its call, run and node for the step about to run.
+    void begin(const engine::call_env& e, const engine::run_state& r, const std::string& node_name, std::string id,
+               boost::asio::any_io_executor ex, const resume_pass* child);
+
+    const std::string& thread_id() const noexcept;
+    const std::string& ns() const noexcept;
+    const std::vector<std::string>& ns_path() const noexcept;
+    const std::string& run_id() const noexcept;
+    const std::string& checkpoint_id() const noexcept;
+    checkpoint::saver* saver() const noexcept;
+    const stream_handler& sink() const noexcept;
+    stream_mode modes() const noexcept;
+    const runtime_context& runtime() const noexcept;
+    store::base_store* store() const noexcept; // the call's store, else the graph's (a subgraph: its parent's)
+    run_observer* observer() const noexcept;   // the call's observer (a subgraph: its parent's)
+    int recursion_limit() const noexcept;
+    durability mode() const noexcept; // the call's durability, which its subgraphs follow
 };
 
 struct context_access {

@@ -137,24 +137,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
     const node_timer timing{env.cfg.observer, rt.name, t};
     auto ex = co_await boost::asio::this_coro::executor;
     auto& f = t.frame;
-    f.node = &rt.name;
-    f.step = r.saved.step + 1;
-    f.thread_id = &r.thread_id();
-    f.ns = &r.session.ns();
-    f.ns_path = &r.ns_path;
-    f.executor = ex;
-    f.task_id = t.id;
-    f.child_resume = t.has_child_resume ? &t.child_resume : nullptr;
-    f.sink = &env.on_event;
-    f.modes = env.modes;
-    f.saver = r.session.saver();
-    f.checkpoint_id = &r.saved.cp_id;
-    f.runtime = &env.cfg.runtime;
-    f.store = env.cfg.store ? env.cfg.store : g.store.get();
-    f.observer = env.cfg.observer;
-    f.run_id = &r.run_id;
-    f.recursion_limit = env.cfg.recursion_limit;
-    f.mode = r.writer.mode;
+    f.begin(env, r, rt.name, t.id, ex, t.has_child_resume ? &t.child_resume : nullptr);
     const bool streams_tasks = env.wants(stream_mode::tasks) || env.wants(stream_mode::debug);
     if (streams_tasks) emit_task_start(env, r, t);
     // A cached node: a hit replays the saved outcome instead of running the node.
