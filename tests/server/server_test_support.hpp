@@ -36,6 +36,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -271,6 +272,35 @@ inline std::string raw(unsigned short port, const std::string& bytes) {
     return out;
 }
 
+
+/// Reads from `sock` until what came holds `marker` (a failed read fails the test), for at most
+/// `limit` between reads; returns all it read.
+inline std::string read_until(tcp::socket& sock, std::string_view marker, std::chrono::milliseconds limit) {
+    std::string got;
+    char buf[4096];
+    const auto began = std::chrono::steady_clock::now();
+    while (got.find(marker) == std::string::npos && std::chrono::steady_clock::now() - began < limit) {
+        boost::system::error_code ec;
+        auto n = sock.read_some(net::buffer(buf), ec);
+        BOOST_TEST_REQUIRE(!ec);
+        got.append(buf, n);
+    }
+    return got;
+}
+
+/// The status of run `rid` of thread `tid` once it is neither pending nor running, or as it is
+/// after `limit`.
+inline std::string run_status_settled(unsigned short port, const std::string& tid, const std::string& rid,
+                                      std::chrono::milliseconds limit) {
+    const auto began = std::chrono::steady_clock::now();
+    std::string status;
+    while (std::chrono::steady_clock::now() - began < limit) {
+        status = std::string(get(port, "/threads/" + tid + "/runs/" + rid).json().at("status").as_string());
+        if (status != "running" && status != "pending") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return status;
+}
 
 } // namespace server_test
 using namespace server_test;

@@ -1830,26 +1830,12 @@ BOOST_AUTO_TEST_CASE(a_client_leaving_a_stream_cancels_its_run_at_once) {
         std::string req = "POST /threads/" + tid + "/runs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
         net::write(sock, net::buffer(req));
-        std::string got;
-        char buf[4096];
-        while (got.find("event: metadata") == std::string::npos) {
-            boost::system::error_code ec;
-            auto n = sock.read_some(net::buffer(buf), ec);
-            BOOST_TEST_REQUIRE(!ec);
-            got.append(buf, n);
-        }
+        const std::string got = read_until(sock, "event: metadata", std::chrono::seconds(10));
         auto at = got.find("/runs/");
         BOOST_TEST_REQUIRE(at != std::string::npos);
         rid = got.substr(at + 6, 36);
     } // the client leaves while the node waits (30 s, no event to write meanwhile)
-    const auto left = std::chrono::steady_clock::now();
-    std::string status;
-    while (std::chrono::steady_clock::now() - left < std::chrono::seconds(3)) {
-        status = std::string(get(s.port, "/threads/" + tid + "/runs/" + rid).json().at("status").as_string());
-        if (status != "running" && status != "pending") break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    BOOST_TEST(status == "interrupted");
+    BOOST_TEST(run_status_settled(s.port, tid, rid, std::chrono::seconds(3)) == "interrupted");
     std::string thread_status;
     for (int i = 0; i < 100; ++i) { // the run's end settles the thread (its state refreshed)
         thread_status = std::string(get(s.port, "/threads/" + tid).json().at("status").as_string());
@@ -1886,16 +1872,10 @@ BOOST_AUTO_TEST_CASE(a_wait_is_answered_whole_or_kept_alive_past_a_second) {
         tcp::socket sock(io);
         sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
         net::write(sock, net::buffer(request(stall)));
-        std::string got;
-        char buf[4096];
         const auto began = std::chrono::steady_clock::now();
         // the headers, then the first newline as a chunk of one byte ("1\r\n\n\r\n")
-        while (got.find("1\r\n\n\r\n") == std::string::npos && std::chrono::steady_clock::now() - began < std::chrono::seconds(5)) { // bounded
-            boost::system::error_code ec;
-            auto n = sock.read_some(net::buffer(buf), ec);
-            BOOST_TEST_REQUIRE(!ec);
-            got.append(buf, n);
-        }
+        const std::string got = read_until(sock, "1\r\n\n\r\n", std::chrono::seconds(5));
+        BOOST_TEST(got.find("1\r\n\n\r\n") != std::string::npos, got);
         const bool not_before_a_second = std::chrono::steady_clock::now() - began >= std::chrono::milliseconds(900);
         BOOST_TEST(not_before_a_second);
         BOOST_TEST(got.find("Transfer-Encoding: chunked") != std::string::npos, got);
@@ -1903,14 +1883,7 @@ BOOST_AUTO_TEST_CASE(a_wait_is_answered_whole_or_kept_alive_past_a_second) {
         BOOST_TEST_REQUIRE(at != std::string::npos);
         rid = got.substr(at + 6, 36);
     } // the client leaves while the node stalls
-    const auto left = std::chrono::steady_clock::now();
-    std::string status;
-    while (std::chrono::steady_clock::now() - left < std::chrono::seconds(5)) {
-        status = std::string(get(s.port, "/threads/" + tid + "/runs/" + rid).json().at("status").as_string());
-        if (status != "running" && status != "pending") break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    BOOST_TEST(status == "interrupted");
+    BOOST_TEST(run_status_settled(s.port, tid, rid, std::chrono::seconds(5)) == "interrupted");
 }
 
 // -- the Store endpoints ---------------------------------------------------------------------
