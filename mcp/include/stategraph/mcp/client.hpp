@@ -39,6 +39,9 @@ inline constexpr char const* latest_protocol_version = "2025-11-25";
 ///
 /// Failures are mcp_error values naming the server: a server that exits or hangs fails the pending
 /// requests (errc::server_exited, errc::connection_lost, errc::timeout), never blocks the caller.
+/// Over streamable HTTP, a request's SSE stream that ends before its answer, after the server gave
+/// it an event id, is resumed (a GET with Last-Event-ID after the server's `retry` time) within
+/// the request's time limit; errc::connection_lost once the server refuses or cannot be reached.
 /// A request awaited by a coroutine that is cancelled (terminal or total cancellation) sends
 /// `notifications/cancelled` and throws errc::cancelled.
 ///
