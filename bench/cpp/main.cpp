@@ -411,6 +411,7 @@ int run_main(int argc, char** argv) {
     config["durability"] = sc.name == "durability" ? "per metric: sync, async, exit"
                                                    : "sync (every checkpoint written before the next step)";
     for (const auto& [k, v] : cp->config) config[k] = v;
+    if (const char* otlp = std::getenv("STATEGRAPH_BENCH_OTLP"); otlp && *otlp) config["otlp"] = otlp; // traced runs
     out["config"] = std::move(config);
     boost::json::object detail;
     if (b.detail) detail = b.detail();

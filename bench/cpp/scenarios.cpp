@@ -9,11 +9,35 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#ifdef STATEGRAPH_BENCH_HAVE_OTLP
+#include <stategraph/otlp_tracer.hpp>
+#endif
+
 #include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 namespace stategraph::bench {
+
+run_observer* bench_tracer() {
+#ifdef STATEGRAPH_BENCH_HAVE_OTLP
+    // STATEGRAPH_BENCH_OTLP=URL: an otlp_tracer exporting there, for every invoke of the process
+    // (flushed when the process exits).
+    static const std::unique_ptr<otlp_tracer> tracer = []() -> std::unique_ptr<otlp_tracer> {
+        const char* url = std::getenv("STATEGRAPH_BENCH_OTLP");
+        if (!url || !*url) return nullptr;
+        otlp_options o;
+        o.endpoint = url;
+        o.service_name = "stategraph_bench";
+        return std::make_unique<otlp_tracer>(o);
+    }();
+    return tracer.get();
+#else
+    return nullptr;
+#endif
+}
 
 // ---- chains: START -> n1 -> ... -> nN -> END ----------------------------------------------
 // count keeps the last value, log appends; each node adds 1 to count and appends its name.
@@ -67,6 +91,7 @@ run_config invoke_config(std::string thread) {
     run_config c;
     c.thread_id = std::move(thread);
     c.recursion_limit = 100;
+    c.observer = bench_tracer();
     return c;
 }
 

@@ -156,10 +156,11 @@ std::vector<std::string> writers_of(const sg::checkpoint::checkpoint& cp) {
     return out;
 }
 
-sg::run_config config_for(const std::string& thread_id) {
+sg::run_config config_for(const std::string& thread_id, sg::run_observer* observer) {
     sg::run_config cfg;
     cfg.thread_id = thread_id;
     cfg.recursion_limit = 60;
+    cfg.observer = observer;
     return cfg;
 }
 
@@ -275,7 +276,7 @@ boost::asio::awaitable<sg::run_result<supervisor_state>> finish_left_turn(const 
                                                                           const std::string& thread_id,
                                                                           const turn_watch& watch,
                                                                           std::vector<std::pair<std::int64_t, std::string>>& ran) {
-    const auto cfg = config_for(thread_id);
+    const auto cfg = config_for(thread_id, watch.observer);
     auto on_event = watched(ran, watch);
     const auto modes = sg::stream_mode::updates | watch.modes;
     co_return co_await g.stream(sg::continue_run, cfg, modes, std::move(on_event));
@@ -322,7 +323,7 @@ boost::asio::awaitable<turn_outcome> chat(const supervisor_graph& g, std::string
     // The input schema (supervisor_input) maps the turn onto the state.
     auto input = sg::as_input(in);
     std::vector<std::pair<std::int64_t, std::string>> ran;
-    const auto cfg = config_for(thread_id);
+    const auto cfg = config_for(thread_id, watch.observer);
     auto on_event = watched(ran, watch);
     const auto modes = sg::stream_mode::updates | watch.modes;
     auto res = co_await g.stream(std::move(input), cfg, modes, std::move(on_event));
@@ -351,7 +352,7 @@ boost::asio::awaitable<turn_outcome> resume(const supervisor_graph& g, std::stri
         if (out.recovered.empty()) out.recovered = std::move(pending); // a step that only asked
         co_return out;
     }
-    const auto cfg = config_for(thread_id);
+    const auto cfg = config_for(thread_id, watch.observer);
     auto on_event = watched(ran, watch);
     const auto modes = sg::stream_mode::updates | watch.modes;
     auto res = co_await g.stream(sg::resume(answer), cfg, modes, std::move(on_event));

@@ -72,6 +72,8 @@ boost::asio::awaitable<std::vector<std::string>> turn_trace(const supervisor_gra
 struct turn_watch {
     stategraph::stream_mode modes = stategraph::stream_mode::none;
     stategraph::stream_handler on_event;
+    /// told of the turn's spans, node times and usage (`--otlp`: an otlp_tracer); null: none
+    stategraph::run_observer* observer = nullptr;
 };
 
 /// @brief Runs one turn: `message` on thread `thread_id` (created when new). A turn a killed

@@ -14,6 +14,7 @@
 //                             [--wakeups redis://HOST:PORT[/DB]] [--poll-ms MS] [--verbosity full|events|result]
 //                             [--metrics keyed|open|off]
 //   (chat, resume, demo, serve: --permissions FILE, permission rules over the agents' steps)
+//   (chat, resume, serve: --otlp URL, OpenTelemetry traces of the turns to that OTLP/HTTP collector)
 //
 // FILE is the memory database (contacts, facts, messages); the checkpoints are kept beside it in
 // FILE.checkpoints (one SQLite file each: both use SQLite's user_version for their schema).
@@ -66,6 +67,7 @@
 #include <csignal>
 #include <stategraph/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
+#include <stategraph/otlp_tracer.hpp>
 #include <stategraph/server/redis_notifier.hpp>
 #include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
@@ -128,6 +130,10 @@ constexpr const char* usage_text =
     "   else 100); --verbosity: how much of a run every stream shows: full (default), events (no state but the\n"
     "   final values), result (messages, errors and the final values); --metrics: who may read GET /metrics: keyed\n"
     "   (default: with STATEGRAPH_API_KEYS set, callers with a key; else anyone), open (anyone) or off (404))\n"
+    "  (chat, resume, serve: --otlp URL, the traces of every turn (its steps, nodes, model and tool calls) to an\n"
+    "   OpenTelemetry collector over OTLP/HTTP, e.g. http://127.0.0.1:4318/v1/traces; without it, the variables\n"
+    "   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT turn traces on; a resume continues the\n"
+    "   trace of the turn it answers)\n"
     "  (chat, resume, demo, serve: --mcp FILE, the research agent's MCP servers as JSON {\"mcp_servers\": [{\"name\",\n"
     "   \"type\": \"stdio\"|\"http\", \"command\", \"args\", \"url\", ...}]}: it asks each one's search tool)\n"
     "  (chat, resume, demo, serve: --permissions FILE, a JSON object {\"allow\": [...], \"deny\": [...], \"ask\": [...]}\n"
@@ -158,21 +164,33 @@ struct args {
     }
 };
 
+/// --otlp URL, else OpenTelemetry's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT:
+/// a tracer exporting there (service.name global_supervisor unless OTEL_SERVICE_NAME says);
+/// null when none is given.
+std::unique_ptr<sg::otlp_tracer> tracer_for(const args& a) {
+    auto options = sg::otlp_options::from_environment();
+    if (auto url = a.get("otlp")) options.endpoint = *url;
+    else if (!std::getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") && !std::getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) return nullptr;
+    if (!std::getenv("OTEL_SERVICE_NAME")) options.service_name = "global_supervisor";
+    return std::make_unique<sg::otlp_tracer>(std::move(options));
+}
+
 args parse(int argc, char** argv) {
     if (argc < 2) throw usage_error("missing command");
     args a;
     a.command = argv[1];
     static const std::map<std::string, std::vector<std::string>> allowed = {
-        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "input", "mcp"}},
+        {"chat", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "input", "mcp",
+                  "otlp"}},
         {"update-state", {"db", "thread", "as-node", "checkpointer", "fallback"}},
-        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "mcp"}},
+        {"resume", {"db", "thread", "user", "model-url", "model", "stream", "checkpointer", "fallback", "permissions", "mcp", "otlp"}},
         {"state", {"db", "thread", "checkpointer", "fallback"}},
         {"history", {"db", "thread", "checkpointer", "fallback"}},
         {"dot", {"db", "thread", "checkpoint", "format", "diff"}},
         {"demo", {"db", "model-url", "model", "permissions", "mcp"}},
         {"break-lease", {"db", "thread", "checkpointer", "fallback"}},
         {"serve", {"db", "port", "host", "checkpointer", "fallback", "model-url", "model", "user", "cors", "permissions", "mcp", "runs",
-                   "workers", "role", "instance", "lease-ms", "wakeups", "poll-ms", "verbosity", "metrics"}},
+                   "workers", "role", "instance", "lease-ms", "wakeups", "poll-ms", "verbosity", "metrics", "otlp"}},
     };
     auto cmd = allowed.find(a.command);
     if (cmd == allowed.end()) throw usage_error("unknown command '" + a.command + "'");
@@ -420,7 +438,9 @@ int cmd_chat_or_resume(const args& a) {
         input = sg::read_json<gs::supervisor_input>(v, sg::errc::invalid_input, "input");
     }
     std::string text = input ? std::string() : message_of(a, a.command == "chat" ? "MESSAGE" : "ANSWER");
-    const gs::turn_watch watch{stream_modes_of(a), print_event};
+    // Traces (--otlp, or OpenTelemetry's variables): flushed when the tracer goes, after the turn.
+    const auto tracer = tracer_for(a);
+    const gs::turn_watch watch{stream_modes_of(a), print_event, tracer.get()};
     boost::asio::io_context io;
     app ap(io, a, db, a.command == "chat");
     auto start = std::chrono::steady_clock::now();
@@ -681,6 +701,8 @@ int cmd_serve(const args& a) {
         if (!v) throw usage_error("serve: --verbosity takes full, events or result (got '" + *level + "')");
         so.verbosity = *v;
     }
+    const auto tracer = tracer_for(a); // --otlp: every run's spans (docs/observability.md)
+    so.tracer = tracer.get();
     if (auto m = a.get("metrics")) { // who may read GET /metrics (docs/observability.md)
         if (*m == "keyed") so.metrics = srv::metrics_access::keyed;
         else if (*m == "open") so.metrics = srv::metrics_access::open;

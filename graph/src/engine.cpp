@@ -282,6 +282,7 @@ boost::asio::awaitable<void> run_subgraph(std::shared_ptr<const graph_core> chil
     r.ns_path.push_back(seg);
     r.track_delta = true;
     r.run_id = f.run_id();
+    r.parent_span = f.span; // its run's span goes under the node attempt's
     run_config cfg;
     cfg.thread_id = f.thread_id();
     cfg.recursion_limit = f.recursion_limit();

@@ -314,6 +314,7 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
     cp.metadata[names::step] = step;
     if (r.track_delta) cp.metadata[names::delta] = update_json(st, r.saved.delta);
     cp.metadata[names::source] = source;
+    if (!r.traceparent.empty()) cp.metadata[names::traceparent] = r.traceparent;
     if (g.state_version > 1) cp.metadata[names::state_version] = g.state_version;
     // An input checkpoint with no input to run was written by a Command (its update applied).
     if (!r.saved.has_start_input && std::string_view(source) == "input") cp.metadata[names::command] = true;

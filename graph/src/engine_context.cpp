@@ -142,3 +142,174 @@ const std::string& context::run_id() const noexcept { return f_->run_id(); }
 const std::string& context::checkpoint_id() const noexcept { return f_->checkpoint_id(); }
 
 } // namespace stategraph
+
+// ---------------------------------------------------------------------------------------------
+// tracing: the spans of a run, its steps and node attempts (run_observer::traces), and the
+// spans nodes open for their model and tool calls (context::start_span).
+
+namespace stategraph {
+namespace detail {
+
+trace_span start_span(const task_frame& f, span_kind kind, std::string_view name, std::span<const span_attribute> attributes) {
+    run_observer* t = f.run ? f.run->tracer : nullptr;
+    if (!t) return {};
+    const span_start s{kind, name, f.span, {}, attributes};
+    return trace_span(*t, t->on_span_begin(s));
+}
+
+namespace engine {
+
+std::pair<std::string, std::string> describe_failure(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const graph_error& g) {
+        return {g.code().category() == stategraph_category() ? std::string(to_string(static_cast<errc>(g.code().value())))
+                                                             : g.code().category().name(),
+                g.what()};
+    } catch (const std::system_error& s) {
+        return {std::string(s.code().category().name()) + ":" + std::to_string(s.code().value()), s.what()};
+    } catch (const interrupt_signal&) {
+        return {"interrupt", "interrupted"};
+    } catch (const std::exception& x) {
+        return {boost::core::demangle(typeid(x).name()), x.what()};
+    } catch (...) {
+        return {"unknown", "a non-standard exception"};
+    }
+}
+
+namespace {
+/// Ends span `id` with `attributes`, failed with `failure`'s type and message when there is one.
+void end_span(run_observer& tracer, std::uint64_t id, std::span<const span_attribute> attributes, std::exception_ptr failure) {
+    span_end e{.attributes = attributes};
+    std::pair<std::string, std::string> why;
+    if (failure) {
+        why = describe_failure(failure);
+        e.failed = true;
+        e.error_type = why.first;
+        e.message = why.second;
+    }
+    tracer.on_span_end(id, e);
+}
+} // namespace
+
+void begin_run_span(const call_env& env, run_state& r, const checkpoint::checkpoint* head, bool starts_trace) {
+    if (!r.tracer) return;
+    std::string_view remote;
+    if (!r.parent_span) {
+        if (env.cfg.traceparent) {
+            remote = env.cfg.traceparent.view();
+        } else if (head && !starts_trace) {
+            if (const auto* v = head->metadata.if_contains(names::traceparent); v && v->is_string()) remote = v->get_string();
+        }
+    }
+    const std::string& graph = env.g.topo.name;
+    const span_attribute attributes[] = {
+        {"gen_ai.operation.name", std::string_view("invoke_agent")},
+        {"gen_ai.agent.name", std::string_view(graph)},
+        {"gen_ai.conversation.id", std::string_view(r.thread_id())},
+        {"stategraph.run_id", std::string_view(r.run_id)},
+        {"stategraph.checkpoint_ns", std::string_view(r.session.ns())},
+    };
+    const std::string name = "invoke_agent " + graph;
+    r.span = r.tracer->on_span_begin(span_start{span_kind::run, name, r.parent_span, remote, attributes});
+    if (r.span && r.ns_path.empty() && r.session) r.traceparent = r.tracer->trace_parent(r.span);
+}
+
+void end_run_span(run_state& r, std::exception_ptr failure, const run_outcome* result) {
+    if (!r.span) return;
+    const auto id = std::exchange(r.span, 0);
+    std::string_view status = "error";
+    if (!failure && result)
+        status = result->status == run_status::done ? "done" : result->status == run_status::interrupted ? "interrupted" : "drained";
+    const span_attribute attributes[] = {{"stategraph.status", status},
+                                         {"stategraph.nodes_run", static_cast<std::int64_t>(r.path.size())}};
+    end_span(*r.tracer, id, attributes, failure);
+}
+
+std::uint64_t begin_step_span(run_state& r, std::size_t tasks) {
+    if (!r.tracer) return 0;
+    const std::int64_t step = r.saved.step + 1;
+    const span_attribute attributes[] = {{"stategraph.step", step}, {"stategraph.tasks", static_cast<std::int64_t>(tasks)}};
+    const std::string name = "step " + std::to_string(step);
+    r.step_span = r.tracer->on_span_begin(span_start{span_kind::step, name, r.span, {}, attributes});
+    return r.step_span;
+}
+
+void end_step_span(run_state& r, const char* status) {
+    if (!r.step_span) return;
+    const auto id = std::exchange(r.step_span, 0);
+    const span_attribute attributes[] = {{"stategraph.status", std::string_view(status ? status : "error")}};
+    span_end e{.attributes = attributes};
+    if (!status) {
+        e.failed = true;
+        e.error_type = "step_failed";
+        e.message = "a task of the step failed";
+    }
+    r.tracer->on_span_end(id, e);
+}
+
+void begin_node_span(run_state& r, task& t, const std::string& node, int attempt, bool cached) {
+    if (!r.tracer) return;
+    const span_attribute attributes[] = {{"stategraph.node", std::string_view(node)},
+                                         {"stategraph.task_id", std::string_view(t.id)},
+                                         {"stategraph.step", r.saved.step + 1},
+                                         {"stategraph.attempt", static_cast<std::int64_t>(attempt)},
+                                         {"stategraph.cached", cached}};
+    const std::string name = "node " + node;
+    t.frame.span = r.tracer->on_span_begin(span_start{span_kind::node, name, r.step_span, {}, attributes});
+}
+
+void end_node_span(run_state& r, task& t, std::exception_ptr error) {
+    if (!t.frame.span) return;
+    const auto id = std::exchange(t.frame.span, 0);
+    const std::string_view status = error                                        ? "error"
+                                    : t.status == task_status::interrupted       ? "interrupted"
+                                                                                 : "done";
+    const span_attribute attributes[] = {{"stategraph.status", status}};
+    end_span(*r.tracer, id, attributes, error);
+}
+
+} // namespace engine
+} // namespace detail
+
+void trace_span::put(std::string_view key, owned_value value) {
+    if (!o_) return;
+    for (auto& a : attributes_)
+        if (a.first == key) {
+            a.second = std::move(value);
+            return;
+        }
+    attributes_.emplace_back(std::string(key), std::move(value));
+}
+
+void trace_span::end() noexcept {
+    if (!o_) return;
+    run_observer* o = std::exchange(o_, nullptr);
+    try {
+        std::vector<std::vector<std::string_view>> lists; // the views of list values
+        std::size_t n_lists = 0;
+        for (const auto& a : attributes_) n_lists += std::holds_alternative<std::vector<std::string>>(a.second);
+        lists.reserve(n_lists);
+        std::vector<span_attribute> views;
+        views.reserve(attributes_.size());
+        for (const auto& [key, value] : attributes_) {
+            span_attribute v{key, std::int64_t(0)};
+            if (const auto* s = std::get_if<std::string>(&value)) v.value = std::string_view(*s);
+            else if (const auto* i = std::get_if<std::int64_t>(&value)) v.value = *i;
+            else if (const auto* d = std::get_if<double>(&value)) v.value = *d;
+            else if (const auto* b = std::get_if<bool>(&value)) v.value = *b;
+            else {
+                const auto& items = std::get<std::vector<std::string>>(value);
+                auto& list = lists.emplace_back(items.begin(), items.end());
+                v.value = std::span<const std::string_view>(list);
+            }
+            views.push_back(v);
+        }
+        o->on_span_end(id_, span_end{failed_, error_type_, message_, views});
+    } catch (...) {
+        // a tracer that cannot take the span loses it; the node goes on
+    }
+    id_ = 0;
+}
+
+} // namespace stategraph

@@ -68,6 +68,7 @@ struct task_frame {
     std::vector<boost::json::value> resume; // answers, by interrupt call index
     std::size_t counter = 0;                // interrupt calls made so far in this attempt
     const resume_pass* child_resume = nullptr; // resume meant for a subgraph run by this task
+    std::uint64_t span = 0;                    // this attempt's span (with a tracing observer)
     // side effects (ctx.task): results by key, saved as the task's pending write on the run's
     // current checkpoint
     boost::json::object effects;
@@ -271,6 +272,12 @@ struct run_state {
     field_mask command_changed;
     std::string run_id; // this call's id (ctx.run_id()), shared with its subgraphs
     const call_env* env = nullptr; // the call streaming this run's checkpoints (set by run())
+    // Tracing (run_observer::traces): the call's observer when it traces, else null; this run's
+    // span, its parent (a subgraph's run: the node attempt running it), the step being run, and
+    // the run span's W3C context, saved in the metadata of the top-level checkpoints it writes.
+    run_observer* tracer = nullptr;
+    std::uint64_t span = 0, parent_span = 0, step_span = 0;
+    std::string traceparent;
 
     const std::string& thread_id() const noexcept { return session.thread_id(); }
 };
@@ -395,6 +402,17 @@ boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& 
 [[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit);
 boost::asio::awaitable<void> save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks);
 void apply_and_route(const call_env& env, run_state& r, task& t, frontier& next);
+
+// engine_context.cpp (tracing)
+/// The run's span opens: continuing `head`'s trace unless the input is new (`starts_trace`).
+void begin_run_span(const call_env& env, run_state& r, const checkpoint::checkpoint* head, bool starts_trace);
+void end_run_span(run_state& r, std::exception_ptr failure, const run_outcome* result);
+std::uint64_t begin_step_span(run_state& r, std::size_t tasks);
+void end_step_span(run_state& r, const char* status);
+void begin_node_span(run_state& r, task& t, const std::string& node, int attempt, bool cached);
+void end_node_span(run_state& r, task& t, std::exception_ptr error);
+/// An exception as a span's `error.type` (an error code's name, else the exception's type) and message.
+std::pair<std::string, std::string> describe_failure(std::exception_ptr e);
 
 // engine_loop.cpp
 boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool skip_breakpoint);

@@ -15,6 +15,14 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         if (tasks.empty()) break;
         // Every call runs its first step (a resume's answer is used, never dropped unsaved).
         if (top && supersteps > 0 && drain_requested()) co_return make_result(g, r, run_status::drained, {});
+        // The step's span (a tracing observer): ended with the step's outcome, or as failed when
+        // the step throws.
+        struct step_trace {
+            run_state& r;
+            const char* status = nullptr;
+            ~step_trace() { end_step_span(r, status); }
+        } step_span{r};
+        if (r.tracer) begin_step_span(r, tasks.size());
         // Saved outcomes of this step (a resume, or a restart after a crash).
         const bool any_pending = !r.saved.pending.empty();
         for (auto& t : tasks) {
@@ -40,6 +48,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                                    [&](const task& t) { return env.breaks_before(t.node); });
             if (hit && max_version(r.saved.versions) > r.saved.fr.seen) {
                 co_await stop_at_breakpoint(env, r, false);
+                step_span.status = "breakpoint";
                 co_return make_result(g, r, run_status::interrupted, {});
             }
         }
@@ -73,6 +82,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                                       "node '" + name + "' returned a command for its parent graph (to_parent), but graph '" +
                                           g.topo.name + "' runs as no subgraph's node: it has no parent",
                                       {name});
+                step_span.status = "to_parent";
                 throw parent_command_signal{std::move(t.out.parent), name};
             }
         std::vector<interrupt_info> interrupts;
@@ -92,6 +102,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                     for (const auto& i : t.interrupts) list.push_back(boost::json::object{{"id", i.id}, {"value", i.value}});
                     emit(env, r, stream_mode::updates, std::string(names::interrupt), std::move(list), false, true);
                 }
+            step_span.status = "interrupted";
             auto res = make_result(g, r, run_status::interrupted, std::move(interrupts));
             // The result includes the writes of the step's finished tasks (as get_state).
             settle_overwrites(g, tasks);
@@ -150,6 +161,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             env.on_event(e);
         }
         ++supersteps;
+        step_span.status = "done";
         // Static breakpoint after these nodes.
         if (r.session) {
             bool hit = std::any_of(tasks.begin(), tasks.end(),
@@ -297,6 +309,8 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
             throw thread_error(errc::checkpoint_not_found, "thread '" + r.thread_id() + "' has no checkpoint '" + *from_id + "'",
                                {r.thread_id(), *from_id});
     }
+    // New input starts a trace; a resume or a continuation goes on with the one its thread saved.
+    if (r.tracer) begin_run_span(env, r, head ? &head->cp : nullptr, in.what == run_input::kind::values);
     r.saved.fr.barriers.assign(g.joins.size(), {});
     for (std::size_t j = 0; j < g.joins.size(); ++j) r.saved.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
     if (head) {
@@ -392,6 +406,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     const bool top = r.session && r.session.ns().empty();
     r.writer.mode = env.cfg.durability;
     r.env = &env;
+    if (env.cfg.observer && env.cfg.observer->traces()) r.tracer = env.cfg.observer;
     if (top) co_await r.session.acquire();
     std::exception_ptr failure;
     run_outcome result;
@@ -411,6 +426,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
         }
     }
     co_await release_quietly(r.session);
+    if (r.span) end_run_span(r, failure, failure ? nullptr : &result);
     if (failure) std::rethrow_exception(failure);
     co_return result;
 }

@@ -159,6 +159,10 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
             if (entry && replay_cached(g, t, *entry)) {
                 t.status = task_status::done;
                 t.cached = true;
+                if (r.tracer) {
+                    begin_node_span(r, t, rt.name, 1, true);
+                    end_node_span(r, t, nullptr);
+                }
                 t.out_fields = t.out.writes.fields();
                 if (env.wants(stream_mode::updates)) emit(env, r, stream_mode::updates, rt.name, *t.encoded, true);
                 if (streams_tasks) emit_task_result(env, r, t);
@@ -175,6 +179,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
         f.attempt = attempt;
         context ctx = context_access::make(f);
         std::exception_ptr error;
+        if (r.tracer) begin_node_span(r, t, rt.name, attempt, false);
         try {
             t.out = node_result{};
             if (rt.call.sync) rt.call.sync(t.input, ctx, t.out);
@@ -187,6 +192,7 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
         } catch (...) {
             error = std::current_exception();
         }
+        if (f.span) end_node_span(r, t, error);
         if (error) {
             bool retry = attempt < attempts && rt.retry && retryable(*rt.retry, error);
             if (retry) {

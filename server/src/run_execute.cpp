@@ -125,6 +125,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
     ++self->metrics.runs_started;
     run->meter.metrics = &self->metrics;
     run->meter.graph_id = rec.graph_id;
+    run->meter.tracer = self->opts.tracer;
     try {
         // Events go on after those an earlier attempt stored.
         if (rec.attempts > 1 || !rec.anchor.is_null()) {
@@ -175,6 +176,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             else req.config.recursion_limit = a->spec.options.recursion_limit;
             if (auto d = string_of(rec.spec, "durability"); d == "async") req.config.durability = durability::async;
             else if (d == "exit") req.config.durability = durability::exit;
+            if (auto tp = string_of(rec.spec, "traceparent"); !tp.empty()) req.config.traceparent = tp;
             if (!progressed) {
                 if (auto cp = string_of(rec.spec, "checkpoint_id"); !cp.empty()) req.config.checkpoint_id = cp;
                 std::optional<resume_input> resume;

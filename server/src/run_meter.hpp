@@ -17,6 +17,12 @@ class run_meter : public usage_tally {
 public:
     server_metrics* metrics = nullptr; ///< null: the run's usage is summed, nothing else
     std::string graph_id;
+    run_observer* tracer = nullptr; ///< the server's tracer (server_options::tracer): spans go to it
+
+    bool traces() const noexcept override { return tracer && tracer->traces(); }
+    std::uint64_t on_span_begin(const span_start& s) override { return tracer->on_span_begin(s); }
+    void on_span_end(std::uint64_t id, const span_end& e) override { tracer->on_span_end(id, e); }
+    std::string trace_parent(std::uint64_t id) const override { return tracer->trace_parent(id); }
 
     void on_node_end(std::string_view node, std::chrono::steady_clock::duration took, bool failed) override {
         if (metrics) metrics->node_ended(graph_id, node, took, failed);

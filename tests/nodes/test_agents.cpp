@@ -34,19 +34,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace agents_test {
-
-struct chat {
-    std::vector<stategraph::nodes::chat_message> messages;
-    std::vector<std::string> trail;
-};
-BOOST_DESCRIBE_STRUCT(chat, (), (messages, trail))
-inline auto reducers(stategraph::for_state<chat>) {
-    return stategraph::reducers{stategraph::reduce<&chat::messages>(stategraph::messages),
-                                stategraph::reduce<&chat::trail>(stategraph::append)};
-}
-
-}  // namespace agents_test
+#include "chat_state.hpp"
 
 namespace {
 
@@ -54,7 +42,7 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 namespace sg = stategraph;
 namespace nodes = stategraph::nodes;
-using agents_test::chat;
+using nodes_test::chat;
 using nodes::chat_message;
 using nodes::chat_request;
 using nodes::chat_response;

@@ -10,6 +10,10 @@
 
 #include <stategraph/nodes/model_node.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
+#include <stategraph/otlp_tracer.hpp>
+
+#include "otlp_receiver.hpp" // tests/support
+#include "temp_dir.hpp"
 
 #include <sstream>
 
@@ -203,4 +207,70 @@ BOOST_AUTO_TEST_CASE(usage_in_process) {
     BOOST_TEST(tally.total().input_tokens == 7);
     BOOST_TEST(tally.total().output_tokens == 2);
     BOOST_TEST(tally.by_model().count("") == 1u); // rule_chat_model names no model
+}
+
+// Traces (issue 28, item 3) across server instances: a run created on an API-only instance with
+// the caller's W3C `traceparent` runs on another instance, and its span continues the caller's
+// trace; the resume of that thread, created without a header, continues the trace the
+// interrupted run saved with its checkpoint.
+BOOST_AUTO_TEST_CASE(a_runs_trace_follows_its_caller_across_instances) {
+    stategraph::test::temp_dir dir;
+    stategraph::test::otlp_receiver receiver;
+    stategraph::otlp_options to;
+    to.endpoint = receiver.endpoint();
+    to.flush_interval = std::chrono::milliseconds(50);
+    stategraph::otlp_tracer tracer(to);
+    auto shared = std::make_shared<sg::checkpoint::memory_saver>(); // both instances' checkpoints
+    auto instance = [&](std::size_t workers) {
+        auto o = test_options();
+        o.runs = srv::open_sqlite_run_store(dir.file("runs.db"));
+        o.max_runs_in_flight = workers;
+        o.poll_interval = std::chrono::milliseconds(50);
+        o.tracer = &tracer;
+        return o;
+    };
+    running_server worker(instance(4), {}, shared);
+    running_server api(instance(0), {}, shared);
+    const std::string caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const std::string caller_span = "00f067aa0ba902b7";
+    auto th = post(api.port, "/threads", json::object{});
+    BOOST_TEST_REQUIRE(th.status == 200u, th.body);
+    const std::string tid(th.json().at("thread_id").as_string());
+    auto first = post(api.port, "/threads/" + tid + "/runs/wait",
+                      json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "ask"}}}},
+                      {{"traceparent", "00-" + caller_trace + "-" + caller_span + "-01"}});
+    BOOST_TEST_REQUIRE(first.status == 200u, first.body);
+    BOOST_TEST_REQUIRE(tracer.flush());
+    auto runs = [&] {
+        std::vector<stategraph::test::received_span> out;
+        for (const auto& s : receiver.spans())
+            if (s.name == "invoke_agent chat") out.push_back(s);
+        return out;
+    };
+    auto one = runs();
+    BOOST_TEST_REQUIRE(one.size() == 1u);
+    BOOST_TEST(one[0].trace_id == caller_trace);
+    BOOST_TEST(one[0].parent_span_id == caller_span);
+    BOOST_TEST(one[0].attr("stategraph.status") == "interrupted");
+    BOOST_TEST(one[0].attr("gen_ai.conversation.id") == tid);
+
+    // the answer, sent with no trace context of its own
+    auto second = post(api.port, "/threads/" + tid + "/runs/wait",
+                       json::object{{"assistant_id", "chat"}, {"command", json::object{{"resume", "yes"}}}});
+    BOOST_TEST_REQUIRE(second.status == 200u, second.body);
+    BOOST_TEST_REQUIRE(tracer.flush());
+    auto two = runs();
+    BOOST_TEST_REQUIRE(two.size() == 2u);
+    BOOST_TEST(two[1].trace_id == caller_trace);
+    BOOST_TEST(two[1].parent_span_id == one[0].span_id);
+    BOOST_TEST(two[1].attr("stategraph.status") == "done");
+    // the nodes' spans hang under their run's steps
+    int nodes_seen = 0;
+    for (const auto& s : receiver.spans())
+        if (s.name == "node work" || s.name == "node ask") {
+            ++nodes_seen;
+            BOOST_TEST(s.trace_id == caller_trace);
+        }
+    BOOST_TEST(nodes_seen >= 3); // work and ask, then ask again on resume
+    for (const auto& p : receiver.problems()) BOOST_ERROR("the receiver refused: " << p);
 }

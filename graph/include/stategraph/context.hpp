@@ -16,6 +16,7 @@
 #include <boost/json/value_from.hpp>
 #include <boost/json/value_to.hpp>
 
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -67,6 +68,7 @@ store::base_store* store_of_call(const task_frame& f) noexcept;
 [[noreturn]] void throw_no_store(const task_frame& f);
 [[noreturn]] void throw_runtime_mismatch(const task_frame& f, const std::string& wanted);
 void report_usage(const task_frame& f, std::string_view model, const token_usage& usage);
+trace_span start_span(const task_frame& f, span_kind kind, std::string_view name, std::span<const span_attribute> attributes);
 
 /// What `fn()` of `ctx.task` gives: a value, or an awaitable of one.
 template <class T>
@@ -169,6 +171,26 @@ public:
     /// the run's observer (`run_config::observer`), if it has one. `model_node` does it for its
     /// calls; a node that calls a model itself may.
     void report_usage(std::string_view model, const token_usage& usage) const { detail::report_usage(*f_, model, usage); }
+
+    /// @brief Opens a span for a part of this node (a model or tool call) under the node
+    /// attempt's span, for the run's tracing observer; without one (the default) it returns an
+    /// empty span at the cost of a pointer test. `model_node`, `tool_node`, the ReAct agent and
+    /// the supervisor's LLM router open theirs; a node that calls a model itself may:
+    /// `auto span = ctx.start_span(span_kind::model, "chat gpt-4o", attrs);`, then
+    /// `span.set("gen_ai.usage.input_tokens", n)`, and `span.fail(...)` when the call fails.
+    /// @param kind what the span stands for (`model`, `tool` or `other`).
+    /// @param name the span's name (OpenTelemetry's GenAI conventions: "chat {model}",
+    /// "execute_tool {tool}").
+    /// @param attributes its first attributes (copied by the observer).
+    /// @return the open span; it ends when destroyed (or at `end()`).
+    trace_span start_span(span_kind kind, std::string_view name, std::span<const span_attribute> attributes = {}) const {
+        return detail::start_span(*f_, kind, name, attributes);
+    }
+    /// @brief The same, with the attributes written in place: `ctx.start_span(span_kind::tool,
+    /// "execute_tool search", {{"gen_ai.tool.name", "search"}})`.
+    trace_span start_span(span_kind kind, std::string_view name, std::initializer_list<span_attribute> attributes) const {
+        return detail::start_span(*f_, kind, name, std::span<const span_attribute>(attributes.begin(), attributes.size()));
+    }
 
     /// @brief Pauses the run for a human: `co_await ctx.interrupt<T>(payload)`. Returns the
     /// answer given on resume, converted to `T`; without an answer the node stops here, and it

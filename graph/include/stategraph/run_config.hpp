@@ -120,6 +120,11 @@ struct run_config {
     /// told of node and checkpoint-write durations and of model usage (its subgraphs too);
     /// it must outlive the call. Null: nothing is measured.
     run_observer* observer = nullptr;
+    /// the W3C `traceparent` (`00-<trace id>-<span id>-<flags>`) this call's run span continues,
+    /// for a tracing observer (a server passes its request's header); empty: a resume or a
+    /// continuation goes on with the trace its thread's interrupted run saved, new input starts
+    /// a new trace
+    id_text traceparent;
 };
 /// @brief Breakpoints of one call (`compiled_graph::invoke(in, cfg, run_breakpoints{...})`): each
 /// one set replaces the graph's compiled breakpoints of its kind for the call; "*" is every node.

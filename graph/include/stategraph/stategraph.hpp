@@ -20,5 +20,6 @@
 #include <stategraph/state_graph.hpp>
 #include <stategraph/stream.hpp>
 #include <stategraph/topology.hpp>
+#include <stategraph/trace_span.hpp>
 #include <stategraph/update.hpp>
 #include <stategraph/usage_tally.hpp>

@@ -32,6 +32,9 @@ inline constexpr std::string_view seen = "seen";         ///< breakpoint marker
 
 // -- keys of the metadata ------------------------------------------------------------------------
 inline constexpr std::string_view writers = "writers"; ///< nodes whose writes made the checkpoint
+/// the W3C trace context of the run that wrote the checkpoint (with a tracing observer only):
+/// resuming the thread continues that trace
+inline constexpr std::string_view traceparent = "traceparent";
 inline constexpr std::string_view step = "step";
 inline constexpr std::string_view source = "source";
 inline constexpr std::string_view delta = "delta";     ///< a subgraph's writes so far

@@ -47,6 +47,8 @@ enum class errc {
     bad_limits = 70,     ///< @brief Execution limits JSON with an unknown field, a wrong type or a value out of range.
     not_allowed,         ///< @brief A job did something its execution limits do not allow (an allow_* flag is false).
     attempts_exhausted,  ///< @brief An attempt past the job's max_attempts.
+    // -- telemetry ----------------------------------------------------------------------------
+    bad_otlp_endpoint = 80, ///< @brief An `otlp_tracer`'s endpoint is not an http:// URL, or one of its limits is 0.
 };
 
 /// @brief The "stategraph.nodes" error category.
@@ -82,6 +84,7 @@ inline std::error_category const& nodes_category() noexcept {
             case errc::bad_limits: return "invalid execution limits";
             case errc::not_allowed: return "not allowed by the job's execution limits";
             case errc::attempts_exhausted: return "the job has no attempt left";
+            case errc::bad_otlp_endpoint: return "invalid OTLP endpoint or limits";
             }
             return "unknown stategraph.nodes error";
         }
@@ -124,6 +127,7 @@ inline char const* to_string(errc e) noexcept {
     case errc::bad_limits: return "bad_limits";
     case errc::not_allowed: return "not_allowed";
     case errc::attempts_exhausted: return "attempts_exhausted";
+    case errc::bad_otlp_endpoint: return "bad_otlp_endpoint";
     }
     return "";
 }

@@ -8,6 +8,7 @@
 #include <stategraph/context.hpp>
 #include <stategraph/nodes/chat_model.hpp>
 #include <stategraph/nodes/error.hpp>
+#include <stategraph/nodes/model_span.hpp>
 #include <stategraph/nodes/tool_node.hpp>
 #include <stategraph/state.hpp>
 #include <stategraph/update.hpp>
@@ -67,15 +68,23 @@ public:
         std::string const model_name = request.model.empty() ? model->model_name() : request.model;
         std::string const id = "ai:" + ctx.run_id() + ":" + std::to_string(ctx.step()) + ":" + ctx.node();
         chat_response response;
-        if (ctx.streams_messages()) {
-            auto* context = &ctx;
-            chunk_handler on_chunk = [context, id](chat_chunk const& chunk) {
-                context->write_message(message_chunk_json(chunk, id));
-            };
-            response = co_await model->stream(std::move(request), std::move(on_chunk));
-        } else {
-            response = co_await model->complete(std::move(request));
+        auto span = start_model_span(ctx, model_name);
+        try {
+            if (ctx.streams_messages()) {
+                auto* context = &ctx;
+                chunk_handler on_chunk = [context, id](chat_chunk const& chunk) {
+                    context->write_message(message_chunk_json(chunk, id));
+                };
+                response = co_await model->stream(std::move(request), std::move(on_chunk));
+            } else {
+                response = co_await model->complete(std::move(request));
+            }
+        } catch (std::exception const& e) {
+            record_failure(span, e);
+            throw;
         }
+        record_answer(span, response);
+        span.end();
         if (response.usage().total_tokens() != 0) ctx.report_usage(model_name, response.usage());
         std::vector<chat_message> answer(1, response.to_message());
         answer.front().id = id;

@@ -10,6 +10,7 @@
 #include <stategraph/nodes/chat_model.hpp>
 #include <stategraph/nodes/error.hpp>
 #include <stategraph/nodes/failure_policy.hpp>
+#include <stategraph/nodes/model_span.hpp>
 #include <stategraph/state_graph.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -394,7 +395,17 @@ private:
         request.messages.push_back(chat_message{"user", std::move(task)});
         auto model = router_->model;
         std::string const model_name = request.model.empty() ? model->model_name() : request.model;
-        auto response = co_await model->complete(std::move(request));
+        auto span = start_model_span(ctx, model_name);
+        chat_response response;
+        try {
+            response = co_await model->complete(std::move(request));
+        } catch (std::exception const& e) {
+            record_failure(span, e);
+            throw;
+        }
+        record_answer(span, response);
+        span.set("stategraph.router", true);
+        span.end();
         if (response.usage().total_tokens() != 0) ctx.report_usage(model_name, response.usage());
         boost::system::error_code ec;
         auto doc = boost::json::parse(response.content, ec);

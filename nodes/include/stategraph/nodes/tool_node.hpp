@@ -76,6 +76,16 @@ inline chat_message tool_error_message(tool_call const& call, errc kind, std::st
 inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::vector<tool> const> tools,
                                                           std::shared_ptr<permission_rules const> rules,
                                                           tool_call call, stategraph::context* ctx) {
+    // The call's span (a tracing observer): OpenTelemetry's execute_tool, failed when the call
+    // ends in an error message.
+    auto span = ctx->start_span(span_kind::tool, "execute_tool " + call.name,
+                                {{"gen_ai.operation.name", std::string_view("execute_tool")},
+                                 {"gen_ai.tool.name", std::string_view(call.name)},
+                                 {"gen_ai.tool.call.id", std::string_view(call.id)}});
+    auto failed = [&span, &call](errc kind, std::string const& what) {
+        span.fail(to_string(kind), what);
+        return tool_error_message(call, kind, what);
+    };
     tool const* found = nullptr;
     std::string names;
     for (auto const& t : *tools) {
@@ -83,27 +93,28 @@ inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::v
         names += (names.empty() ? "" : ", ") + t.name();
     }
     if (!found)
-        co_return tool_error_message(call, errc::unknown_tool,
+        co_return failed(errc::unknown_tool,
                                      "unknown tool '" + call.name + "'; the tools are: " + names);
     boost::system::error_code ec;
     auto parsed = boost::json::parse(call.arguments.empty() ? std::string("{}") : call.arguments, ec);
     if (ec || !parsed.is_object())
-        co_return tool_error_message(call, errc::bad_tool_arguments,
+        co_return failed(errc::bad_tool_arguments,
                                      "the arguments of tool '" + call.name + "' are not a JSON object: " + call.arguments);
     auto const& args = parsed.as_object();
     auto verdict = std::pair<permission, permission_rule const*>(permission::allow, nullptr);
     if (rules) verdict = rules->check(call.name, call_subject(args, found->subject_field()));
     std::string const rule = verdict.second ? verdict.second->text : std::string();
     if (verdict.first == permission::deny)
-        co_return tool_error_message(call, errc::tool_denied,
+        co_return failed(errc::tool_denied,
                                      "the call of tool '" + call.name + "' is denied" +
                                          (rule.empty() ? std::string(" by default") : " by rule \"" + rule + "\""));
     if (found->asks_first() || verdict.first == permission::ask) {
         boost::json::object question{{"type", "tool_approval"}, {"tool", call.name}, {"arguments", args},
                                      {"tool_call_id", call.id}, {"rule", rule}};
+        span.set("stategraph.asks_human", true);
         auto const answer = ctx->interrupt_now<boost::json::value>(question);
         if (!(answer.is_bool() && answer.get_bool()))
-            co_return tool_error_message(call, errc::tool_denied,
+            co_return failed(errc::tool_denied,
                                          "a human denied the call of tool '" + call.name + "'");
     }
     std::exception_ptr failure;
@@ -129,11 +140,11 @@ inline boost::asio::awaitable<chat_message> run_tool_call(std::shared_ptr<std::v
     try {
         std::rethrow_exception(failure);
     } catch (agent_error const& e) {
-        co_return tool_error_message(call, e.kind(), "tool '" + call.name + "': " + e.what());
+        co_return failed(e.kind(), "tool '" + call.name + "': " + e.what());
     } catch (std::exception const& e) {
-        co_return tool_error_message(call, errc::tool_failed, "tool '" + call.name + "' failed: " + e.what());
+        co_return failed(errc::tool_failed, "tool '" + call.name + "' failed: " + e.what());
     } catch (...) {
-        co_return tool_error_message(call, errc::tool_failed, "tool '" + call.name + "' failed");
+        co_return failed(errc::tool_failed, "tool '" + call.name + "' failed");
     }
 }
 

@@ -2,6 +2,7 @@
 /// @file options.hpp
 /// @brief `server_options`: where the server listens, its limits and its API keys.
 
+#include <stategraph/run_observer.hpp>
 #include <stategraph/verbosity.hpp>
 
 #include <chrono>
@@ -100,6 +101,11 @@ struct server_options {
     std::chrono::milliseconds dot_timeout{10'000};
     /// who may read `GET /metrics`: by default the callers the API keys let in
     metrics_access metrics = metrics_access::keyed;
+    /// told of every run's spans (a tracing `run_observer`, e.g. `stategraph::otlp_tracer`);
+    /// it must outlive the server. A request's W3C `traceparent` header is kept with the run,
+    /// so the run's span continues the caller's trace on whichever instance executes it.
+    /// Null (the default): no span is built.
+    run_observer* tracer = nullptr;
 };
 
 } // namespace stategraph::server

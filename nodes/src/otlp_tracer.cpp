@@ -1,0 +1,450 @@
+// otlp_tracer: spans kept while open, batched when they end, and sent as OTLP/HTTP JSON by a
+// thread of the tracer's own (its own io_context, one connection per batch).
+
+#include <stategraph/otlp_tracer.hpp>
+
+#include <stategraph/nodes/error.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json.hpp>
+
+#include <array>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+namespace stategraph {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+
+[[noreturn]] void bad(const std::string& what) { throw nodes::agent_error(nodes::errc::bad_otlp_endpoint, what); }
+
+struct endpoint_parts {
+    std::string host, port, target;
+};
+
+endpoint_parts parse_endpoint(const std::string& url) {
+    const std::string where = "otlp_tracer: endpoint \"" + url + "\"";
+    constexpr std::string_view scheme = "http://";
+    if (url.rfind("https://", 0) == 0)
+        bad(where + ": https is not supported; export to a collector over http:// (a local agent or sidecar)");
+    if (url.rfind(scheme, 0) != 0) bad(where + ": expected http://host[:port]/path, e.g. http://127.0.0.1:4318/v1/traces");
+    for (char c : url)
+        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) bad(where + ": contains whitespace or control characters");
+    const std::string rest = url.substr(scheme.size());
+    const auto slash = rest.find('/');
+    std::string authority = rest.substr(0, slash);
+    endpoint_parts out;
+    out.target = slash == std::string::npos ? "/v1/traces" : rest.substr(slash);
+    if (authority.empty()) bad(where + ": no host");
+    if (authority.front() == '[') {
+        const auto close = authority.find(']');
+        if (close == std::string::npos) bad(where + ": unterminated IPv6 literal");
+        out.host = authority.substr(1, close - 1);
+        const std::string after = authority.substr(close + 1);
+        if (!after.empty() && after.front() != ':') bad(where + ": unexpected characters after the IPv6 literal");
+        out.port = after.empty() ? "" : after.substr(1);
+    } else {
+        const auto colon = authority.rfind(':');
+        out.host = authority.substr(0, colon);
+        out.port = colon == std::string::npos ? "" : authority.substr(colon + 1);
+    }
+    if (out.host.empty()) bad(where + ": no host");
+    if (out.port.empty()) out.port = "80";
+    for (char c : out.port)
+        if (c < '0' || c > '9') bad(where + ": the port is not a number");
+    if (std::stoul(out.port.size() > 5 ? std::string("99999") : out.port) > 65535) bad(where + ": the port is out of range");
+    return out;
+}
+
+std::string hex(std::uint64_t v) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out(16, '0');
+    for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<std::size_t>(i)] = digits[v & 15];
+    return out;
+}
+
+bool parse_hex(std::string_view s, std::uint64_t& out) {
+    out = 0;
+    for (char c : s) {
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return false;
+        out = (out << 4) | static_cast<std::uint64_t>(d);
+    }
+    return true;
+}
+
+struct trace_id {
+    std::uint64_t hi = 0, lo = 0;
+    bool valid() const noexcept { return hi || lo; }
+    std::string text() const { return hex(hi) + hex(lo); }
+};
+
+/// A W3C traceparent "00-<32 hex>-<16 hex>-<2 hex>" (lower case; all-zero ids are invalid).
+bool parse_traceparent(std::string_view s, trace_id& trace, std::uint64_t& parent) {
+    if (s.size() != 55 || s.substr(0, 3) != "00-" || s[35] != '-' || s[52] != '-') return false;
+    std::uint64_t flags = 0;
+    if (!parse_hex(s.substr(3, 16), trace.hi) || !parse_hex(s.substr(19, 16), trace.lo) || !parse_hex(s.substr(36, 16), parent) ||
+        !parse_hex(s.substr(53, 2), flags))
+        return false;
+    return trace.valid() && parent != 0;
+}
+
+std::uint64_t now_ns() {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+json::object any_value(const span_value& v) {
+    struct visit {
+        json::object operator()(std::string_view s) const { return {{"stringValue", s}}; }
+        // OTLP's JSON encoding writes 64-bit integers as decimal strings
+        json::object operator()(std::int64_t i) const { return {{"intValue", std::to_string(i)}}; }
+        json::object operator()(double d) const { return {{"doubleValue", d}}; }
+        json::object operator()(bool b) const { return {{"boolValue", b}}; }
+        json::object operator()(std::span<const std::string_view> list) const {
+            json::array values;
+            values.reserve(list.size());
+            for (auto s : list) values.push_back(json::object{{"stringValue", s}});
+            return {{"arrayValue", json::object{{"values", std::move(values)}}}};
+        }
+    };
+    return std::visit(visit{}, v);
+}
+
+void add_attributes(json::array& out, std::span<const span_attribute> attributes) {
+    for (const auto& a : attributes) {
+        // a key set again replaces the earlier value
+        bool replaced = false;
+        for (auto& existing : out)
+            if (existing.as_object().at("key").as_string() == a.key) {
+                existing.as_object()["value"] = any_value(a.value);
+                replaced = true;
+            }
+        if (!replaced) out.push_back(json::object{{"key", a.key}, {"value", any_value(a.value)}});
+    }
+}
+
+json::object string_attribute(std::string_view key, std::string_view value) {
+    return {{"key", key}, {"value", json::object{{"stringValue", value}}}};
+}
+
+std::string percent_decode(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        std::uint64_t v = 0;
+        if (s[i] == '%' && i + 2 < s.size() && parse_hex(s.substr(i + 1, 2), v)) {
+            out.push_back(static_cast<char>(v));
+            i += 2;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+std::string trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return std::string(s);
+}
+
+/// "k=v,k2=v2" (OpenTelemetry's list form for headers and resource attributes).
+std::vector<std::pair<std::string, std::string>> key_values(const char* text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!text) return out;
+    std::string_view rest(text);
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        const auto eq = item.find('=');
+        if (eq == std::string_view::npos) continue;
+        auto key = trim(item.substr(0, eq));
+        if (key.empty()) continue;
+        out.emplace_back(std::move(key), percent_decode(trim(item.substr(eq + 1))));
+    }
+    return out;
+}
+
+} // namespace
+
+otlp_options otlp_options::from_environment() {
+    otlp_options o;
+    if (const char* e = std::getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); e && *e) {
+        o.endpoint = e;
+    } else if (const char* base = std::getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); base && *base) {
+        std::string b(base);
+        while (!b.empty() && b.back() == '/') b.pop_back();
+        o.endpoint = b + "/v1/traces";
+    }
+    if (const char* name = std::getenv("OTEL_SERVICE_NAME"); name && *name) o.service_name = name;
+    o.headers = key_values(std::getenv("OTEL_EXPORTER_OTLP_HEADERS"));
+    o.resource_attributes = key_values(std::getenv("OTEL_RESOURCE_ATTRIBUTES"));
+    return o;
+}
+
+struct otlp_tracer::impl {
+    otlp_options options;
+    endpoint_parts where;
+
+    struct open_span {
+        trace_id trace;
+        std::uint64_t span_id = 0, parent_id = 0;
+        std::uint64_t start_ns = 0;
+        span_kind kind = span_kind::other;
+        std::string name;
+        json::array attributes;
+    };
+
+    mutable std::mutex m;
+    std::condition_variable wake;      // the exporter: spans to send, a flush, or stop
+    std::condition_variable exported;  // flush(): a round of exports ended
+    std::mt19937_64 random{std::random_device{}()};
+    std::uint64_t next_handle = 1;
+    std::unordered_map<std::uint64_t, open_span> open;
+    std::vector<json::object> ended;
+    otlp_stats counts;
+    std::uint64_t flush_wanted = 0, flush_done = 0; // flush rounds asked for / finished
+    bool stopping = false;
+    std::thread worker;
+
+    std::uint64_t random_id() {
+        std::uint64_t v = 0;
+        while (v == 0) v = random();
+        return v;
+    }
+
+    json::object resource() const {
+        json::array attributes;
+        attributes.push_back(string_attribute("service.name", options.service_name));
+        attributes.push_back(string_attribute("telemetry.sdk.name", "stategraph"));
+        attributes.push_back(string_attribute("telemetry.sdk.language", "cpp"));
+        attributes.push_back(string_attribute("telemetry.sdk.version", "0.1.0"));
+        for (const auto& [k, v] : options.resource_attributes) attributes.push_back(string_attribute(k, v));
+        return {{"attributes", std::move(attributes)}};
+    }
+
+    std::string body(std::vector<json::object>& spans) const {
+        json::array list;
+        list.reserve(spans.size());
+        for (auto& s : spans) list.push_back(std::move(s));
+        json::object scope{{"name", "stategraph"}, {"version", "0.1.0"}};
+        json::object scope_spans{{"scope", std::move(scope)}, {"spans", std::move(list)}};
+        json::object resource_spans{{"resource", resource()}, {"scopeSpans", json::array{std::move(scope_spans)}}};
+        return json::serialize(json::object{{"resourceSpans", json::array{std::move(resource_spans)}}});
+    }
+
+    /// One POST of `payload`; "" when the collector answered 2xx, else what went wrong.
+    std::string post(const std::string& payload) const {
+        asio::io_context io;
+        std::string problem = "timed out after " + std::to_string(options.timeout.count()) + " ms";
+        auto send = [&]() -> asio::awaitable<void> {
+            boost::system::error_code ec;
+            auto token = asio::redirect_error(asio::use_awaitable, ec);
+            tcp::resolver resolver(io);
+            auto found = co_await resolver.async_resolve(where.host, where.port, tcp::resolver::numeric_service, token);
+            if (ec) {
+                problem = "cannot resolve " + where.host + ": " + ec.message();
+                co_return;
+            }
+            beast::tcp_stream stream(io);
+            stream.expires_after(options.timeout);
+            co_await stream.async_connect(found, token);
+            if (ec) {
+                problem = "cannot connect: " + ec.message();
+                co_return;
+            }
+            http::request<http::string_body> req(http::verb::post, where.target, 11);
+            req.set(http::field::host, where.host + ":" + where.port);
+            req.set(http::field::content_type, "application/json");
+            req.set(http::field::user_agent, "stategraph-otlp/0.1.0");
+            for (const auto& [k, v] : options.headers) req.set(k, v);
+            req.body() = payload;
+            req.prepare_payload();
+            co_await http::async_write(stream, req, token);
+            if (ec) {
+                problem = "sending failed: " + ec.message();
+                co_return;
+            }
+            beast::flat_buffer buffer;
+            http::response<http::string_body> res;
+            co_await http::async_read(stream, buffer, res, token);
+            if (ec) {
+                problem = "reading the answer failed: " + ec.message();
+                co_return;
+            }
+            beast::error_code ignored;
+            stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+            if (res.result_int() / 100 != 2) {
+                problem = "HTTP " + std::to_string(res.result_int()) + ": " + res.body().substr(0, 200);
+                co_return;
+            }
+            problem.clear();
+        };
+        asio::co_spawn(io, send, asio::detached);
+        io.run();
+        return problem;
+    }
+
+    void run() {
+        std::unique_lock lock(m);
+        for (;;) {
+            wake.wait_for(lock, options.flush_interval, [&] {
+                return stopping || flush_wanted != flush_done || ended.size() >= options.max_batch;
+            });
+            const std::uint64_t round = flush_wanted;
+            const bool stop = stopping;
+            bool ok = true;
+            while (!ended.empty()) {
+                std::vector<json::object> batch;
+                const std::size_t n = std::min(ended.size(), options.max_batch);
+                batch.reserve(n);
+                for (std::size_t i = 0; i < n; ++i) batch.push_back(std::move(ended[i]));
+                ended.erase(ended.begin(), ended.begin() + static_cast<std::ptrdiff_t>(n));
+                lock.unlock();
+                const std::string payload = body(batch);
+                const std::string problem = post(payload);
+                lock.lock();
+                if (problem.empty()) {
+                    counts.spans_exported += n;
+                } else {
+                    ok = false;
+                    ++counts.exports_failed;
+                    counts.spans_dropped += n;
+                    counts.last_error = "POST " + options.endpoint + ": " + problem;
+                    break; // the rest waits for the next round
+                }
+            }
+            (void)ok;
+            flush_done = round;
+            exported.notify_all();
+            if (stop) return;
+        }
+    }
+};
+
+otlp_tracer::otlp_tracer(otlp_options options) : impl_(std::make_unique<impl>()) {
+    impl_->where = parse_endpoint(options.endpoint);
+    if (options.max_batch == 0 || options.max_queue == 0 || options.timeout.count() <= 0 || options.flush_interval.count() <= 0)
+        bad("otlp_tracer: max_batch, max_queue, timeout and flush_interval must be more than 0");
+    impl_->options = std::move(options);
+    impl_->worker = std::thread([p = impl_.get()] { p->run(); });
+}
+
+otlp_tracer::~otlp_tracer() {
+    {
+        std::lock_guard lock(impl_->m);
+        impl_->stopping = true;
+    }
+    impl_->wake.notify_all();
+    impl_->worker.join();
+}
+
+bool otlp_tracer::flush(std::chrono::milliseconds within) {
+    std::unique_lock lock(impl_->m);
+    const std::uint64_t failed_before = impl_->counts.exports_failed;
+    const std::uint64_t round = ++impl_->flush_wanted;
+    impl_->wake.notify_all();
+    const bool done = impl_->exported.wait_for(lock, within, [&] { return impl_->flush_done >= round; });
+    return done && impl_->counts.exports_failed == failed_before && impl_->ended.empty();
+}
+
+otlp_stats otlp_tracer::stats() const {
+    std::lock_guard lock(impl_->m);
+    return impl_->counts;
+}
+
+const otlp_options& otlp_tracer::options() const noexcept { return impl_->options; }
+
+std::uint64_t otlp_tracer::on_span_begin(const span_start& s) {
+    impl::open_span span;
+    span.kind = s.kind;
+    span.name = std::string(s.name);
+    span.start_ns = now_ns();
+    add_attributes(span.attributes, s.attributes);
+    trace_id remote;
+    std::uint64_t remote_parent = 0;
+    const bool continues = !s.parent && !s.remote_parent.empty() && parse_traceparent(s.remote_parent, remote, remote_parent);
+    std::lock_guard lock(impl_->m);
+    span.span_id = impl_->random_id();
+    if (s.parent) {
+        if (auto it = impl_->open.find(s.parent); it != impl_->open.end()) {
+            span.trace = it->second.trace;
+            span.parent_id = it->second.span_id;
+        }
+    } else if (continues) {
+        span.trace = remote;
+        span.parent_id = remote_parent;
+    }
+    if (!span.trace.valid()) span.trace = trace_id{impl_->random_id(), impl_->random_id()};
+    const std::uint64_t handle = impl_->next_handle++;
+    impl_->open.emplace(handle, std::move(span));
+    return handle;
+}
+
+void otlp_tracer::on_span_end(std::uint64_t id, const span_end& e) {
+    const std::uint64_t end_ns = now_ns();
+    impl::open_span span;
+    {
+        std::lock_guard lock(impl_->m);
+        auto it = impl_->open.find(id);
+        if (it == impl_->open.end()) return;
+        span = std::move(it->second);
+        impl_->open.erase(it);
+    }
+    add_attributes(span.attributes, e.attributes);
+    if (e.failed && !e.error_type.empty()) add_attributes(span.attributes, std::array{span_attribute{"error.type", e.error_type}});
+    // OTLP's SpanKind: 1 internal, 3 client (a model called over the network)
+    const int kind = span.kind == span_kind::model ? 3 : 1;
+    json::object out{{"traceId", span.trace.text()},
+                     {"spanId", hex(span.span_id)},
+                     {"name", span.name},
+                     {"kind", kind},
+                     {"startTimeUnixNano", std::to_string(span.start_ns)},
+                     {"endTimeUnixNano", std::to_string(std::max(end_ns, span.start_ns))},
+                     {"attributes", std::move(span.attributes)}};
+    if (span.parent_id) out["parentSpanId"] = hex(span.parent_id);
+    if (e.failed) out["status"] = json::object{{"code", 2}, {"message", e.message}}; // STATUS_CODE_ERROR
+    bool wake = false;
+    {
+        std::lock_guard lock(impl_->m);
+        ++impl_->counts.spans_ended;
+        if (impl_->ended.size() >= impl_->options.max_queue) {
+            ++impl_->counts.spans_dropped;
+            return;
+        }
+        impl_->ended.push_back(std::move(out));
+        wake = impl_->ended.size() == impl_->options.max_batch;
+    }
+    if (wake) impl_->wake.notify_one();
+}
+
+std::string otlp_tracer::trace_parent(std::uint64_t id) const {
+    std::lock_guard lock(impl_->m);
+    auto it = impl_->open.find(id);
+    if (it == impl_->open.end()) return {};
+    return "00-" + it->second.trace.text() + "-" + hex(it->second.span_id) + "-01";
+}
+
+} // namespace stategraph
