@@ -17,9 +17,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/json.hpp>
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -34,7 +35,6 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-namespace json = boost::json;
 using tcp = asio::ip::tcp;
 
 [[noreturn]] void bad(const std::string& what) { throw nodes::agent_error(nodes::errc::bad_otlp_endpoint, what); }
@@ -115,38 +115,74 @@ std::uint64_t now_ns() {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
-json::object any_value(const span_value& v) {
-    struct visit {
-        json::object operator()(std::string_view s) const { return {{"stringValue", s}}; }
-        // OTLP's JSON encoding writes 64-bit integers as decimal strings
-        json::object operator()(std::int64_t i) const { return {{"intValue", std::to_string(i)}}; }
-        json::object operator()(double d) const { return {{"doubleValue", d}}; }
-        json::object operator()(bool b) const { return {{"boolValue", b}}; }
-        json::object operator()(std::span<const std::string_view> list) const {
-            json::array values;
-            values.reserve(list.size());
-            for (auto s : list) values.push_back(json::object{{"stringValue", s}});
-            return {{"arrayValue", json::object{{"values", std::move(values)}}}};
+// Spans are written as OTLP JSON text at once, on the run's thread, into one string each: no
+// JSON tree, and one allocation the exporter thread frees (a tree built on one thread and freed
+// on another made the two fight over malloc's lock).
+
+/// `s` as a JSON string (quotes included), escaped as JSON asks.
+void put_string(std::string& out, std::string_view s) {
+    static constexpr char digits[] = "0123456789abcdef";
+    out.push_back('"');
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out.push_back('\\');
+            out.push_back(c);
+        } else if (u < 0x20) {
+            out += "\\u00";
+            out.push_back(digits[u >> 4]);
+            out.push_back(digits[u & 15]);
+        } else {
+            out.push_back(c);
         }
-    };
-    return std::visit(visit{}, v);
-}
-
-void add_attributes(json::array& out, std::span<const span_attribute> attributes) {
-    for (const auto& a : attributes) {
-        // a key set again replaces the earlier value
-        bool replaced = false;
-        for (auto& existing : out)
-            if (existing.as_object().at("key").as_string() == a.key) {
-                existing.as_object()["value"] = any_value(a.value);
-                replaced = true;
-            }
-        if (!replaced) out.push_back(json::object{{"key", a.key}, {"value", any_value(a.value)}});
     }
+    out.push_back('"');
 }
 
-json::object string_attribute(std::string_view key, std::string_view value) {
-    return {{"key", key}, {"value", json::object{{"stringValue", value}}}};
+/// An attribute's AnyValue: 64-bit integers as decimal strings (OTLP's JSON encoding); a double
+/// that JSON cannot write (NaN, infinities) as the string protobuf's JSON mapping uses.
+void put_value(std::string& out, const span_value& v) {
+    if (const auto* s = std::get_if<std::string_view>(&v)) {
+        out += "{\"stringValue\":";
+        put_string(out, *s);
+    } else if (const auto* i = std::get_if<std::int64_t>(&v)) {
+        out += "{\"intValue\":\"" + std::to_string(*i) + "\"";
+    } else if (const auto* d = std::get_if<double>(&v)) {
+        out += "{\"doubleValue\":";
+        if (std::isnan(*d)) out += "\"NaN\"";
+        else if (std::isinf(*d)) out += *d > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+        else {
+            char buf[32];
+            auto r = std::to_chars(buf, buf + sizeof buf, *d);
+            out.append(buf, r.ptr);
+        }
+    } else if (const auto* b = std::get_if<bool>(&v)) {
+        out += *b ? "{\"boolValue\":true" : "{\"boolValue\":false";
+    } else {
+        out += "{\"arrayValue\":{\"values\":[";
+        bool first = true;
+        for (auto item : std::get<std::span<const std::string_view>>(v)) {
+            if (!first) out.push_back(',');
+            first = false;
+            out += "{\"stringValue\":";
+            put_string(out, item);
+            out.push_back('}');
+        }
+        out += "]}";
+    }
+    out.push_back('}');
+}
+
+/// `{"key":...,"value":...}` for each attribute, comma-separated, after what `out` holds.
+void put_attributes(std::string& out, std::span<const span_attribute> attributes) {
+    for (const auto& a : attributes) {
+        if (!out.empty()) out.push_back(',');
+        out += "{\"key\":";
+        put_string(out, a.key);
+        out += ",\"value\":";
+        put_value(out, a.value);
+        out.push_back('}');
+    }
 }
 
 std::string percent_decode(std::string_view s) {
@@ -214,7 +250,7 @@ struct otlp_tracer::impl {
         std::uint64_t start_ns = 0;
         span_kind kind = span_kind::other;
         std::string name;
-        json::array attributes;
+        std::string attributes; // JSON text: the attributes given at the start, comma-separated
     };
 
     mutable std::mutex m;
@@ -223,7 +259,7 @@ struct otlp_tracer::impl {
     std::mt19937_64 random{std::random_device{}()};
     std::uint64_t next_handle = 1;
     std::unordered_map<std::uint64_t, open_span> open;
-    std::vector<json::object> ended;
+    std::vector<std::string> ended; // finished spans, each as OTLP JSON text
     otlp_stats counts;
     std::uint64_t flush_wanted = 0, flush_done = 0; // flush rounds asked for / finished
     bool stopping = false;
@@ -235,24 +271,33 @@ struct otlp_tracer::impl {
         return v;
     }
 
-    json::object resource() const {
-        json::array attributes;
-        attributes.push_back(string_attribute("service.name", options.service_name));
-        attributes.push_back(string_attribute("telemetry.sdk.name", "stategraph"));
-        attributes.push_back(string_attribute("telemetry.sdk.language", "cpp"));
-        attributes.push_back(string_attribute("telemetry.sdk.version", "0.1.0"));
-        for (const auto& [k, v] : options.resource_attributes) attributes.push_back(string_attribute(k, v));
-        return {{"attributes", std::move(attributes)}};
+    std::string resource() const {
+        std::string attributes;
+        const span_attribute fixed[] = {{"service.name", std::string_view(options.service_name)},
+                                        {"telemetry.sdk.name", std::string_view("stategraph")},
+                                        {"telemetry.sdk.language", std::string_view("cpp")},
+                                        {"telemetry.sdk.version", std::string_view("0.1.0")}};
+        put_attributes(attributes, fixed);
+        for (const auto& [k, v] : options.resource_attributes) {
+            const span_attribute extra[] = {{k, std::string_view(v)}};
+            put_attributes(attributes, extra);
+        }
+        return "{\"attributes\":[" + attributes + "]}";
     }
 
-    std::string body(std::vector<json::object>& spans) const {
-        json::array list;
-        list.reserve(spans.size());
-        for (auto& s : spans) list.push_back(std::move(s));
-        json::object scope{{"name", "stategraph"}, {"version", "0.1.0"}};
-        json::object scope_spans{{"scope", std::move(scope)}, {"spans", std::move(list)}};
-        json::object resource_spans{{"resource", resource()}, {"scopeSpans", json::array{std::move(scope_spans)}}};
-        return json::serialize(json::object{{"resourceSpans", json::array{std::move(resource_spans)}}});
+    /// An ExportTraceServiceRequest holding `spans` (JSON texts).
+    std::string body(const std::vector<std::string>& spans) const {
+        std::string out = "{\"resourceSpans\":[{\"resource\":" + resource() +
+                          ",\"scopeSpans\":[{\"scope\":{\"name\":\"stategraph\",\"version\":\"0.1.0\"},\"spans\":[";
+        std::size_t size = out.size() + 8;
+        for (const auto& s : spans) size += s.size() + 1;
+        out.reserve(size);
+        for (std::size_t i = 0; i < spans.size(); ++i) {
+            if (i) out.push_back(',');
+            out += spans[i];
+        }
+        out += "]}]}]}";
+        return out;
     }
 
     /// One POST of `payload`; "" when the collector answered 2xx, else what went wrong.
@@ -317,7 +362,7 @@ struct otlp_tracer::impl {
             const bool stop = stopping;
             bool ok = true;
             while (!ended.empty()) {
-                std::vector<json::object> batch;
+                std::vector<std::string> batch;
                 const std::size_t n = std::min(ended.size(), options.max_batch);
                 batch.reserve(n);
                 for (std::size_t i = 0; i < n; ++i) batch.push_back(std::move(ended[i]));
@@ -382,7 +427,7 @@ std::uint64_t otlp_tracer::on_span_begin(const span_start& s) {
     span.kind = s.kind;
     span.name = std::string(s.name);
     span.start_ns = now_ns();
-    add_attributes(span.attributes, s.attributes);
+    put_attributes(span.attributes, s.attributes);
     trace_id remote;
     std::uint64_t remote_parent = 0;
     const bool continues = !s.parent && !s.remote_parent.empty() && parse_traceparent(s.remote_parent, remote, remote_parent);
@@ -413,19 +458,32 @@ void otlp_tracer::on_span_end(std::uint64_t id, const span_end& e) {
         span = std::move(it->second);
         impl_->open.erase(it);
     }
-    add_attributes(span.attributes, e.attributes);
-    if (e.failed && !e.error_type.empty()) add_attributes(span.attributes, std::array{span_attribute{"error.type", e.error_type}});
+    // (the engine and trace_span give a key at the start or at the end, not at both)
+    put_attributes(span.attributes, e.attributes);
+    if (e.failed && !e.error_type.empty()) {
+        const span_attribute error_type[] = {{"error.type", e.error_type}};
+        put_attributes(span.attributes, error_type);
+    }
     // OTLP's SpanKind: 1 internal, 3 client (a model called over the network)
-    const int kind = span.kind == span_kind::model ? 3 : 1;
-    json::object out{{"traceId", span.trace.text()},
-                     {"spanId", hex(span.span_id)},
-                     {"name", span.name},
-                     {"kind", kind},
-                     {"startTimeUnixNano", std::to_string(span.start_ns)},
-                     {"endTimeUnixNano", std::to_string(std::max(end_ns, span.start_ns))},
-                     {"attributes", std::move(span.attributes)}};
-    if (span.parent_id) out["parentSpanId"] = hex(span.parent_id);
-    if (e.failed) out["status"] = json::object{{"code", 2}, {"message", e.message}}; // STATUS_CODE_ERROR
+    const char* kind = span.kind == span_kind::model ? "3" : "1";
+    std::string out;
+    out.reserve(200 + span.name.size() + span.attributes.size() + e.message.size());
+    out += "{\"traceId\":\"" + span.trace.text() + "\",\"spanId\":\"" + hex(span.span_id) + "\"";
+    if (span.parent_id) out += ",\"parentSpanId\":\"" + hex(span.parent_id) + "\"";
+    out += ",\"name\":";
+    put_string(out, span.name);
+    out += ",\"kind\":";
+    out += kind;
+    out += ",\"startTimeUnixNano\":\"" + std::to_string(span.start_ns) + "\",\"endTimeUnixNano\":\"" +
+           std::to_string(std::max(end_ns, span.start_ns)) + "\",\"attributes\":[";
+    out += span.attributes;
+    out += "]";
+    if (e.failed) { // STATUS_CODE_ERROR
+        out += ",\"status\":{\"code\":2,\"message\":";
+        put_string(out, e.message);
+        out += "}";
+    }
+    out += "}";
     bool wake = false;
     {
         std::lock_guard lock(impl_->m);
