@@ -3,6 +3,8 @@
 
 #include "engine_internal.hpp"
 
+#include <stategraph/traceparent.hpp>
+
 namespace stategraph {
 namespace detail {
 
@@ -148,6 +150,22 @@ const std::string& context::checkpoint_id() const noexcept { return f_->checkpoi
 // spans nodes open for their model and tool calls (context::start_span).
 
 namespace stategraph {
+
+bool is_traceparent(std::string_view s) noexcept {
+    if (s.size() != 55 || s.substr(0, 3) != "00-" || s[35] != '-' || s[52] != '-') return false;
+    // -1: not lower-case hex; 0: all zeros; 1: hex, not all zeros
+    auto hex_run = [s](std::size_t from, std::size_t n) {
+        bool nonzero = false;
+        for (std::size_t i = from; i < from + n; ++i) {
+            const char c = s[i];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return -1;
+            nonzero |= c != '0';
+        }
+        return nonzero ? 1 : 0;
+    };
+    return hex_run(3, 32) == 1 && hex_run(36, 16) == 1 && hex_run(53, 2) >= 0;
+}
+
 namespace detail {
 
 trace_span start_span(const task_frame& f, span_kind kind, std::string_view name, std::span<const span_attribute> attributes) {

@@ -4,6 +4,7 @@
 #include <stategraph/otlp_tracer.hpp>
 
 #include <stategraph/nodes/error.hpp>
+#include <stategraph/traceparent.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -100,14 +101,10 @@ struct trace_id {
     std::string text() const { return hex(hi) + hex(lo); }
 };
 
-/// A W3C traceparent "00-<32 hex>-<16 hex>-<2 hex>" (lower case; all-zero ids are invalid).
+/// The ids of a W3C traceparent (is_traceparent checked its form).
 bool parse_traceparent(std::string_view s, trace_id& trace, std::uint64_t& parent) {
-    if (s.size() != 55 || s.substr(0, 3) != "00-" || s[35] != '-' || s[52] != '-') return false;
-    std::uint64_t flags = 0;
-    if (!parse_hex(s.substr(3, 16), trace.hi) || !parse_hex(s.substr(19, 16), trace.lo) || !parse_hex(s.substr(36, 16), parent) ||
-        !parse_hex(s.substr(53, 2), flags))
-        return false;
-    return trace.valid() && parent != 0;
+    if (!is_traceparent(s)) return false;
+    return parse_hex(s.substr(3, 16), trace.hi) && parse_hex(s.substr(19, 16), trace.lo) && parse_hex(s.substr(36, 16), parent);
 }
 
 std::uint64_t now_ns() {

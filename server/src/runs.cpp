@@ -6,6 +6,8 @@
 
 #include "impl.hpp"
 
+#include <stategraph/traceparent.hpp>
+
 namespace stategraph::server {
 
 // -- small parts ----------------------------------------------------------------------------------
@@ -122,23 +124,6 @@ void server::impl::on_notification(const std::string& channel, const std::string
 }
 
 // -- creating a run -------------------------------------------------------------------------------
-
-namespace {
-/// A W3C Trace Context `traceparent`: "00-<32 hex>-<16 hex>-<2 hex>", lower case, ids not all zero.
-bool valid_traceparent(std::string_view s) {
-    if (s.size() != 55 || s.substr(0, 3) != "00-" || s[35] != '-' || s[52] != '-') return false;
-    auto hex_run = [&](std::size_t from, std::size_t n) {
-        bool nonzero = false;
-        for (std::size_t i = from; i < from + n; ++i) {
-            const char c = s[i];
-            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return -1;
-            nonzero |= c != '0';
-        }
-        return nonzero ? 1 : 0;
-    };
-    return hex_run(3, 32) == 1 && hex_run(36, 16) == 1 && hex_run(53, 2) >= 0;
-}
-} // namespace
 
 awaitable<void> server::impl::create_run(call& c, bool stateless, const std::string& how) {
     json::object body = body_object(c);
@@ -337,7 +322,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     spec["durability"] = durability_mode;
     // The caller's trace context (W3C Trace Context): the run's span continues it, on whichever
     // instance executes the run. A malformed header is ignored, as the standard asks.
-    if (auto tp = c.req.find("traceparent"); tp != c.req.end() && valid_traceparent(std::string_view(tp->value().data(), tp->value().size())))
+    if (auto tp = c.req.find("traceparent"); tp != c.req.end() && is_traceparent(std::string_view(tp->value().data(), tp->value().size())))
         spec["traceparent"] = std::string(tp->value());
     if (!run_ctx.empty()) spec["context"] = std::move(run_ctx);
     if (!configurable.empty()) spec["configurable"] = std::move(configurable);

@@ -16,6 +16,7 @@
 #include <stategraph/nodes/openai_chat_model.hpp>
 #include <stategraph/nodes/react_agent.hpp>
 #include <stategraph/run_sync.hpp>
+#include <stategraph/traceparent.hpp>
 #include <stategraph/usage_tally.hpp>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -308,7 +309,13 @@ BOOST_AUTO_TEST_CASE(a_resume_elsewhere_continues_the_trace) {
         BOOST_TEST(all[2]->trace_id != first_trace);
         BOOST_TEST(all[2]->parent_span_id.empty());
 
-        // a caller's trace context wins
+        // a caller's trace context wins (a malformed one would be ignored: is_traceparent)
+        BOOST_TEST(sg::is_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
+        BOOST_TEST(!sg::is_traceparent("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01")); // upper case
+        BOOST_TEST(!sg::is_traceparent("00-00000000000000000000000000000000-b7ad6b7169203331-01")); // zero trace
+        BOOST_TEST(!sg::is_traceparent("00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01")); // zero parent
+        BOOST_TEST(!sg::is_traceparent("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")); // version
+        BOOST_TEST(!sg::is_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"));    // short
         const std::string caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         cfg.traceparent = caller;
         auto answered = sg::run_sync(app.invoke(sg::resume(std::string("ok")), cfg));
