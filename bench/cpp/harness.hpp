@@ -12,6 +12,7 @@
 ///    "versions":{...},"config":{...},"detail":{...}}
 
 #include <stategraph/checkpoint/saver.hpp>
+#include <stategraph/run_config.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -182,6 +183,10 @@ boost::json::object commit_floor(const std::string& db_dir, bool full, int commi
 /// `round_trips` after a warm-up): {"us_per_round_trip","round_trips","request"}.
 boost::json::object postgres_floor(const std::string& url, int round_trips); // STATEGRAPH_HAVE_POSTGRES only
 boost::json::object redis_floor(const std::string& url, int round_trips);
+
+/// @brief The durability every scenario's invokes use (`--durability`; default sync), except the
+/// durability scenario, which runs each mode.
+durability& bench_durability();
 
 /// @brief Peak resident set size of this process, in MB (getrusage).
 double peak_rss_mb();

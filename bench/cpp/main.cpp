@@ -254,7 +254,7 @@ void write_json(std::string& out, const boost::json::value& v) {
 
 [[noreturn]] void usage(const std::vector<scenario>& all, const std::string& msg) {
     if (!msg.empty()) std::cerr << "stategraph_bench: " << msg << "\n";
-    std::cerr << "usage: stategraph_bench <scenario> <checkpointer> [--runs N] [--warmup N] [--smoke] [--db-dir DIR]\n"
+    std::cerr << "usage: stategraph_bench <scenario> <checkpointer> [--runs N] [--warmup N] [--smoke] [--db-dir DIR] [--durability sync|async|exit]\n"
                  "       stategraph_bench --list\nscenarios:";
     for (const auto& s : all) std::cerr << " " << s.name;
     std::cerr << "\ncheckpointers: none memory sqlite_normal sqlite_full\n";
@@ -301,6 +301,14 @@ int run_main(int argc, char** argv) {
         else if (a == "--warmup") warmup_arg = count_arg(all, a, next), ++i;
         else if (a == "--smoke") smoke = true;
         else if (a == "--list") list = true;
+        else if (a == "--durability") {
+            const std::string m = next ? next : "";
+            if (m == "sync") bench_durability() = durability::sync;
+            else if (m == "async") bench_durability() = durability::async;
+            else if (m == "exit") bench_durability() = durability::exit;
+            else usage(all, "--durability takes sync, async or exit");
+            ++i;
+        }
         else if (a == "--db-dir") {
             if (!next) usage(all, "--db-dir needs a value");
             db_dir = next;
@@ -408,8 +416,10 @@ int run_main(int argc, char** argv) {
     config["warmup"] = warmup;
     config["smoke"] = smoke;
     config["timed_seconds"] = round3(timed_seconds);
-    config["durability"] = sc.name == "durability" ? "per metric: sync, async, exit"
-                                                   : "sync (every checkpoint written before the next step)";
+    config["durability"] = sc.name == "durability"                  ? "per metric: sync, async, exit"
+                           : bench_durability() == durability::async ? "async (LangGraph's default: a step's checkpoint put while the next step runs)"
+                           : bench_durability() == durability::exit  ? "exit (one checkpoint, when the call ends)"
+                                                                     : "sync (every checkpoint written before the next step)";
     for (const auto& [k, v] : cp->config) config[k] = v;
     if (const char* otlp = std::getenv("STATEGRAPH_BENCH_OTLP"); otlp && *otlp) config["otlp"] = otlp; // traced runs
     out["config"] = std::move(config);

@@ -91,6 +91,7 @@ run_config invoke_config(std::string thread) {
     run_config c;
     c.thread_id = std::move(thread);
     c.recursion_limit = 100;
+    c.durability = bench_durability();
     c.observer = bench_tracer();
     return c;
 }
@@ -371,9 +372,9 @@ void add_scenarios(std::vector<scenario>& out) {
                 auto counted = build_chain<chain_state>(20, counter);
                 // A server checkpointer's round trips per invoke, connections and scripts warm
                 // (the first invoke opens them).
-                if (ctx.cp->round_trips) drive(*io, chain_once(g, 20, durability::sync, "us_per_node"));
+                if (ctx.cp->round_trips) drive(*io, chain_once(g, 20, bench_durability(), "us_per_node"));
                 const std::uint64_t before = ctx.cp->round_trips ? ctx.cp->round_trips() : 0;
-                drive(*io, chain_once(counted, 20, durability::sync, "us_per_node"));
+                drive(*io, chain_once(counted, 20, bench_durability(), "us_per_node"));
                 const auto c = counter->take_calls();
                 *calls = c.json();
                 if (ctx.cp->round_trips) {
@@ -383,7 +384,7 @@ void add_scenarios(std::vector<scenario>& out) {
                 }
             }
             bench_run b;
-            b.run = [io, g] { return drive(*io, chain_once(g, 20, durability::sync, "us_per_node")); };
+            b.run = [io, g] { return drive(*io, chain_once(g, 20, bench_durability(), "us_per_node")); };
             b.detail = [calls, trips] {
                 boost::json::object d;
                 if (!calls->empty()) d["saver_calls_per_invoke"] = *calls;

@@ -11,6 +11,16 @@
 #include <cctype>
 #include <string_view>
 
+namespace stategraph::bench {
+
+// Here, in the one file every bench program links (stategraph_bench and stategraph_bench_server).
+durability& bench_durability() {
+    static durability mode = durability::sync;
+    return mode;
+}
+
+} // namespace stategraph::bench
+
 namespace stategraph::bench::supervisor {
 
 namespace {
@@ -301,6 +311,7 @@ run_config turn_config(const std::string& thread) {
     run_config c;
     c.thread_id = thread;
     c.recursion_limit = recursion_limit;
+    c.durability = bench_durability();
     return c;
 }
 

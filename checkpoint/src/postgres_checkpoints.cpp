@@ -4,6 +4,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <climits>
 
 namespace stategraph::checkpoint {
@@ -222,16 +223,12 @@ asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::
     }
 }
 
-asio::awaitable<void> postgres_saver::impl::put(const std::string& thread, const std::string& ns,
-                                                const checkpoint& cp) {
-    // Everything is encoded before the round trip: BEGIN, fence, checkpoint row, values, COMMIT.
-    std::vector<pg::statement> batch;
-    batch.emplace_back(sql_begin);
-    batch.emplace_back(sql_fence); // filled per attempt
+void postgres_saver::impl::add_put(std::vector<pg::statement>& batch, std::vector<std::string>& graphs,
+                                   const std::string& thread, const std::string& ns, const checkpoint& cp) {
     batch.emplace_back(sql_put_checkpoint);
     batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
     batch.back().bytes(seal_record(codec::encode_record(cp), thread, ns, cp));
-    std::vector<std::string> graphs, channels, versions, stored;
+    std::vector<std::string> channels, versions, stored;
     for (const auto& [channel, value] : cp.values) {
         const std::string name(channel);
         auto v = cp.versions.find(name);
@@ -245,6 +242,7 @@ asio::awaitable<void> postgres_saver::impl::put(const std::string& thread, const
                 std::lock_guard lock(mutex);
                 if (stored_graphs.count(version)) continue;
             }
+            if (std::find(graphs.begin(), graphs.end(), version) != graphs.end()) continue;
             batch.emplace_back(sql_put_graph);
             batch.back().text(version).bytes(std::move(bytes));
             graphs.push_back(version);
@@ -259,8 +257,25 @@ asio::awaitable<void> postgres_saver::impl::put(const std::string& thread, const
         batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
         batch.back().bytes(bytea_array(stored));
     }
+}
+
+asio::awaitable<void> postgres_saver::impl::put(const std::string& thread, const std::string& ns,
+                                                const checkpoint& cp) {
+    co_await put_many(thread, ns, std::span<const checkpoint>(&cp, 1));
+}
+
+asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, const std::string& ns,
+                                                     std::span<const checkpoint> cps) {
+    if (cps.empty()) co_return;
+    // Everything is encoded before the round trip: BEGIN, fence, each checkpoint's row and
+    // values, COMMIT. One round trip, one transaction, for all of them.
+    std::vector<pg::statement> batch;
+    batch.emplace_back(sql_begin);
+    batch.emplace_back(sql_fence); // filled per attempt
+    std::vector<std::string> graphs;
+    for (const auto& cp : cps) add_put(batch, graphs, thread, ns, cp);
     batch.emplace_back(sql_commit);
-    call c{thread, "saving a checkpoint", {}};
+    call c{thread, cps.size() == 1 ? "saving a checkpoint" : "saving checkpoints", {}};
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
         batch[1] = fence(cc);
         (void)co_await conn.run(batch, query_timeout());
@@ -344,6 +359,11 @@ asio::awaitable<std::vector<checkpoint_tuple>> postgres_saver::impl::list(const 
 
 asio::awaitable<void> postgres_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     return impl_->put(thread_id, ns, cp);
+}
+
+asio::awaitable<void> postgres_saver::put_many(const std::string& thread_id, const std::string& ns,
+                                               std::span<const checkpoint> cps) {
+    return impl_->put_many(thread_id, ns, cps);
 }
 
 asio::awaitable<void> postgres_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -269,6 +270,11 @@ struct postgres_saver::impl {
                       std::vector<std::string> names) const;
     asio::awaitable<void> assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples);
     asio::awaitable<void> put(const std::string& thread, const std::string& ns, const checkpoint& cp);
+    /// `cps` in one transaction, sent in one round trip.
+    asio::awaitable<void> put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
+    /// Appends the statements storing `cp` (its row, its values; shapes not stored yet, listed in `graphs`).
+    void add_put(std::vector<pg::statement>& batch, std::vector<std::string>& graphs, const std::string& thread,
+                 const std::string& ns, const checkpoint& cp);
     asio::awaitable<void> put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                      const std::vector<pending_write>& writes);
     asio::awaitable<std::optional<checkpoint_tuple>> get(const std::string& thread, const std::string& ns,

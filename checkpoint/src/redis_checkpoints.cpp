@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 namespace stategraph::checkpoint {
 
@@ -291,6 +292,18 @@ asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::list_op(std::s
 
 asio::awaitable<void> redis_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     auto ops = impl_->plan_put(thread_id, ns, cp);
+    auto op = impl_->write_op(thread_id, std::move(ops));
+    co_await impl_->call(op);
+}
+
+asio::awaitable<void> redis_saver::put_many(const std::string& thread_id, const std::string& ns,
+                                            std::span<const checkpoint> cps) {
+    if (cps.empty()) co_return;
+    std::vector<command> ops;
+    for (const auto& cp : cps) {
+        auto one = impl_->plan_put(thread_id, ns, cp);
+        ops.insert(ops.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
+    }
     auto op = impl_->write_op(thread_id, std::move(ops));
     co_await impl_->call(op);
 }

@@ -243,6 +243,17 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         if (v.shared) graph_stored(t, *v.version);
 }
 
+void sqlite_saver::impl::put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
+    transaction t(*this, true, thread, "saving checkpoints");
+    const auto graphs_before = batch_graphs.size();
+    for (const auto& cp : cps) put(thread, ns, cp); // each one's transaction nested in `t`
+    t.commit();
+    if (!t.nested()) { // alone: the shapes its puts stored are known once `t` committed
+        stored_graphs.insert(batch_graphs.begin() + static_cast<std::ptrdiff_t>(graphs_before), batch_graphs.end());
+        batch_graphs.resize(graphs_before);
+    }
+}
+
 void sqlite_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                     const std::vector<pending_write>& writes) {
     transaction t(*this, true, thread, "saving pending writes");

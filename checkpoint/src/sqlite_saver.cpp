@@ -270,6 +270,15 @@ struct sqlite_saver::impl::put_call {
     void operator()() const { i->put(thread, ns, cp); }
 };
 
+struct sqlite_saver::impl::put_many_call {
+    static constexpr const char* what = "saving checkpoints";
+    impl* i;
+    const std::string& thread; // put_many's arguments outlive its co_await
+    const std::string& ns;
+    std::span<const checkpoint> cps;
+    void operator()() const { i->put_many(thread, ns, cps); }
+};
+
 struct sqlite_saver::impl::put_writes_call {
     static constexpr const char* what = "saving pending writes";
     impl* i;
@@ -391,6 +400,11 @@ boost::asio::awaitable<R> on_saver_thread(Impl& i, F f) {
 
 boost::asio::awaitable<void> sqlite_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
     return on_saver_thread<void, true>(*impl_, impl::put_call{impl_.get(), thread_id, ns, cp});
+}
+
+boost::asio::awaitable<void> sqlite_saver::put_many(const std::string& thread_id, const std::string& ns,
+                                                    std::span<const checkpoint> cps) {
+    return on_saver_thread<void, true>(*impl_, impl::put_many_call{impl_.get(), thread_id, ns, cps});
 }
 
 boost::asio::awaitable<void> sqlite_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,

@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -490,6 +491,8 @@ struct sqlite_saver::impl {
     void assemble(checkpoint_tuple& t, value_memo* memo = nullptr);
 
     void put(const std::string& thread, const std::string& ns, const checkpoint& cp);
+    /// `put` of each of `cps`, in one transaction (or in the batch's).
+    void put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
 
     void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                     const std::vector<pending_write>& writes);
@@ -607,6 +610,7 @@ struct sqlite_saver::impl {
 
     /// The calls queued even when the saver is idle (`job::batched`): `thread` is what `job::thread` points to.
     struct put_call;
+    struct put_many_call;
     struct put_writes_call;
 
     /// The error of a shared transaction, as the caller writing `thread` is told it: its kind

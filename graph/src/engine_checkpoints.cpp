@@ -253,7 +253,7 @@ constexpr unsigned char max_delta_chain = 32;
 } // namespace
 
 /// Builds checkpoint `id` in `r.writer.out` (the values of the `changed` fields, versions, frontier,
-/// metadata) and puts it, or with async durability leaves its put queued (`r.writer.put_queued`).
+/// metadata) and puts it, or with async durability queues it (`r.writer.queue`).
 boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
                                           const char* source, const field_mask& changed) {
     const auto& st = *g.st;
@@ -343,10 +343,28 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
     }
     r.saved.have_checkpoint = true;
     if (r.writer.mode == durability::async) {
-        r.writer.put_queued = true; // put beside the next step's nodes, or by settle()
+        r.writer.enqueue(); // put beside the next step's nodes, or by settle()
         co_return;
     }
     co_await r.session.put(cp);
+}
+
+/// Async durability: puts the queued checkpoints, in one `put_many`; new ones queue behind them.
+boost::asio::awaitable<void> put_queued(run_state& r) {
+    auto& w = r.writer;
+    if (w.queue.empty()) co_return;
+    // Declared first, so destroyed last: the records' JSON is freed before its arenas go.
+    std::vector<std::unique_ptr<record_writer::record_arena>> arenas;
+    arenas.swap(w.queue_arenas);
+    std::vector<checkpoint::checkpoint> cps;
+    cps.swap(w.queue);
+    const std::span<const checkpoint::checkpoint> all(cps);
+    co_await r.session.put_many(all);
+    cps.clear(); // before the arenas are emptied for reuse
+    for (auto& a : arenas) {
+        a->resource.release();
+        w.spare_arenas.push_back(std::move(a));
+    }
 }
 
 /// Makes everything this call has so far durable: the queued put of async durability is
@@ -354,10 +372,7 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
 /// before anything is written against the current checkpoint (interrupts, breakpoints, errors)
 /// and before a call returns.
 boost::asio::awaitable<void> settle(const graph_core& g, run_state& r) {
-    if (r.writer.put_queued) {
-        r.writer.put_queued = false;
-        co_await r.session.put(r.writer.out);
-    }
+    if (!r.writer.queue.empty()) co_await put_queued(r);
     if (r.writer.staged) {
         r.writer.staged = false;
         const field_mask changed = std::exchange(r.writer.unsaved, field_mask{});
@@ -393,8 +408,8 @@ boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string
         for (std::size_t i = 0; i < st.n; ++i) changed.set(i);
         r.writer.write_all = false;
     }
-    // async: the previous checkpoint's put ends before its record (`r.writer.out`) is rebuilt
-    if (r.writer.put_queued) co_await settle(g, r);
+    // async: a full queue is put before another checkpoint joins it
+    if (r.writer.queue.size() >= record_writer::max_queued) co_await put_queued(r);
     r.saved.parent_id = r.saved.have_checkpoint ? r.saved.cp_id : std::string();
     r.saved.cp_id = id;
     r.saved.cp_source = source;

@@ -34,6 +34,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <span>
 
 namespace stategraph {
 namespace detail {
@@ -153,6 +154,12 @@ public:
         if (!observer_) return saver_->put(thread_id_, ns_, cp);
         return timed(saver_->put(thread_id_, ns_, cp), observer_);
     }
+    /// The checkpoints async durability queued, oldest first (timed as one write).
+    boost::asio::awaitable<void> put_many(std::span<const checkpoint::checkpoint> cps) {
+        if (cps.size() == 1) return put(cps.front());
+        if (!observer_) return saver_->put_many(thread_id_, ns_, cps);
+        return timed(saver_->put_many(thread_id_, ns_, cps), observer_);
+    }
     /// Checkpoint writes are timed for `o` (null: not timed).
     void observe(run_observer* o) noexcept { observer_ = o; }
     boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
@@ -236,16 +243,41 @@ struct record_writer {
     /// instead of storing the value again, so an input is stored once.
     field_mask carried;
     std::string carried_id;
-    // Durability (run_config::durability). async: `out` holds the newest checkpoint, built and
-    // not yet put; its put runs beside the next step's nodes (`put_queued`). exit: the newest
-    // checkpoint `cp_id` is kept here only (`staged`) until the call ends; `unsaved` are the
-    // fields changed since the last stored checkpoint, `staged_parent` that checkpoint's id.
+    // Durability (run_config::durability). async: `queue` holds the checkpoints built and not
+    // yet put, oldest first, each in its own arena (`queue_arenas`); they are put together
+    // (`checkpoint_session::put_many`) beside the next step's nodes once one of them waits for
+    // something, or by settle() (see run_tasks). exit: the newest checkpoint `cp_id` is kept
+    // here only (`staged`) until the call ends; `unsaved` are the fields changed since the last
+    // stored checkpoint, `staged_parent` that checkpoint's id.
     durability mode = durability::sync;
-    bool put_queued = false;
+    std::vector<checkpoint::checkpoint> queue;
+    std::vector<std::unique_ptr<record_arena>> queue_arenas;
+    std::vector<std::unique_ptr<record_arena>> spare_arenas; // emptied, for the next records
+    /// At most this many checkpoints wait in `queue`: one more puts them (memory stays bounded
+    /// when no node ever waits).
+    static constexpr std::size_t max_queued = 64;
     bool staged = false;
     const char* staged_source = "loop";
     std::string staged_parent;
     field_mask unsaved;
+
+    /// Async durability: `out` joins the queue, and a new record (in a spare arena) takes its
+    /// place, holding the same versions.
+    void enqueue() {
+        std::unique_ptr<record_arena> next;
+        if (spare_arenas.empty()) {
+            next = std::make_unique<record_arena>();
+        } else {
+            next = std::move(spare_arenas.back());
+            spare_arenas.pop_back();
+        }
+        checkpoint::checkpoint fresh = record_in(*next);
+        fresh.versions = out.versions;
+        queue.push_back(std::move(out));
+        queue_arenas.push_back(std::move(arena));
+        out = std::move(fresh);
+        arena = std::move(next);
+    }
 
     static checkpoint::checkpoint record_in(record_arena& a) {
         const boost::json::storage_ptr sp(&a.resource);
@@ -370,6 +402,7 @@ bool migrate(const graph_core& g, checkpoint::checkpoint_tuple& t, bool reading 
 void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted);
 boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
                                           const char* source, const field_mask& changed);
+boost::asio::awaitable<void> put_queued(run_state& r);
 boost::asio::awaitable<void> settle(const graph_core& g, run_state& r);
 boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
                                   const field_mask& changed_now);

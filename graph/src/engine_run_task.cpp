@@ -222,11 +222,37 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
 
 } // namespace
 
-/// Runs the step's tasks, in parallel when there are several. With async durability the previous
-/// step's checkpoint is put beside them (the first of the group, so that a task's pending writes
-/// for that checkpoint follow it), and its failure is the call's error once the tasks are done.
+namespace {
+
+/// A step's lone task, beside the queued checkpoints: `done` once it has returned.
+boost::asio::awaitable<void> run_lone_task(const call_env& env, run_state& r, task& t, bool durable, bool& done) {
+    struct mark {
+        bool& done;
+        ~mark() { done = true; }
+    } m{done};
+    co_await run_task(env, r, t, durable);
+}
+
+/// Puts the queued checkpoints unless the step's lone task has already returned (it never
+/// waited: this starts only once the task waits for something or is done).
+boost::asio::awaitable<void> put_while_waiting(run_state& r, const bool& done) {
+    if (done) co_return; // the queue stays, for the next checkpoints to join
+    co_await put_queued(r);
+}
+
+} // namespace
+
+/// Runs the step's tasks, in parallel when there are several. With async durability the queued
+/// checkpoints are put beside them: before several tasks (the first of the group, so that a
+/// task's pending writes for the checkpoint follow it); beside a lone task only once it waits
+/// for something (a model, a timer, I/O). A lone task that returns without waiting leaves the
+/// queue to grow: the checkpoints of a run of such steps are put together, in one commit where
+/// the saver can, by the step whose node waits, by settle() when the call stops, or when the
+/// queue is full (`record_writer::max_queued`). A put's failure is the call's error once the
+/// tasks are done.
 boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable) {
-    if (todo.size() == 1 && !r.writer.put_queued) {
+    const bool queued = !r.writer.queue.empty();
+    if (todo.size() == 1 && !queued) {
         co_await run_task(env, r, *todo[0], durable);
         co_return;
     }
@@ -235,20 +261,29 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
     using op_t = decltype(boost::asio::co_spawn(strand, std::declval<boost::asio::awaitable<void>>(), boost::asio::deferred));
     std::vector<op_t> ops_list;
     ops_list.reserve(todo.size() + 1);
-    if (r.writer.put_queued) {
-        r.writer.put_queued = false;
-        auto put = r.session.put(r.writer.out);
+    bool lone_done = false;
+    if (todo.size() == 1) {
+        // The group starts its operations in order on the strand: the put's starts once the
+        // task waits, or after it returned.
+        auto lone = run_lone_task(env, r, *todo[0], durable, lone_done);
+        ops_list.push_back(boost::asio::co_spawn(strand, std::move(lone), boost::asio::deferred));
+        auto put = put_while_waiting(r, lone_done);
         ops_list.push_back(boost::asio::co_spawn(strand, std::move(put), boost::asio::deferred));
-    }
-    for (task* t : todo) {
-        auto aw = run_task(env, r, *t, durable);
-        ops_list.push_back(boost::asio::co_spawn(strand, std::move(aw), boost::asio::deferred));
+    } else {
+        if (queued) {
+            auto put = put_queued(r);
+            ops_list.push_back(boost::asio::co_spawn(strand, std::move(put), boost::asio::deferred));
+        }
+        for (task* t : todo) {
+            auto aw = run_task(env, r, *t, durable);
+            ops_list.push_back(boost::asio::co_spawn(strand, std::move(aw), boost::asio::deferred));
+        }
     }
     auto group = boost::asio::experimental::make_parallel_group(std::move(ops_list));
     auto [order, errors] = co_await group.async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
     (void)order;
     for (auto& e : errors)
-        if (e) std::rethrow_exception(e); // a storage failure: the checkpoint's put, or put_writes
+        if (e) std::rethrow_exception(e); // a storage failure: the checkpoints' put, or put_writes
 }
 
 [[noreturn]] void throw_failure(const graph_core& g, const task& t) {

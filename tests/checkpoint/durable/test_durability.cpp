@@ -255,8 +255,8 @@ BOOST_DATA_TEST_CASE(a_drain_in_exit_mode_is_stored, savers(), kind) {
     BOOST_TEST(side["a"] == 1);
 }
 
-// async: the put of a step's checkpoint (slowed to 40 ms) is under way while the next node runs,
-// and the call returns only once the last put is stored; sync: a node starts only after the
+// async: the put of a step's checkpoint (slowed to 40 ms) is under way while the next node
+// waits, and the call returns only once the last put is stored; sync: a node starts only after the
 // previous step's put is stored. exit: one put.
 BOOST_DATA_TEST_CASE(async_puts_beside_the_next_step, savers() * modes(), kind, mode) {
     saver_env env(kind);
@@ -297,9 +297,108 @@ BOOST_DATA_TEST_CASE(async_puts_beside_the_next_step, savers() * modes(), kind, 
     for (int step = 1; step <= 3; ++step) {
         const auto node = at("node " + std::to_string(step));
         const auto prev_stored = at("stored " + std::to_string(step - 1));
-        if (mode == sg::durability::sync) BOOST_TEST(prev_stored < node, "step " << step);
-        else BOOST_TEST((at("put " + std::to_string(step - 1)) < node && node < prev_stored), "step " << step);
+        if (mode == sg::durability::sync) {
+            BOOST_TEST(prev_stored < node, "step " << step);
+        } else {
+            // the queued checkpoints are put while the node waits (it started first: a node that
+            // never waits leaves them queued), and stored before the next step starts
+            BOOST_TEST(node < prev_stored, "step " << step);
+            if (step < 3) BOOST_TEST(prev_stored < at("node " + std::to_string(step + 1)), "step " << step);
+        }
     }
+}
+
+namespace {
+/// Counts the saver's `put` calls and the sizes of its `put_many` batches, which it forwards
+/// whole (the inner saver's own batching, SQLite's one transaction, is kept).
+class batch_counting_saver final : public cp::forwarding_saver {
+public:
+    using forwarding_saver::forwarding_saver;
+    boost::asio::awaitable<void> put(const std::string& t, const std::string& ns, const cp::checkpoint& c) override {
+        {
+            std::lock_guard l(m);
+            ++puts;
+        }
+        co_await inner().put(t, ns, c);
+    }
+    boost::asio::awaitable<void> put_many(const std::string& t, const std::string& ns,
+                                          std::span<const cp::checkpoint> cps) override {
+        {
+            std::lock_guard l(m);
+            batches.push_back(cps.size());
+        }
+        co_await inner().put_many(t, ns, cps);
+    }
+    std::mutex m;
+    std::size_t puts = 0;
+    std::vector<std::size_t> batches;
+};
+} // namespace
+
+// async with nodes that never wait: the checkpoints of a run of such steps are put together, in
+// one put_many (one transaction on SQLite), when a node waits or the call ends; a node that waits
+// finds the checkpoints queued before it stored. Each checkpoint reads back as sync stores it.
+BOOST_DATA_TEST_CASE(async_puts_the_steps_of_nodes_that_never_wait_together, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    auto batches = std::make_shared<batch_counting_saver>(env.saver);
+    auto app = chain3(side).compile({.checkpointer = batches});
+    auto r = run(app.invoke(upd{}, in_mode("t", sg::durability::async)));
+    BOOST_TEST(r.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(batches->puts == 0u);
+    BOOST_TEST(batches->batches == (std::vector<std::size_t>{5}), "input, START, a, b and c in one batch");
+    const std::vector<step_source> every_step{{3, "loop"}, {2, "loop"}, {1, "loop"}, {0, "loop"}, {-1, "input"}};
+    BOOST_TEST((history_of(app, "t") == every_step));
+    auto sync_app = chain3(side).compile({.checkpointer = env.saver});
+    run(sync_app.invoke(upd{}, in_mode("s", sg::durability::sync)));
+    auto async_history = run(app.get_state_history("t"));
+    auto sync_history = run(sync_app.get_state_history("s"));
+    BOOST_TEST_REQUIRE(async_history.size() == sync_history.size());
+    for (std::size_t i = 0; i < sync_history.size(); ++i) {
+        BOOST_TEST(async_history[i].values.log == sync_history[i].values.log, "checkpoint " << i);
+        BOOST_TEST(async_history[i].next == sync_history[i].next, "checkpoint " << i);
+    }
+
+    // b waits (a timer): what was queued (input, START, a) is put while it waits.
+    std::int64_t head_seen_by_b = -99;
+    sg::state_graph<st> g("waits");
+    g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c"));
+    g.add_node("b", [&](const st&) -> boost::asio::awaitable<upd> {
+        boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, 30ms);
+        co_await t.async_wait(boost::asio::use_awaitable);
+        auto head = co_await env.saver->get("w", "", std::nullopt);
+        if (head) head_seen_by_b = head->cp.step;
+        co_return upd{}.set<&st::log>({"b"});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", sg::END);
+    auto waits = std::make_shared<batch_counting_saver>(env.saver);
+    auto app2 = g.compile({.checkpointer = waits});
+    auto r2 = run(app2.invoke(upd{}, in_mode("w", sg::durability::async)));
+    BOOST_TEST(r2.values.log == (strings{"a", "b", "c"}));
+    BOOST_TEST(head_seen_by_b == 1, "a's checkpoint (step 1) is stored while b waits");
+    BOOST_TEST(waits->batches == (std::vector<std::size_t>{3, 2}));
+    BOOST_TEST((history_of(app2, "w") == every_step));
+
+    // Many steps that never wait: the queue is put whenever it is full, in order.
+    sg::state_graph<st> loop("loop");
+    loop.add_node("n", logger(side, "n"));
+    loop.add_edge(sg::START, "n");
+    loop.add_conditional_edges("n", [](const st& s) { return s.log.size() < 150 ? std::string("n") : std::string(sg::END); },
+                               {"n", sg::END});
+    auto many = std::make_shared<batch_counting_saver>(env.saver);
+    auto app3 = loop.compile({.checkpointer = many});
+    sg::run_config c = in_mode("m", sg::durability::async);
+    c.recursion_limit = 1000;
+    auto r3 = run(app3.invoke(upd{}, c));
+    BOOST_TEST(r3.values.log.size() == 150u);
+    std::size_t total = 0;
+    for (auto n : many->batches) {
+        BOOST_TEST(n <= 64u);
+        total += n;
+    }
+    BOOST_TEST(total == 152u); // input, START and 150 steps
+    BOOST_TEST(many->batches.size() == 3u);
+    BOOST_TEST(run(app3.get_state_history("m")).size() == 152u);
 }
 
 // A put that fails in the background is the call's error (async), also when it is noticed after

@@ -182,8 +182,8 @@ BOOST_AUTO_TEST_CASE(a_side_effect_runs_once_across_a_kill) {
 // runs in a child with every checkpoint put slowed to 250 ms, and is SIGKILLed the moment n3
 // (step 12) starts:
 // - sync: every finished step survives: n0, n1, n2 (head step 11), n3 is next;
-// - async: every step but the one in flight: n2's checkpoint was being put beside n3 (the notes
-//   show its put started and never stored), so the head is n1's step 10 and n2 is next;
+// - async: every step but the one in flight: n2's checkpoint was being put while n3 waited (the
+//   notes show its put started and never stored), so the head is n1's step 10 and n2 is next;
 // - exit: nothing of the call: the thread is exactly at the checkpoint it had before.
 // Then a new process continues the thread (exit: invokes it again): the chain completes and
 // no node whose step survived runs again.
@@ -206,9 +206,16 @@ BOOST_DATA_TEST_CASE(sigkill_per_durability_mode, modes(), mode) {
             if (n.pid == child && n.event == "start" && n.node == node) return true;
         return false;
     };
+    // async puts what it queued once n3 waits, microseconds after n3 starts: the kill waits
+    // for that put to start too (it takes 250 ms, n3 400 ms)
+    auto put_started_for = [&](std::int64_t step) {
+        for (const auto& n : graphs::read_notes(notes, notes_from))
+            if (n.pid == child && n.node == "checkpoint" && n.event == "put" && n.step == step) return true;
+        return false;
+    };
     bool seen = false;
     for (auto until = std::chrono::steady_clock::now() + 60s; !seen && std::chrono::steady_clock::now() < until;) {
-        seen = started("n3");
+        seen = started("n3") && (mode != sg::durability::async || put_started_for(11));
         if (!seen) std::this_thread::sleep_for(1ms);
     }
     ::kill(child, SIGKILL);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,20 @@ public:
     /// @param cp the checkpoint; read during the call only.
     virtual boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns,
                                              const checkpoint& cp) = 0;
+    /// @brief Stores several checkpoints of one thread and namespace, in order (each one's parent
+    /// before it), as `put` would one by one. The engine hands over this way the checkpoints that
+    /// async durability queued (`durability::async`) while no node waited for anything, so a
+    /// saver that can write them as one unit saves all but one commit: the SQLite saver writes
+    /// them in one transaction. The default calls `put` for each, in order, so a wrapper that
+    /// overrides `put` alone (a `forwarding_saver` counting puts) still sees every checkpoint.
+    /// A failure may leave a prefix of `cps` stored (the default) or none of them (one
+    /// transaction), never a later checkpoint without its parent.
+    /// @param thread_id the thread.
+    /// @param ns the namespace.
+    /// @param cps the checkpoints, oldest first; read during the call only (keep them alive until
+    /// the returned awaitable completes).
+    virtual boost::asio::awaitable<void> put_many(const std::string& thread_id, const std::string& ns,
+                                                  std::span<const checkpoint> cps);
     /// @brief Stores the writes of one task against checkpoint `checkpoint_id` (durable per task).
     /// @param thread_id the thread.
     /// @param ns the namespace.

@@ -65,6 +65,7 @@ struct check {
 inline const std::vector<check>& checks() {
     static const std::vector<check> all{
         {"put_get", [](saver& s, const capabilities&) { put_get(s); }},
+        {"put_many_in_order", [](saver& s, const capabilities&) { put_many_in_order(s); }},
         {"deltas", [](saver& s, const capabilities&) { deltas(s); }},
         {"writes", [](saver& s, const capabilities&) { writes(s); }},
         {"list_filters", [](saver& s, const capabilities&) { list_filters(s); }},

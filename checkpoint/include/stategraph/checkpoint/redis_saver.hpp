@@ -90,6 +90,10 @@ public:
     redis_saver& operator=(const redis_saver&) = delete;
 
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) override;
+    /// @brief All of `cps` as one fenced write (one script call, one round trip); a refused
+    /// fence stores none of them.
+    boost::asio::awaitable<void> put_many(const std::string& thread_id, const std::string& ns,
+                                          std::span<const checkpoint> cps) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,

@@ -150,6 +150,10 @@ public:
     sqlite_saver& operator=(const sqlite_saver&) = delete;
 
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) override;
+    /// @brief All of `cps` in one transaction (one commit, one fsync), or with the writes of other
+    /// calls in the batch's; a failure stores none of them.
+    boost::asio::awaitable<void> put_many(const std::string& thread_id, const std::string& ns,
+                                          std::span<const checkpoint> cps) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,

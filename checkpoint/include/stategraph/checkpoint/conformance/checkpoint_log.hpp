@@ -62,6 +62,34 @@ inline void put_get(saver& s) {
     BOOST_TEST(got->cp.values.at("a") == 2);
 }
 
+/// put_many: checkpoints stored in order, as put one by one would store them (values of a
+/// parent read through its children, the newest is the latest); an empty batch stores nothing.
+inline void put_many_in_order(saver& s) {
+    run(s.put_many("t", "", std::vector<checkpoint>{}));
+    BOOST_TEST(!get(s, "t", "").has_value());
+    std::vector<checkpoint> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", "x"}}));
+    cps.push_back(next_cp(&cps.back(), 0, "loop", json::object{{"a", 2}}));
+    cps.push_back(next_cp(&cps.back(), 1, "loop", json::object{{"c", json::array{1, 2}}}));
+    run(s.put_many("t", "", cps));
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cps[2], json::object{{"a", 2}, {"b", "x"}, {"c", json::array{1, 2}}});
+    auto all = list(s, "t", "", {});
+    BOOST_TEST_REQUIRE(all.size() == 3u);
+    BOOST_TEST(all[0].cp.id == cps[2].id);
+    BOOST_TEST(all[1].cp.id == cps[1].id);
+    check_checkpoint(all[1], "t", "", cps[1], json::object{{"a", 2}, {"b", "x"}});
+    check_checkpoint(all[2], "t", "", cps[0], json::object{{"a", 1}, {"b", "x"}});
+    // A second batch continues the first; one alone is a put.
+    auto cp4 = next_cp(&cps[2], 2, "loop", json::object{{"b", "y"}});
+    run(s.put_many("t", "", std::vector<checkpoint>{cp4}));
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cp4, json::object{{"a", 2}, {"b", "y"}, {"c", json::array{1, 2}}});
+    BOOST_TEST(!get(s, "t", "sub").has_value());
+}
+
 /// Values are reassembled from deltas: a channel written once still shows later.
 inline void deltas(saver& s) {
     json::object odd{{"unicode", "h\xc3\xa9llo \xe2\x9c\x93"},

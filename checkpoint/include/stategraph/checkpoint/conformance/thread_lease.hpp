@@ -160,6 +160,9 @@ inline void broken_lease_fences_writes(saver& a, const capabilities& caps) {
     std::vector<pending_write> w{write_of("task", "node", "a", 9)};
     expect_error(errc::lease_lost, [&] { run(a.put_writes("t", "", cp1.id, w)); });
     expect_error(errc::lease_lost, [&] { run(a.prune("t", 1)); });
+    // ... a batch of checkpoints too (async durability's put_many): none of it is stored.
+    const std::vector<checkpoint> batch{cp2, cp3};
+    expect_error(errc::lease_lost, [&] { run(a.put_many("t", "", batch)); });
     auto got = get(*b, "t", "");
     BOOST_TEST_REQUIRE(got.has_value());
     BOOST_TEST(got->cp.id == cp1.id);
