@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 
@@ -294,6 +295,8 @@ struct run_state {
 
     persisted_state saved;
     record_writer writer;
+    /// The strand a step's tasks run on when several run at once (or beside a put), made once.
+    std::optional<boost::asio::strand<boost::asio::any_io_executor>> tasks_strand;
     std::vector<std::string> path; // the nodes this call ran, in order (superstep, then name)
     checkpoint_session session;
     std::vector<std::string> ns_path;

@@ -256,8 +256,11 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
         co_await run_task(env, r, *todo[0], durable);
         co_return;
     }
-    auto ex = co_await boost::asio::this_coro::executor;
-    auto strand = boost::asio::make_strand(ex);
+    if (!r.tasks_strand) {
+        auto ex = co_await boost::asio::this_coro::executor;
+        r.tasks_strand.emplace(boost::asio::make_strand(ex));
+    }
+    const auto& strand = *r.tasks_strand;
     using op_t = decltype(boost::asio::co_spawn(strand, std::declval<boost::asio::awaitable<void>>(), boost::asio::deferred));
     std::vector<op_t> ops_list;
     ops_list.reserve(todo.size() + 1);
