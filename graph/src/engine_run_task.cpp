@@ -3,6 +3,13 @@
 
 #include "engine_internal.hpp"
 
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/post.hpp>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+
 namespace stategraph::detail::engine {
 
 /// The cache namespace of a node: the graph's name and the node's.
@@ -224,20 +231,54 @@ boost::asio::awaitable<void> run_task(const call_env& env, run_state& r, task& t
 
 namespace {
 
-/// A step's lone task, beside the queued checkpoints: `done` once it has returned.
-boost::asio::awaitable<void> run_lone_task(const call_env& env, run_state& r, task& t, bool durable, bool& done) {
-    struct mark {
-        bool& done;
-        ~mark() { done = true; }
-    } m{done};
-    co_await run_task(env, r, t, durable);
-}
+/// What a step's lone task shares with the put of the queued checkpoints started while it waits.
+struct lone_put {
+    std::mutex m;
+    bool task_done = false; ///< the task returned: a put not started by then is not started
+    bool started = false;   ///< the put started: the step waits for `done`
+    std::exception_ptr error;
+    std::optional<boost::asio::experimental::concurrent_channel<void(boost::system::error_code)>> done;
+};
 
-/// Puts the queued checkpoints unless the step's lone task has already returned (it never
-/// waited: this starts only once the task waits for something or is done).
-boost::asio::awaitable<void> put_while_waiting(run_state& r, const bool& done) {
-    if (done) co_return; // the queue stays, for the next checkpoints to join
-    co_await put_queued(r);
+/// The lone task of a step, with checkpoints queued: a handler posted before it starts the put
+/// if it runs while the task waits (the event loop reaches it only then, or after the task
+/// returned, when it does nothing). No coroutine, strand or group when the task never waits.
+boost::asio::awaitable<void> run_lone_task(const call_env& env, run_state& r, task& t, bool durable) {
+    auto ex = co_await boost::asio::this_coro::executor;
+    auto s = std::make_shared<lone_put>();
+    boost::asio::post(ex, [s, &r, ex] {
+        {
+            std::lock_guard l(s->m);
+            if (s->task_done) return; // r may be gone: touch nothing of it
+            s->started = true;
+            s->done.emplace(ex, 1);
+        }
+        auto put = put_queued(r); // r outlives it: the step waits for `done` once `started`
+        boost::asio::co_spawn(ex, std::move(put), [s](std::exception_ptr e) {
+            {
+                std::lock_guard l(s->m);
+                s->error = e;
+            }
+            s->done->try_send(boost::system::error_code{});
+        });
+    });
+    std::exception_ptr failed;
+    try {
+        co_await run_task(env, r, t, durable);
+    } catch (...) {
+        failed = std::current_exception();
+    }
+    bool wait = false;
+    {
+        std::lock_guard l(s->m);
+        s->task_done = true;
+        wait = s->started;
+    }
+    if (wait) {
+        co_await s->done->async_receive(boost::asio::use_awaitable);
+        if (!failed) failed = s->error; // a storage failure: the checkpoints' put
+    }
+    if (failed) std::rethrow_exception(failed);
 }
 
 } // namespace
@@ -251,9 +292,9 @@ boost::asio::awaitable<void> put_while_waiting(run_state& r, const bool& done) {
 /// queue is full (`record_writer::max_queued`). A put's failure is the call's error once the
 /// tasks are done.
 boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable) {
-    const bool queued = !r.writer.queue.empty();
-    if (todo.size() == 1 && !queued) {
-        co_await run_task(env, r, *todo[0], durable);
+    if (todo.size() == 1) {
+        if (r.writer.queue.empty()) co_await run_task(env, r, *todo[0], durable);
+        else co_await run_lone_task(env, r, *todo[0], durable);
         co_return;
     }
     if (!r.tasks_strand) {
@@ -264,23 +305,13 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
     using op_t = decltype(boost::asio::co_spawn(strand, std::declval<boost::asio::awaitable<void>>(), boost::asio::deferred));
     std::vector<op_t> ops_list;
     ops_list.reserve(todo.size() + 1);
-    bool lone_done = false;
-    if (todo.size() == 1) {
-        // The group starts its operations in order on the strand: the put's starts once the
-        // task waits, or after it returned.
-        auto lone = run_lone_task(env, r, *todo[0], durable, lone_done);
-        ops_list.push_back(boost::asio::co_spawn(strand, std::move(lone), boost::asio::deferred));
-        auto put = put_while_waiting(r, lone_done);
+    if (!r.writer.queue.empty()) {
+        auto put = put_queued(r);
         ops_list.push_back(boost::asio::co_spawn(strand, std::move(put), boost::asio::deferred));
-    } else {
-        if (queued) {
-            auto put = put_queued(r);
-            ops_list.push_back(boost::asio::co_spawn(strand, std::move(put), boost::asio::deferred));
-        }
-        for (task* t : todo) {
-            auto aw = run_task(env, r, *t, durable);
-            ops_list.push_back(boost::asio::co_spawn(strand, std::move(aw), boost::asio::deferred));
-        }
+    }
+    for (task* t : todo) {
+        auto aw = run_task(env, r, *t, durable);
+        ops_list.push_back(boost::asio::co_spawn(strand, std::move(aw), boost::asio::deferred));
     }
     auto group = boost::asio::experimental::make_parallel_group(std::move(ops_list));
     auto [order, errors] = co_await group.async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);

@@ -8,7 +8,10 @@
 #include <stategraph/drain.hpp>
 
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_future.hpp>
 
+#include <future>
 #include <mutex>
 
 using namespace durable;
@@ -399,6 +402,37 @@ BOOST_DATA_TEST_CASE(async_puts_the_steps_of_nodes_that_never_wait_together, sav
     BOOST_TEST(total == 152u); // input, START and 150 steps
     BOOST_TEST(many->batches.size() == 3u);
     BOOST_TEST(run(app3.get_state_history("m")).size() == 152u);
+}
+
+// async on a pool of four threads: the put started while a node waits may run on another thread
+// than the node; 16 calls at once, nodes that wait and nodes that do not, every checkpoint of
+// every thread stored in order.
+BOOST_DATA_TEST_CASE(async_on_a_thread_pool, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    sg::state_graph<st> g("mixed");
+    g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c"));
+    g.add_node("b", [](const st&) -> boost::asio::awaitable<upd> {
+        boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, 2ms);
+        co_await t.async_wait(boost::asio::use_awaitable);
+        co_return upd{}.set<&st::log>({"b"});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", "d_");
+    g.add_node("d_", logger(side, "d"));
+    g.add_edge("d_", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    boost::asio::thread_pool pool(4);
+    std::vector<std::future<sg::run_result<st>>> calls;
+    std::vector<sg::run_config> configs;
+    for (int i = 0; i < 16; ++i) configs.push_back(in_mode("p" + std::to_string(i), sg::durability::async));
+    for (int i = 0; i < 16; ++i) {
+        auto call = app.invoke(upd{}, configs[static_cast<std::size_t>(i)]);
+        calls.push_back(boost::asio::co_spawn(pool, std::move(call), boost::asio::use_future));
+    }
+    for (auto& c : calls) BOOST_TEST(c.get().values.log == (strings{"a", "b", "c", "d"}));
+    pool.join();
+    const std::vector<step_source> every_step{{4, "loop"}, {3, "loop"}, {2, "loop"}, {1, "loop"}, {0, "loop"}, {-1, "input"}};
+    for (int i = 0; i < 16; ++i) BOOST_TEST((history_of(app, "p" + std::to_string(i)) == every_step), "thread p" << i);
 }
 
 // A put that fails in the background is the call's error (async), also when it is noticed after
