@@ -23,11 +23,12 @@ namespace stategraph::bench {
 class counting_saver final : public checkpoint::forwarding_saver {
 public:
     struct calls {
-        std::size_t put = 0, put_many = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0;
+        std::size_t put = 0, put_many = 0, in_batches = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0;
         boost::json::object json() const {
             boost::json::object o;
             o["put"] = put; // checkpoints, whether put alone or in a put_many
-            o["put_many"] = put_many;
+            o["put_many"] = put_many;     // batches
+            o["in_batches"] = in_batches; // the checkpoints in them
             o["put_writes"] = put_writes;
             o["get"] = get;
             o["list"] = list;
@@ -54,6 +55,7 @@ public:
         {
             std::lock_guard lock(mutex_);
             ++calls_.put_many;
+            calls_.in_batches += cps.size();
         }
         for (const auto& cp : cps) count(thread_id, cp);
         co_await inner().put_many(thread_id, ns, cps);
