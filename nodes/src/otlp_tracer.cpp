@@ -8,7 +8,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -24,8 +23,10 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -344,7 +345,17 @@ struct otlp_tracer::impl {
             }
             problem.clear();
         };
-        asio::co_spawn(io, send, asio::detached);
+        // An exception out of the POST (memory, a throwing socket call) is its problem, not lost.
+        asio::co_spawn(io, send, [&problem](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+                problem = std::string("the POST failed: ") + x.what();
+            } catch (...) {
+                problem = "the POST failed with a non-standard exception";
+            }
+        });
         io.run();
         return problem;
     }
