@@ -86,6 +86,18 @@ boost::asio::awaitable<void> tiered_saver::put(const std::string& thread_id, con
     co_await std::move(mirrored);
 }
 
+boost::asio::awaitable<void> tiered_saver::put_many(const std::string& thread_id, const std::string& ns,
+                                                    std::span<const checkpoint> cps) {
+    auto takes = front_takes(thread_id);
+    const bool to_front = co_await std::move(takes);
+    auto back_put = back_->put_many(thread_id, ns, cps);
+    co_await std::move(back_put);
+    if (!to_front) co_return;
+    auto front_put = front_->put_many(thread_id, ns, cps);
+    auto mirrored = write_front(thread_id, std::move(front_put));
+    co_await std::move(mirrored);
+}
+
 boost::asio::awaitable<void> tiered_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                       std::vector<pending_write> writes) {
     auto takes = front_takes(thread_id);

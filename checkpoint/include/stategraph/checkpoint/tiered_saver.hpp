@@ -74,6 +74,10 @@ public:
     tiered_saver& operator=(const tiered_saver&) = delete;
 
     boost::asio::awaitable<void> put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) override;
+    /// @brief As `put`, with the batch written whole to each saver (PostgreSQL: one round trip;
+    /// Redis: one script call).
+    boost::asio::awaitable<void> put_many(const std::string& thread_id, const std::string& ns,
+                                          std::span<const checkpoint> cps) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
