@@ -76,14 +76,7 @@ boost::asio::awaitable<void> tiered_saver::write_front(const std::string& thread
 
 boost::asio::awaitable<void> tiered_saver::put(const std::string& thread_id, const std::string& ns,
                                                const checkpoint& cp) {
-    auto takes = front_takes(thread_id);
-    const bool to_front = co_await std::move(takes);
-    auto back_put = back_->put(thread_id, ns, cp);
-    co_await std::move(back_put);
-    if (!to_front) co_return;
-    auto front_put = front_->put(thread_id, ns, cp);
-    auto mirrored = write_front(thread_id, std::move(front_put));
-    co_await std::move(mirrored);
+    return put_many(thread_id, ns, std::span<const checkpoint>(&cp, 1)); // a batch of one is a put
 }
 
 boost::asio::awaitable<void> tiered_saver::put_many(const std::string& thread_id, const std::string& ns,
