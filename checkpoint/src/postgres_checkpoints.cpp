@@ -261,7 +261,7 @@ void postgres_saver::impl::add_put(std::vector<pg::statement>& batch, std::vecto
 
 asio::awaitable<void> postgres_saver::impl::put(const std::string& thread, const std::string& ns,
                                                 const checkpoint& cp) {
-    co_await put_many(thread, ns, std::span<const checkpoint>(&cp, 1));
+    return put_many(thread, ns, std::span<const checkpoint>(&cp, 1)); // a batch of one: no frame of its own
 }
 
 asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, const std::string& ns,

@@ -291,9 +291,7 @@ asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::list_op(std::s
 }
 
 asio::awaitable<void> redis_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
-    auto ops = impl_->plan_put(thread_id, ns, cp);
-    auto op = impl_->write_op(thread_id, std::move(ops));
-    co_await impl_->call(op);
+    return put_many(thread_id, ns, std::span<const checkpoint>(&cp, 1)); // a batch of one
 }
 
 asio::awaitable<void> redis_saver::put_many(const std::string& thread_id, const std::string& ns,
