@@ -2,7 +2,7 @@
 // held, and the release of them all when the saver closes.
 #include "postgres_saver_impl.hpp"
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

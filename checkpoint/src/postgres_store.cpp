@@ -1,6 +1,6 @@
 // The PostgreSQL store: `stategraph_store_items`, full text in a GIN-indexed tsvector.
 
-#include <stategraph/store/postgres_store.hpp>
+#include <stategraph/checkpoint/store/postgres_store.hpp>
 
 #include "pg_connection.hpp"
 

@@ -2,7 +2,7 @@
 // (on the saver's own thread), and the release of them all at shutdown.
 #include "redis_saver_impl.hpp"
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -3,7 +3,7 @@
 // redis_saver_impl.hpp.
 #include "redis_saver_impl.hpp"
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

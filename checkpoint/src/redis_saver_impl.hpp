@@ -8,7 +8,7 @@
 
 #include <stategraph/checkpoint/redis_saver.hpp>
 #include <stategraph/checkpoint/reserved.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include "codec.hpp"
 #include "lease_owner.hpp"

@@ -4,7 +4,7 @@
 
 #include "sqlite_saver_impl.hpp"
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/json/serialize.hpp>
 

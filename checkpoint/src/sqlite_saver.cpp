@@ -9,7 +9,7 @@
 #include "lease_owner.hpp"
 #include "sqlite_checksum_vfs.hpp"
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>

@@ -6,7 +6,7 @@
 #include "sqlite_saver_impl.hpp"
 #include "sqlite_checksum_vfs.hpp"
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <algorithm>
 #include <cstring>

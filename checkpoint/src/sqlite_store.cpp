@@ -1,6 +1,6 @@
 // The SQLite store: items in `store_items`, their indexed text in the FTS5 table `store_fts`.
 
-#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/store/sqlite_store.hpp>
 
 #include "sqlite_checksum_vfs.hpp"
 

@@ -1,8 +1,8 @@
 // The store interface's shared part (validation, full-text words, filters, paging) and the
 // in-memory store.
 
-#include <stategraph/store/memory_store.hpp>
-#include <stategraph/store/store.hpp>
+#include <stategraph/checkpoint/store/memory_store.hpp>
+#include <stategraph/checkpoint/store/store.hpp>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/parse_options.hpp>

@@ -1,6 +1,6 @@
 #include <stategraph/checkpoint/tiered_saver.hpp>
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <exception>
 #include <utility>

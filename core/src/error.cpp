@@ -1,4 +1,4 @@
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 namespace stategraph {
 

@@ -1,4 +1,4 @@
-#include <stategraph/detail/names.hpp>
+#include <stategraph/core/detail/names.hpp>
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 
 #include <iostream>
 

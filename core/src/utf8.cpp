@@ -1,4 +1,4 @@
-#include <stategraph/utf8.hpp>
+#include <stategraph/core/utf8.hpp>
 
 #include <boost/json/serialize.hpp>
 

@@ -107,7 +107,7 @@ boost::asio::awaitable<void> maintenance(sg::checkpoint::saver& saver, std::stri
 }
 
 // [snippet store_node]
-#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/store/sqlite_store.hpp>
 
 namespace store = stategraph::store;
 

@@ -4,7 +4,7 @@
 // N spans sent".
 //
 //   START -> lookup (its own span "crm lookup") -> reply -> END
-#include <stategraph/otlp_tracer.hpp>
+#include <stategraph/nodes/otlp_tracer.hpp>
 #include <stategraph/stategraph.hpp>
 
 #include <iostream>

@@ -65,13 +65,13 @@
 #include <stategraph/thread_overlay.hpp>
 
 #include <csignal>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
-#include <stategraph/otlp_tracer.hpp>
+#include <stategraph/nodes/otlp_tracer.hpp>
 #include <stategraph/server/redis_notifier.hpp>
 #include <stategraph/server/run_store.hpp>
 #include <stategraph/server/server.hpp>
-#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/store/sqlite_store.hpp>
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/describe/enum_to_string.hpp>

@@ -3,9 +3,9 @@
 
 /// @file utf8.hpp
 /// @brief Valid UTF-8 for the JSON the command line writes: every `--json` value goes through
-/// `serialize_valid_utf8` (stategraph/utf8.hpp, shared with the server).
+/// `serialize_valid_utf8` (stategraph/core/utf8.hpp, shared with the server).
 
-#include <stategraph/utf8.hpp>
+#include <stategraph/core/utf8.hpp>
 
 namespace global_supervisor {
 

@@ -1,7 +1,7 @@
 // The client: the JSON-RPC session on a private I/O thread (requests, replies, notifications,
 // time limits, cancellation) over a transport (stdio_transport.cpp, http_transport.cpp).
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 #include <stategraph/mcp/client.hpp>
 
 #include "transport.hpp"

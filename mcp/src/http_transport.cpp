@@ -8,7 +8,8 @@
 // the request's time limit; given up, with errc::connection_lost, when the server refuses the GET or
 // after 3 attempts in a row that got no response.
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/http_url.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 #include "transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -47,39 +48,11 @@ namespace json = boost::json;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
-struct url_parts {
-    bool tls = false;
-    std::string host;
-    std::string port;
-    std::string target;
-};
-
-url_parts parse_url(std::string const& name, std::string const& url) {
-    auto bad = [&](std::string const& why) {
-        return mcp_error(errc::start_failed, name, server_label(name) + ": url \"" + url + "\": " + why);
-    };
-    std::string rest;
-    url_parts out;
-    if (url.rfind("http://", 0) == 0) rest = url.substr(7);
-    else if (url.rfind("https://", 0) == 0) rest = url.substr(8), out.tls = true;
-    else throw bad("expected http://host[:port]/path or https://...");
-    auto const slash = rest.find('/');
-    std::string authority = rest.substr(0, slash);
-    out.target = slash == std::string::npos ? "/" : rest.substr(slash);
-    if (!authority.empty() && authority.front() == '[') {  // [v6]:port
-        auto const close = authority.find(']');
-        if (close == std::string::npos) throw bad("unclosed [ in the host");
-        out.host = authority.substr(1, close - 1);
-        if (close + 1 < authority.size() && authority[close + 1] == ':') out.port = authority.substr(close + 2);
-    } else if (auto const colon = authority.rfind(':'); colon != std::string::npos) {
-        out.host = authority.substr(0, colon);
-        out.port = authority.substr(colon + 1);
-    } else {
-        out.host = authority;
-    }
-    if (out.host.empty()) throw bad("no host");
-    if (out.port.empty()) out.port = out.tls ? "443" : "80";
-    return out;
+http_url parse_url(std::string const& name, std::string const& url) {
+    auto parsed = parse_http_url(url);
+    if (!parsed)
+        throw mcp_error(errc::start_failed, name, server_label(name) + ": url \"" + url + "\": " + parsed.error);
+    return std::move(*parsed.url);
 }
 
 /// Server-sent events, fed as bytes arrive: calls @p on_data with the data of each event whose
@@ -240,7 +213,7 @@ public:
             auto stream = self_connection();
             auto connect = connect_stream(shared_from_this(), stream, std::chrono::milliseconds(5000));
             co_await std::move(connect);
-            http::request<http::empty_body> req{http::verb::delete_, url_.target, 11};
+            http::request<http::empty_body> req{http::verb::delete_, url_.target(), 11};
             set_headers(req);
             auto exchange = [&req](auto& s) -> asio::awaitable<void> {
                 co_await http::async_write(s, req, asio::use_awaitable);
@@ -263,7 +236,7 @@ public:
 private:
     template <class Request>
     void set_headers(Request& req) const {
-        req.set(http::field::host, url_.host + ":" + url_.port);
+        req.set(http::field::host, url_.host_header());
         req.set(http::field::user_agent, "stategraph-mcp");
         for (auto const& [key, value] : headers_) req.set(key, value);
         if (!session_id_.empty()) req.set("Mcp-Session-Id", session_id_);
@@ -359,7 +332,7 @@ private:
         try {
             auto connect = connect_stream(self, stream, self->timeout_);
             co_await std::move(connect);
-            http::request<http::string_body> req{http::verb::post, self->url_.target, 11};
+            http::request<http::string_body> req{http::verb::post, self->url_.target(), 11};
             self->set_headers(req);
             req.set(http::field::content_type, "application/json");
             req.set(http::field::accept, "application/json, text/event-stream");
@@ -491,7 +464,7 @@ private:
             try {
                 auto connect = connect_stream(self, stream, self->timeout_);
                 co_await std::move(connect);
-                http::request<http::empty_body> req{http::verb::get, self->url_.target, 11};
+                http::request<http::empty_body> req{http::verb::get, self->url_.target(), 11};
                 self->set_headers(req);
                 req.set(http::field::accept, "text/event-stream");
                 req.set("Last-Event-ID", sse.last_event_id());
@@ -564,7 +537,7 @@ private:
         try {
             auto connect = connect_stream(self, stream, std::chrono::milliseconds(5000));
             co_await std::move(connect);
-            http::request<http::empty_body> req{http::verb::get, self->url_.target, 11};
+            http::request<http::empty_body> req{http::verb::get, self->url_.target(), 11};
             self->set_headers(req);
             req.set(http::field::accept, "text/event-stream");
             stream->tcp().expires_after(5s);
@@ -605,7 +578,7 @@ private:
     asio::any_io_executor io_;
     std::string name_;
     std::string url_text_;
-    url_parts url_;
+    http_url url_;
     std::map<std::string, std::string> headers_;
     std::chrono::milliseconds timeout_;
     transport_events events_;

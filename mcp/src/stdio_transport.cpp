@@ -2,7 +2,7 @@
 // one JSON-RPC message per line on its stdin and stdout (Asio stream descriptors), its stderr
 // kept as a tail for error messages.
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 #include "transport.hpp"
 
 #include <boost/asio/as_tuple.hpp>

@@ -3,6 +3,8 @@
 
 #include <stategraph/nodes/openai_chat_model.hpp>
 
+#include <stategraph/core/http_url.hpp>
+
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -112,97 +114,27 @@ bool is_ip_literal(std::string const& host) {
     return !ec;
 }
 
-std::string to_lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-/// @brief Split @p url into scheme, host, port and path prefix; throws chat_error::bad_url.
+/// @brief Split @p url (the shared parser, stategraph/core/http_url.hpp) and add the chat
+/// completions path; throws chat_error::bad_url.
 url_parts parse_base_url(std::string_view url) {
     auto const bad = [url](std::string_view why) {
         fail(chat_error::bad_url, "invalid base_url \"" + excerpt(url) + "\": " + std::string(why));
     };
-
-    for (char c : url)
-        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-            bad("contains whitespace or control characters");
-
+    auto const parsed = parse_http_url(url);
+    if (!parsed)
+        bad(parsed.error);
+    if (!parsed.url->query.empty() || url.find('?') != std::string_view::npos)
+        bad("query strings are not supported");
     url_parts out;
-    auto const scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos)
-        bad("expected http://host[:port][/path] or https://...");
-    auto const scheme = to_lower(url.substr(0, scheme_end));
-    if (scheme == "https")
-        out.tls = true;
-    else if (scheme != "http")
-        bad("scheme must be http or https");
-
-    auto const rest = url.substr(scheme_end + 3);
-    auto const authority_end = std::min(rest.find_first_of("/?#"), rest.size());
-    auto const authority = rest.substr(0, authority_end);
-    std::string path(rest.substr(authority_end));
-    if (path.find_first_of("?#") != std::string::npos)
-        bad("query strings and fragments are not supported");
-    if (authority.find('@') != std::string_view::npos)
-        bad("user information in the URL is not supported");
-
-    std::string_view port;
-    bool ipv6 = false;
-    if (!authority.empty() && authority.front() == '[') {
-        auto const close = authority.find(']');
-        if (close == std::string_view::npos)
-            bad("unterminated IPv6 literal");
-        out.host = std::string(authority.substr(1, close - 1));
-        auto const after = authority.substr(close + 1);
-        if (!after.empty()) {
-            if (after.front() != ':')
-                bad("unexpected characters after IPv6 literal");
-            port = after.substr(1);
-            if (port.empty())
-                bad("empty port");
-        }
-        boost::system::error_code ec;
-        asio::ip::make_address_v6(out.host, ec);
-        if (ec)
-            bad("invalid IPv6 literal");
-        ipv6 = true;
-    } else {
-        auto const colon = authority.find(':');
-        out.host = std::string(authority.substr(0, colon));
-        if (colon != std::string_view::npos) {
-            port = authority.substr(colon + 1);
-            if (port.empty())
-                bad("empty port");
-        }
-        for (char c : out.host)
-            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
-                bad("invalid character in host");
-    }
-    if (out.host.empty())
-        bad("missing host");
-
-    auto const default_port = out.tls ? "443" : "80";
-    if (port.empty()) {
-        out.port = default_port;
-    } else {
-        if (port.size() > 5 || !std::all_of(port.begin(), port.end(),
-                                             [](char c) { return c >= '0' && c <= '9'; }))
-            bad("invalid port");
-        auto const value = std::stoul(std::string(port));
-        if (value == 0 || value > 65535)
-            bad("port out of range");
-        out.port = std::to_string(value);
-    }
-
+    out.tls = parsed.url->tls;
+    out.host = parsed.url->host;
+    out.port = parsed.url->port;
+    out.host_header = parsed.url->host_header();
+    std::string path = parsed.url->path;
     while (!path.empty() && path.back() == '/')
         path.pop_back();
     out.target = path + "/chat/completions";
-    out.host_header = ipv6 ? "[" + out.host + "]" : out.host;
-    if (out.port != default_port)
-        out.host_header += ":" + out.port;
-    out.endpoint = scheme + "://" + out.host_header + out.target;
+    out.endpoint = parsed.url->origin() + out.target;
     return out;
 }
 

@@ -1,8 +1,9 @@
 // otlp_tracer: spans kept while open, batched when they end, and sent as OTLP/HTTP JSON by a
 // thread of the tracer's own (its own io_context, one connection per batch).
 
-#include <stategraph/otlp_tracer.hpp>
+#include <stategraph/nodes/otlp_tracer.hpp>
 
+#include <stategraph/core/http_url.hpp>
 #include <stategraph/nodes/error.hpp>
 #include <stategraph/traceparent.hpp>
 
@@ -41,42 +42,20 @@ using tcp = asio::ip::tcp;
 
 [[noreturn]] void bad(const std::string& what) { throw nodes::agent_error(nodes::errc::bad_otlp_endpoint, what); }
 
+/// The collector's URL: the shared parser (stategraph/core/http_url.hpp), http only, and
+/// OTLP's default path when the URL has none.
 struct endpoint_parts {
-    std::string host, port, target;
+    std::string host, port, target, host_header;
 };
 
 endpoint_parts parse_endpoint(const std::string& url) {
     const std::string where = "otlp_tracer: endpoint \"" + url + "\"";
-    constexpr std::string_view scheme = "http://";
-    if (url.rfind("https://", 0) == 0)
+    const auto parsed = parse_http_url(url);
+    if (!parsed) bad(where + ": " + parsed.error + " (e.g. http://127.0.0.1:4318/v1/traces)");
+    if (parsed.url->tls)
         bad(where + ": https is not supported; export to a collector over http:// (a local agent or sidecar)");
-    if (url.rfind(scheme, 0) != 0) bad(where + ": expected http://host[:port]/path, e.g. http://127.0.0.1:4318/v1/traces");
-    for (char c : url)
-        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) bad(where + ": contains whitespace or control characters");
-    const std::string rest = url.substr(scheme.size());
-    const auto slash = rest.find('/');
-    std::string authority = rest.substr(0, slash);
-    endpoint_parts out;
-    out.target = slash == std::string::npos ? "/v1/traces" : rest.substr(slash);
-    if (authority.empty()) bad(where + ": no host");
-    if (authority.front() == '[') {
-        const auto close = authority.find(']');
-        if (close == std::string::npos) bad(where + ": unterminated IPv6 literal");
-        out.host = authority.substr(1, close - 1);
-        const std::string after = authority.substr(close + 1);
-        if (!after.empty() && after.front() != ':') bad(where + ": unexpected characters after the IPv6 literal");
-        out.port = after.empty() ? "" : after.substr(1);
-    } else {
-        const auto colon = authority.rfind(':');
-        out.host = authority.substr(0, colon);
-        out.port = colon == std::string::npos ? "" : authority.substr(colon + 1);
-    }
-    if (out.host.empty()) bad(where + ": no host");
-    if (out.port.empty()) out.port = "80";
-    for (char c : out.port)
-        if (c < '0' || c > '9') bad(where + ": the port is not a number");
-    if (std::stoul(out.port.size() > 5 ? std::string("99999") : out.port) > 65535) bad(where + ": the port is out of range");
-    return out;
+    const http_url& u = *parsed.url;
+    return {u.host, u.port, u.path.empty() && u.query.empty() ? std::string("/v1/traces") : u.target(), u.host_header()};
 }
 
 std::string hex(std::uint64_t v) {
@@ -319,7 +298,7 @@ struct otlp_tracer::impl {
                 co_return;
             }
             http::request<http::string_body> req(http::verb::post, where.target, 11);
-            req.set(http::field::host, where.host + ":" + where.port);
+            req.set(http::field::host, where.host_header);
             req.set(http::field::content_type, "application/json");
             req.set(http::field::user_agent, "stategraph-otlp/0.1.0");
             for (const auto& [k, v] : options.headers) req.set(k, v);

@@ -9,11 +9,11 @@
 #include <stategraph/checkpoint/saver.hpp>
 #include <stategraph/json_graph.hpp>
 #include <stategraph/drain.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/topology.hpp>
-#include <stategraph/store/store.hpp>
+#include <stategraph/checkpoint/store/store.hpp>
 #include <stategraph/thread_overlay.hpp>
-#include <stategraph/utf8.hpp>
+#include <stategraph/core/utf8.hpp>
 
 #include "studio.hpp"
 

@@ -8,7 +8,7 @@
 /// subscriber (SUBSCRIBE on the channels asked for, made again with backoff when it drops).
 /// Every member below marked "io_" is touched on that thread only.
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 #include <stategraph/server/redis_notifier.hpp>
 
 #include "redis_connection.hpp" // checkpoint/src

@@ -16,7 +16,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-#include <stategraph/utf8.hpp>
+#include <stategraph/core/utf8.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -18,7 +18,7 @@
 ///   on the store's channels, and connects again (with backoff) when it drops; after such a gap
 ///   every channel is reported once with an empty payload, as anything may have happened.
 
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 #include <stategraph/server/run_store.hpp>
 
 #include "pg_connection.hpp"

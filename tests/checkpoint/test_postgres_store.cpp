@@ -1,7 +1,7 @@
 // The PostgreSQL store: the store conformance suite on a schema of its own per case, against the
 // server in STATEGRAPH_TEST_POSTGRES (skipped, saying so, when it is unset), and its own errors.
-#include <stategraph/store/conformance.hpp>
-#include <stategraph/store/postgres_store.hpp>
+#include <stategraph/checkpoint/store/conformance.hpp>
+#include <stategraph/checkpoint/store/postgres_store.hpp>
 
 #include "postgres_test_support.hpp"
 

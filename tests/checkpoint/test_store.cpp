@@ -1,8 +1,8 @@
 // The stores: the conformance suite over the memory store and the SQLite store (FTS5), and what
 // is particular to SQLite (a file that outlives the store, its schema version, a shared file).
-#include <stategraph/store/conformance.hpp>
-#include <stategraph/store/memory_store.hpp>
-#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/store/conformance.hpp>
+#include <stategraph/checkpoint/store/memory_store.hpp>
+#include <stategraph/checkpoint/store/sqlite_store.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 
 #include <boost/test/unit_test.hpp>

@@ -1,5 +1,5 @@
 #define BOOST_TEST_MODULE core
-#include <stategraph/detail/spawned.hpp>
+#include <stategraph/core/detail/spawned.hpp>
 
 #include <boost/test/unit_test.hpp>
 

@@ -6,7 +6,7 @@
 #include "fuzz_support.hpp"
 
 #include <stategraph/detail/state_ops.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -6,7 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <stategraph/run_sync.hpp>
-#include <stategraph/store/memory_store.hpp>
+#include <stategraph/checkpoint/store/memory_store.hpp>
 
 #include <memory>
 

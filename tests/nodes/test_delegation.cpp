@@ -6,7 +6,7 @@
 #include "run_with_server.hpp"
 
 #include <stategraph/checkpoint/memory_saver.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/reducer.hpp>
 
 #include <boost/asio/io_context.hpp>

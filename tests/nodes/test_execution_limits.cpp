@@ -2,7 +2,7 @@
 // 004's JSON, allow_* flags, max_attempts with a memory multiplier per attempt, max_runtime.
 #include <stategraph/nodes/execution_limits.hpp>
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/reducer.hpp>
 #include <stategraph/state_graph.hpp>
 

@@ -3,7 +3,7 @@
 // a resume in a fresh app (as another process would) continuing the interrupted run's trace, a
 // caller's traceparent, failures and retries, a collector that is down, bad endpoints, the
 // OpenTelemetry environment variables, and a node's own span written the way a user writes it.
-#include <stategraph/otlp_tracer.hpp>
+#include <stategraph/nodes/otlp_tracer.hpp>
 
 #include "fake_openai_server.hpp"
 #include "otlp_receiver.hpp"

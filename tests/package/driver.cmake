@@ -42,10 +42,10 @@ if(MODE STREQUAL "install")
   foreach(f ${LIBDIR}/cmake/stategraph/stategraphConfig.cmake ${LIBDIR}/cmake/stategraph/stategraphConfigVersion.cmake
             ${LIBDIR}/cmake/stategraph/stategraphTargets.cmake ${LIBDIR}/cmake/stategraph/stategraphSqliteTargets.cmake
             ${LIBDIR}/libstategraph_core${d}.a ${LIBDIR}/libstategraph_graph${d}.a
-            ${INCLUDEDIR}/stategraph/error.hpp ${INCLUDEDIR}/stategraph/detail/names.hpp
+            ${INCLUDEDIR}/stategraph/core/error.hpp ${INCLUDEDIR}/stategraph/core/detail/names.hpp
             ${INCLUDEDIR}/stategraph/state_graph.hpp ${INCLUDEDIR}/stategraph/checkpoint/sqlite_saver.hpp
             ${INCLUDEDIR}/stategraph/dsl/dsl.hpp ${INCLUDEDIR}/stategraph/server/server.hpp
-            ${INCLUDEDIR}/stategraph/store/sqlite_store.hpp)
+            ${INCLUDEDIR}/stategraph/checkpoint/store/sqlite_store.hpp)
     if(NOT EXISTS ${PREFIX}/${f})
       message(FATAL_ERROR "installed tree lacks ${f}")
     endif()

@@ -9,7 +9,7 @@
 #include <stategraph/checkpoint/forwarding_saver.hpp>
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/testing/run.hpp>
-#include <stategraph/store/memory_store.hpp>
+#include <stategraph/checkpoint/store/memory_store.hpp>
 #include <stategraph/stategraph.hpp>
 
 #include <boost/asio/connect.hpp>

@@ -10,7 +10,7 @@
 
 #include <stategraph/nodes/model_node.hpp>
 #include <stategraph/nodes/openai_chat_model.hpp>
-#include <stategraph/otlp_tracer.hpp>
+#include <stategraph/nodes/otlp_tracer.hpp>
 
 #include "otlp_receiver.hpp" // tests/support
 #include "temp_dir.hpp"

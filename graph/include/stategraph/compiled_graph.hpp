@@ -16,7 +16,7 @@
 #include <stategraph/detail/engine.hpp>
 #include <stategraph/detail/gcc12.hpp>
 #include <stategraph/detail/graph_core.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/json_shape.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>

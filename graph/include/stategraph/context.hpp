@@ -4,10 +4,10 @@
 /// stream custom events, and see where it runs (node, step, thread, attempt).
 
 #include <stategraph/detail/gcc12.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
-#include <stategraph/store/store.hpp>
+#include <stategraph/checkpoint/store/store.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -4,7 +4,7 @@
 /// node fails for good (after its retries), receives the failure and the state, and whose update
 /// or Command stands in for the node's.
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/node.hpp>
 
 #include <boost/asio/awaitable.hpp>

@@ -11,8 +11,8 @@
 /// `unknown_member_error` naming the member and the struct. LangGraph replaces a dict channel
 /// whole; stategraph merges on purpose (see the README's "Partial nested input").
 
-#include <stategraph/detail/names.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/detail/names.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/core/demangle.hpp>
 #include <boost/describe/enumerators.hpp>

@@ -34,7 +34,7 @@
 /// Thread safety: migrations are immutable once compiled and run concurrently for many threads;
 /// a migration function must not touch shared mutable data.
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/json_shape.hpp>
 
 #include <boost/json/object.hpp>

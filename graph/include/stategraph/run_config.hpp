@@ -6,7 +6,7 @@
 /// that stands in a `co_await` expression twice, so `co_await app.invoke(in, {.thread_id = "t"})`
 /// must not own heap memory. Ids are held inline (`id_text`, up to 255 bytes).
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/run_observer.hpp>
 
 #include <cstddef>

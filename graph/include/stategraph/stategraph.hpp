@@ -7,7 +7,7 @@
 #include <stategraph/compiled_graph.hpp>
 #include <stategraph/context.hpp>
 #include <stategraph/drain.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/json_graph.hpp>
 #include <stategraph/json_shape.hpp>
 #include <stategraph/node.hpp>

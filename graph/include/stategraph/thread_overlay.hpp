@@ -6,7 +6,7 @@
 
 #include <stategraph/checkpoint/reserved.hpp>
 #include <stategraph/compiled_graph.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/topology.hpp>
 
 #include <boost/asio/awaitable.hpp>

@@ -4,7 +4,7 @@
 /// breakpoints. `validate()` checks it (Boost.Graph), `write_dot()` / `write_mermaid()` draw it,
 /// and `shape_lines()` describes it for drift detection.
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <iosfwd>
 #include <memory>

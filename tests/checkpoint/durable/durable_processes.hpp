@@ -2,7 +2,7 @@
 // Child processes of the durable-thread tests: starts the helper program durable_child
 // (fork + exec) and waits for it within a bounded time, so that no test can hang on a child.
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/test/unit_test.hpp>
 

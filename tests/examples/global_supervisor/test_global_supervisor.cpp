@@ -17,7 +17,7 @@
 
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/dsl/dsl.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>

@@ -8,7 +8,7 @@
 // namespace and the value braced inside the co_await, and "ship" reads it back from there.
 // Usage: consumer <database file>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
-#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/store/sqlite_store.hpp>
 #include <stategraph/dsl/dsl.hpp>
 
 #include <boost/asio/co_spawn.hpp>

@@ -6,7 +6,7 @@
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 #include <stategraph/dsl/dsl.hpp>
 #include <stategraph/server/server.hpp>
-#include <stategraph/store/sqlite_store.hpp>
+#include <stategraph/checkpoint/store/sqlite_store.hpp>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>

@@ -88,7 +88,10 @@ public:
     /// @param thread_id the thread.
     /// @param ns the namespace.
     /// @param cps the checkpoints, oldest first; read during the call only (keep them alive until
-    /// the returned awaitable completes).
+    /// the returned awaitable completes). Any contiguous range of checkpoints converts: a named
+    /// `std::vector<checkpoint>` or array. On g++ 12 write `std::vector<checkpoint> batch{a, b};
+    /// co_await saver.put_many(t, ns, batch);`: a braced list inside `co_await` does not compile
+    /// there (the compiler's bug, "array used as initializer"), whatever the parameter's type.
     virtual boost::asio::awaitable<void> put_many(const std::string& thread_id, const std::string& ns,
                                                   std::span<const checkpoint> cps);
     /// @brief Stores the writes of one task against checkpoint `checkpoint_id` (durable per task).

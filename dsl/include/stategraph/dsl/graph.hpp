@@ -16,7 +16,7 @@
 #include <stategraph/dsl/checks.hpp>
 #include <stategraph/dsl/lowering.hpp>
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/state_graph.hpp>
 #include <stategraph/topology.hpp>
 

@@ -7,7 +7,7 @@
 
 #include <stategraph/dsl/checks.hpp>
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/state_graph.hpp>
 
 #include <functional>

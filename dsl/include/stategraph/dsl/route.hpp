@@ -18,7 +18,7 @@
 #include <stategraph/dsl/lowering.hpp>
 #include <stategraph/dsl/node.hpp>
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/state_graph.hpp>
 
 #include <boost/core/demangle.hpp>

@@ -9,7 +9,7 @@
 #include <stategraph/context.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/detail/state_table.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/run_config.hpp>
 #include <stategraph/stream.hpp>
 

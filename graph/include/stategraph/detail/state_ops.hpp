@@ -3,7 +3,7 @@
 /// @brief Per-field operations generated from a state's description: apply an update through
 /// the reducers, and convert fields to and from JSON.
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 #include <stategraph/json_shape.hpp>
 #include <stategraph/reducer.hpp>
 #include <stategraph/update.hpp>

@@ -6,7 +6,7 @@
 
 #include <stategraph/checkpoint/saver.hpp>
 #include <stategraph/checkpoint/testing/run.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/json.hpp>
 #include <boost/test/unit_test.hpp>
