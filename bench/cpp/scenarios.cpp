@@ -10,7 +10,7 @@
 #include <boost/asio/io_context.hpp>
 
 #ifdef STATEGRAPH_BENCH_HAVE_OTLP
-#include <stategraph/otlp_tracer.hpp>
+#include <stategraph/nodes/otlp_tracer.hpp>
 #endif
 
 #include <atomic>
@@ -314,6 +314,27 @@ boost::asio::awaitable<samples> supervisor_once(compiled_graph<supervisor::state
     co_return out;
 }
 
+/// One chain invoke streamed in `values` mode (the whole state after each step, as LangGraph's
+/// `stream(..., {streamMode: "values"})`): sample µs per node, the handler counting the events.
+boost::asio::awaitable<samples> chain_values_once(compiled_graph<chain_state> g, int n) {
+    run_config cfg = invoke_config(fresh_thread("chain_values"));
+    update<chain_state> in = update<chain_state>{}.set<&chain_state::count>(0);
+    std::size_t events = 0, last_log = 0;
+    auto on_event = [&](const stream_event& e) {
+        ++events;
+        last_log = e.data.as_object().at("log").as_array().size();
+    };
+    const double t0 = now_us();
+    auto r = co_await g.stream(std::move(in), cfg, stream_mode::values, on_event);
+    const double t1 = now_us();
+    check_chain(r, n);
+    check(events == static_cast<std::size_t>(n) + 1 && last_log == static_cast<std::size_t>(n),
+          "chain20_values: one values event per step with the whole log (got " + std::to_string(events) + ")");
+    samples s;
+    s["us_per_node"] = (t1 - t0) / n;
+    co_return s;
+}
+
 } // namespace
 
 void add_scenarios(std::vector<scenario>& out) {
@@ -391,6 +412,21 @@ void add_scenarios(std::vector<scenario>& out) {
                 if (!trips->empty()) d["round_trips"] = *trips;
                 return d;
             };
+            return b;
+        };
+        out.push_back(std::move(s));
+    }
+    {
+        // chain20 streamed in `values` mode: what the stream adds per step (the state as JSON).
+        scenario s;
+        s.name = "chain20_values";
+        s.checkpointers = {"memory"};
+        s.metrics = {{"us_per_node", "us"}};
+        s.setup = [](setup_context& ctx) {
+            auto io = std::make_shared<boost::asio::io_context>(1);
+            auto g = build_chain<chain_state>(20, ctx.cp->saver);
+            bench_run b;
+            b.run = [io, g] { return drive(*io, chain_values_once(g, 20)); };
             return b;
         };
         out.push_back(std::move(s));

@@ -313,6 +313,10 @@ struct run_state {
     run_observer* tracer = nullptr;
     std::uint64_t span = 0, parent_span = 0, step_span = 0;
     std::string traceparent;
+    /// The `values` stream's last event (the state as JSON), kept between steps so that a step
+    /// encodes again only the fields it changed; valid only while `values_cached` (emit_values).
+    boost::json::object values_cache;
+    bool values_cached = false;
 
     const std::string& thread_id() const noexcept { return session.thread_id(); }
 };
@@ -395,6 +399,9 @@ boost::json::object update_json(const state_table& st, const update_box& u);
 void read_update_field(const state_table& st, update_box& u, std::size_t i, const boost::json::value& v, errc code,
                        const std::string& where);
 boost::json::object values_json(const graph_core& g, const run_state& r);
+/// Streams a `values` event. `changed`: the fields changed since the last one (a loop step);
+/// null: encode the whole state again.
+void emit_values(const call_env& env, run_state& r, const field_mask* changed);
 void track(const state_table& st, run_state& r, const update_box& u);
 void forget_saved_sizes(run_state& r, const field_mask& overwritten);
 

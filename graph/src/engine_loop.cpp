@@ -156,10 +156,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
         r.saved.last_writers = std::move(writers);
         if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), r.saved.step + 1, "loop", changed);
         else ++r.saved.step;
-        if (env.wants(stream_mode::values)) {
-            stream_event e{stream_mode::values, r.ns_path, r.saved.step, "", values_json(g, r)};
-            env.on_event(e);
-        }
+        if (env.wants(stream_mode::values)) emit_values(env, r, &changed);
         ++supersteps;
         step_span.status = "done";
         // Static breakpoint after these nodes.
@@ -221,10 +218,7 @@ boost::asio::awaitable<void> apply_input(const call_env& env, run_state& r, upda
     r.saved.last_writers = {START};
     if (r.session) co_await save(g, r, checkpoint::new_checkpoint_id(), step, "loop", changed);
     else r.saved.step = step;
-    if (env.wants(stream_mode::values)) {
-        stream_event e{stream_mode::values, r.ns_path, r.saved.step, "", values_json(g, r)};
-        env.on_event(e);
-    }
+    if (env.wants(stream_mode::values)) emit_values(env, r, nullptr);
 }
 
 /// A Command as the call's input (LangGraph's `Command(update, goto, resume)`), as LangGraph

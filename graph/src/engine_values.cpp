@@ -79,6 +79,33 @@ boost::json::object values_json(const graph_core& g, const run_state& r) {
     return state_json(*g.st, r.saved.state.get());
 }
 
+void emit_values(const call_env& env, run_state& r, const field_mask* changed) {
+    const auto& g = env.g;
+    if (g.output && r.ns_path.empty()) { // the output schema: its own JSON, not cached
+        stream_event e{stream_mode::values, r.ns_path, r.saved.step, "", values_json(g, r)};
+        env.on_event(e);
+        return;
+    }
+    const auto& st = *g.st;
+    const void* state = r.saved.state.get();
+    boost::json::object& cache = r.values_cache;
+    if (!changed || !r.values_cached) {
+        cache.clear();
+        cache.reserve(st.n);
+        for (std::size_t i = 0; i < st.n; ++i) cache[st.names[i]] = st.to_json(state, i, {});
+    } else {
+        for (std::size_t i = 0; i < st.n; ++i) // assigning an existing key keeps its position
+            if (changed->test(i)) cache[st.names[i]] = st.to_json(state, i, {});
+    }
+    // The event holds the cache while the handler reads it (a const reference, synchronously),
+    // then gives it back; a handler that throws leaves it to be rebuilt.
+    r.values_cached = false;
+    stream_event e{stream_mode::values, r.ns_path, r.saved.step, "", boost::json::value(std::move(cache))};
+    env.on_event(e);
+    cache = std::move(e.data.as_object());
+    r.values_cached = true;
+}
+
 /// Adds `u`'s fields to the run's delta (a subgraph's output).
 void track(const state_table& st, run_state& r, const update_box& u) {
     if (!r.track_delta || !u) return;

@@ -48,6 +48,24 @@ struct recorded {
 std::string js(const boost::json::value& v) { return boost::json::serialize(v); }
 const boost::json::object& obj(const boost::json::value& v) { return v.as_object(); }
 
+/// A field type that counts its encodings to JSON (the `values` stream's cache, below).
+inline int notes_encoded = 0;
+struct note {
+    std::string text;
+};
+inline void tag_invoke(boost::json::value_from_tag, boost::json::value& v, const note& n) {
+    ++notes_encoded;
+    v = n.text;
+}
+inline note tag_invoke(boost::json::value_to_tag<note>, const boost::json::value& v) { return {std::string(v.as_string())}; }
+struct noted {
+    int v = 0;
+    note n;
+    std::vector<std::string> log;
+};
+BOOST_DESCRIBE_STRUCT(noted, (), (v, n, log))
+inline auto reducers(sg::for_state<noted>) { return sg::reducers{sg::reduce<&noted::log>(sg::append)}; }
+
 } // namespace stream_modes_test
 using namespace stream_modes_test;
 
@@ -228,6 +246,40 @@ BOOST_AUTO_TEST_CASE(messages_mode_carries_the_tokens_a_node_writes) {
     run(app.stream(upd{}, {.thread_id = "m2"}, sg::stream_mode::updates, none.handler()));
     BOOST_TEST(none.events.size() == 1u); // the update only
     BOOST_TEST(*asked == (std::vector<bool>{true, false}));
+}
+
+BOOST_AUTO_TEST_CASE(values_mode_encodes_a_field_again_only_in_a_step_that_changed_it) {
+    // START -> a -> {b, c} -> d -> END, no checkpointer (nothing else encodes the state): `n` is
+    // written by c only. Each values event shows the whole state, but `n` is encoded twice: the
+    // input's event, and the step where c ran.
+    using nu = sg::update<noted>;
+    sg::state_graph<noted> g;
+    g.add_node("a", [](const noted& s) { return nu{}.set<&noted::v>(s.v + 1).set<&noted::log>({"a"}); });
+    g.add_node("b", [](const noted&) { return nu{}.set<&noted::log>({"b"}); });
+    g.add_node("c", [](const noted&) { return nu{}.set<&noted::n>(note{"from c"}); });
+    g.add_node("d", [](const noted& s) { return nu{}.set<&noted::v>(s.v + 10).set<&noted::log>({"d"}); });
+    g.add_edge(sg::START, "a").add_edge("a", "b").add_edge("a", "c").add_edge("b", "d").add_edge("c", "d");
+    g.add_edge("d", sg::END);
+    auto app = g.compile();
+    recorded values;
+    notes_encoded = 0;
+    auto r = run(app.stream(nu{}.set<&noted::v>(1), {}, sg::stream_mode::values, values.handler()));
+    BOOST_TEST(r.values.n.text == "from c");
+    BOOST_TEST(notes_encoded == 2);
+    BOOST_REQUIRE_EQUAL(values.events.size(), 4u);
+    const char* expected[] = {R"({"v":1,"n":"","log":[]})", R"({"v":2,"n":"","log":["a"]})",
+                              R"({"v":2,"n":"from c","log":["a","b"]})", R"({"v":12,"n":"from c","log":["a","b","d"]})"};
+    for (std::size_t i = 0; i < 4; ++i) {
+        BOOST_TEST((values.events[i].mode == sg::stream_mode::values));
+        BOOST_TEST(js(values.events[i].data) == expected[i]);
+    }
+    // A second call starts from the state again (a cache belongs to one call).
+    recorded again;
+    notes_encoded = 0;
+    run(app.stream(nu{}.set<&noted::v>(5), {}, sg::stream_mode::values, again.handler()));
+    BOOST_TEST(notes_encoded == 2);
+    BOOST_REQUIRE_EQUAL(again.events.size(), 4u);
+    BOOST_TEST(js(again.events.back().data) == R"({"v":16,"n":"from c","log":["a","b","d"]})");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
