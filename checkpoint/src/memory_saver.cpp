@@ -1,6 +1,6 @@
 #include <stategraph/checkpoint/memory_saver.hpp>
 
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include "codec.hpp"
 #include "saver_common.hpp"
@@ -275,18 +275,15 @@ std::size_t memory_saver::prune_locked(thread_data& d, std::size_t keep_last) co
     auto& cps = d.checkpoints;
     const std::size_t drop = cps.size() > keep_last ? cps.size() - keep_last : 0;
     // Every value a kept checkpoint reads, with the versions its appended items extend.
-    std::set<std::pair<std::string, std::string>> needed; // (channel, version)
+    std::vector<checkpoint> kept(cps.size() - drop);
     for (std::size_t i = drop; i < cps.size(); ++i) {
-        checkpoint cp;
+        checkpoint& cp = kept[i - drop];
         cp.id = cps[i].id;
-        cp.step = cps[i].step;
-        cp.source = cps[i].source;
         codec::decode_record(cps[i].record, cp);
-        for (const auto& [channel, version] : cp.versions)
-            // init-capture: clang 14 cannot capture a structured binding (channel) directly
-            codec::mark_needed(
-                channel, version, [&, &ch = channel](const std::string& v) { return stored_value(d, ch, v); }, needed);
     }
+    const auto needed = common::values_kept(
+        kept, [&](const std::string& channel, const std::string& version) { return stored_value(d, channel, version); },
+        [](const std::string& detail, const std::string&) { throw codec::corrupt(detail); }); // the callers name the thread
     // Values inside the entries about to go that are still read move apart.
     for (std::size_t i = 0; i < drop; ++i) {
         if (!cps[i].vals.empty())

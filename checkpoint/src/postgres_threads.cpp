@@ -133,24 +133,14 @@ asio::awaitable<void> postgres_saver::impl::prune_thread(pg::connection& conn, c
                 if (!version.empty()) wanted.insert({channel, version});
         value_map values;
         co_await fetch_values(conn, thread, ns, wanted, values, nullptr, nullptr);
-        std::set<std::pair<std::string, std::string>> needed;
-        for (const auto& cp : kept)
-            for (const auto& [channel, version] : cp.versions) {
-                if (version.empty()) continue;
-                auto fetch = [&, &ch = channel](const std::string& v) -> std::optional<std::string> {
-                    auto f = values.find({ch, v});
-                    if (f == values.end()) return std::nullopt;
-                    return f->second;
-                };
-                try {
-                    codec::mark_needed(channel, version, fetch, needed);
-                } catch (const codec::corrupt& e) {
-                    corrupt(thread, ns,
-                            "checkpoint " + cp.id + ": channel " + quote(channel) + " (version " + version +
-                                ") cannot be read: " + e.what(),
-                            {thread, channel});
-                }
-            }
+        const auto needed = common::values_kept(
+            kept,
+            [&](const std::string& channel, const std::string& version) -> std::optional<std::string> {
+                auto f = values.find({channel, version});
+                if (f == values.end()) return std::nullopt;
+                return f->second;
+            },
+            [&](const std::string& detail, const std::string& channel) { corrupt(thread, ns, detail, {thread, channel}); });
         std::vector<std::string> channels, versions;
         for (const auto& [channel, version] : needed) {
             channels.push_back(channel);

@@ -50,19 +50,13 @@ asio::awaitable<std::vector<command>> redis_saver::impl::plan_prune(std::string 
         value_map got;
         auto wanted = versions_of(kept);
         co_await fetch_values(thread, ns, std::move(wanted), got);
-        auto& need = needed[ns];
-        for (const auto& cp : kept)
-            for (const auto& [channel, version] : cp.versions) {
-                auto fetch = [&, &ch = channel](const std::string& v) -> std::optional<std::string> {
-                    auto it = got.find({ch, v});
-                    return it == got.end() ? std::nullopt : it->second;
-                };
-                try {
-                    codec::mark_needed(channel, version, fetch, need);
-                } catch (const codec::corrupt& ex) {
-                    corrupt(thread, "checkpoint " + cp.id + ": " + ex.what(), {thread, channel});
-                }
-            }
+        needed[ns] = common::values_kept(
+            kept,
+            [&](const std::string& channel, const std::string& version) -> std::optional<std::string> {
+                auto it = got.find({channel, version});
+                return it == got.end() ? std::nullopt : it->second;
+            },
+            [&](const std::string& detail, const std::string& channel) { corrupt(thread, detail, {thread, channel}); });
         if (drop && !kept.empty() && !kept.front().parent_id.empty()) {
             // The oldest kept checkpoint has no parent any more (as in the other savers).
             auto first = kept.front();

@@ -1,5 +1,7 @@
 #include "saver_common.hpp"
 
+#include "codec.hpp"
+
 #include <boost/json/parse.hpp>
 
 #include <chrono>
@@ -130,6 +132,26 @@ std::vector<thread_info> page_threads(std::vector<thread_info> infos, const thre
         out.push_back(std::move(info));
     }
     return out;
+}
+
+std::set<std::pair<std::string, std::string>> values_kept(const std::vector<checkpoint>& kept, const value_fetch& fetch,
+                                                          const corrupt_report& report) {
+    std::set<std::pair<std::string, std::string>> needed;
+    for (const auto& cp : kept)
+        for (const auto& [channel, version] : cp.versions) {
+            if (version.empty()) continue;
+            // init-capture: clang 14 cannot capture a structured binding (channel) directly
+            auto one = [&fetch, &ch = channel](const std::string& v) { return fetch(ch, v); };
+            try {
+                codec::mark_needed(channel, version, one, needed);
+            } catch (const codec::corrupt& e) {
+                report("checkpoint " + cp.id + ": channel " + quote(channel) + " (version " + version +
+                           ") cannot be read: " + e.what(),
+                       channel);
+                throw; // a report that returned: the codec's error stands
+            }
+        }
+    return needed;
 }
 
 } // namespace stategraph::checkpoint::common

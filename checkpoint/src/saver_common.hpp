@@ -4,15 +4,19 @@
 /// stored JSON, and the texts of their typed errors (private to checkpoint/src).
 
 #include <stategraph/checkpoint/saver.hpp>
-#include <stategraph/error.hpp>
+#include <stategraph/core/error.hpp>
 
 #include <boost/json/object.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/value.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace stategraph::checkpoint::common {
@@ -54,6 +58,17 @@ checkpoint_error cache_corrupt(const std::string& ns, const std::string& key, co
 /// @brief A node-cache entry's value from its checked JSON text; throws `cache_corrupt`.
 boost::json::value cache_value(std::string_view text, const std::string& ns, const std::string& key,
                                const std::string& where);
+
+/// @brief Reads a stored value by (channel, version); nullopt when there is none.
+using value_fetch = std::function<std::optional<std::string>(const std::string& channel, const std::string& version)>;
+/// @brief Throws the saver's `corrupt_checkpoint` with `detail` about `channel` (never returns).
+using corrupt_report = std::function<void(const std::string& detail, const std::string& channel)>;
+/// @brief What `prune` keeps for the checkpoints `kept`: every (channel, version) they read, with
+/// the versions their appended items extend (`codec::mark_needed`). A value that cannot be read
+/// goes to `report` ("checkpoint C: channel 'X' (version V) cannot be read: why"), which throws:
+/// nothing is pruned.
+std::set<std::pair<std::string, std::string>> values_kept(const std::vector<checkpoint>& kept, const value_fetch& fetch,
+                                                          const corrupt_report& report);
 
 /// @brief The last step of `list_threads`: `infos` (newest first, each with its head's id and
 /// metadata filled in) matched against `match` and paged by `q` (offset and limit apply to

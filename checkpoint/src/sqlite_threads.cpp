@@ -329,23 +329,14 @@ void sqlite_saver::impl::prune_thread(const std::string& thread, std::size_t kee
                 s.bind_static(1, thread).bind_static(2, ns).bind(3, keep);
                 while (s.step()) kept.push_back(read_row(s, thread, ns));
             }
-            for (const auto& cp : kept)
-                for (const auto& [channel, version] : cp.versions) {
-                    // init-capture: clang 14 cannot capture a structured binding (channel) directly
-                    auto fetch = [&, &ch = channel](const std::string& v) {
-                        std::optional<std::string> out;
-                        with_stored(thread, ns, ch, v, [&](std::string_view bytes) { out.emplace(bytes); });
-                        return out;
-                    };
-                    try {
-                        codec::mark_needed(channel, version, fetch, needed);
-                    } catch (const codec::corrupt& e) {
-                        corrupt(thread, ns,
-                                "checkpoint " + cp.id + ": channel " + quote(channel) + " (version " + version +
-                                    ") cannot be read: " + e.what(),
-                                {thread, channel});
-                    }
-                }
+            needed = common::values_kept(
+                kept,
+                [&](const std::string& channel, const std::string& version) {
+                    std::optional<std::string> out;
+                    with_stored(thread, ns, channel, version, [&](std::string_view bytes) { out.emplace(bytes); });
+                    return out;
+                },
+                [&](const std::string& detail, const std::string& channel) { corrupt(thread, ns, detail, {thread, channel}); });
         }
         // Values stored in the rows about to go that a kept checkpoint still reads move to `blobs`.
         {
