@@ -179,28 +179,36 @@ export const SCENARIOS = {
 
   // chain20 streamed in "values" mode: the whole state after each step.
   chain20_values: {
-    checkpointers: ["memory"],
+    checkpointers: ["none", "memory"],
     warmup: 50,
     targetSeconds: 4,
     minRuns: 30,
     maxRuns: 20000,
-    metrics: [["us_per_node", "us"]],
+    metrics: [["us_per_node", "us"], ["us_per_node_1mb_untouched", "us"]],
     async setup(ctx) {
       const graph = buildChain(20, ctx.cp.saver);
+      const big = buildChain(20, ctx.cp.saver, BigChainState);
+      const payload = "x".repeat(MB);
+      const once = async (g, input) => {
+        const cfg = { ...ctx.invokeConfig(freshThread("chain_values")), streamMode: "values" };
+        let events = 0;
+        let last;
+        const t0 = now();
+        for await (const chunk of await g.stream(input, cfg)) {
+          events += 1;
+          last = chunk;
+        }
+        const t1 = now();
+        checkChain(last, 20);
+        check(events === 21 && last.log.length === 20, `chain20_values: one values event per step with the whole log (got ${events})`);
+        return us(t0, t1) / 20;
+      };
       return {
         async run() {
-          const cfg = { ...ctx.invokeConfig(freshThread("chain_values")), streamMode: "values" };
-          let events = 0;
-          let last;
-          const t0 = now();
-          for await (const chunk of await graph.stream({ count: 0 }, cfg)) {
-            events += 1;
-            last = chunk;
-          }
-          const t1 = now();
-          checkChain(last, 20);
-          check(events === 21 && last.log.length === 20, `chain20_values: one values event per step with the whole log (got ${events})`);
-          return { us_per_node: us(t0, t1) / 20 };
+          return {
+            us_per_node: await once(graph, { count: 0 }),
+            us_per_node_1mb_untouched: await once(big, { count: 0, payload }),
+          };
         },
       };
     },
