@@ -1,15 +1,7 @@
-#include <stategraph/reducer.hpp>
+// request_drain(): the process-wide flag a call checks at each superstep boundary (drain.hpp).
+#include <stategraph/drain.hpp>
 
 #include <atomic>
-
-namespace stategraph {
-
-unsigned long messages_t::next_id() {
-    static std::atomic<unsigned long> n{0};
-    return ++n;
-}
-
-} // namespace stategraph
 
 namespace stategraph {
 
