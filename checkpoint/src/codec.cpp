@@ -550,6 +550,15 @@ boost::json::value shape_json(const std::vector<std::string>& shape) {
     return a;
 }
 
+std::string encode_shape(const std::vector<std::string>& shape, const std::string& signature) {
+    return encode_value(shape_json(shape), nullptr, signature);
+}
+
+bool shared_shape(std::string_view channel, const std::string* extends, const std::string& version,
+                  const std::string& checkpoint_id) noexcept {
+    return channel == rk::graph && !extends && version != checkpoint_id;
+}
+
 std::vector<std::string> shape_from(std::string_view stored, const std::string& signature) {
     const std::string bytes(stored);
     auto v = resolve_value(signature, [&](const std::string&) { return std::optional<std::string>(bytes); });

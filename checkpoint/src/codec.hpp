@@ -49,7 +49,15 @@ std::string encode_value(const boost::json::value& v, const std::string* extends
 
 /// @brief A graph's shape lines as the JSON array stored for it.
 boost::json::value shape_json(const std::vector<std::string>& shape);
-/// @brief The shape lines stored (by `encode_value` of `shape_json`) for graph `signature`.
+/// @brief A graph's shape as every saver stores it (`encode_value` of `shape_json`, versioned by
+/// the graph `signature`), before sealing; `shape_from` reads it back.
+std::string encode_shape(const std::vector<std::string>& shape, const std::string& signature);
+/// @brief Whether a checkpoint's value of `channel` at `version` is a graph shape kept once for
+/// every thread (a `__graph__` value versioned by the graph signature, not by checkpoint
+/// `checkpoint_id`, and not appended items) rather than with the thread's values.
+bool shared_shape(std::string_view channel, const std::string* extends, const std::string& version,
+                  const std::string& checkpoint_id) noexcept;
+/// @brief The shape lines stored (by `encode_shape`) for graph `signature`.
 /// Throws `corrupt`.
 std::vector<std::string> shape_from(std::string_view stored, const std::string& signature);
 

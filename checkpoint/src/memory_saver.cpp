@@ -160,7 +160,7 @@ boost::asio::awaitable<void> memory_saver::put_graph(std::string signature, std:
         std::lock_guard g(graphs_mutex_);
         if (graphs_.count(signature)) co_return;
     }
-    auto bytes = codec::encode_value(codec::shape_json(shape), nullptr, signature);
+    auto bytes = codec::encode_shape(shape, signature);
     std::lock_guard g(graphs_mutex_);
     graphs_.try_emplace(std::move(signature), std::move(bytes));
 }

@@ -106,7 +106,7 @@ asio::awaitable<void> postgres_saver::impl::put_graph(const std::string& signatu
     std::vector<pg::statement> batch;
     batch.emplace_back(sql_put_graph);
     batch.back().text(signature).bytes(
-        codec::seal(codec::encode_value(codec::shape_json(shape), nullptr, signature), {graph_channel, signature}));
+        codec::seal(codec::encode_shape(shape, signature), {graph_channel, signature}));
     static const std::string none;
     call c{none, "saving the graph's shape", {}};
     auto body = [&](pg::connection& conn, call&) -> asio::awaitable<bool> {

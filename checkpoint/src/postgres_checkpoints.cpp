@@ -237,7 +237,7 @@ void postgres_saver::impl::add_put(std::vector<pg::statement>& batch, std::vecto
         const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
         auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
         // A `__graph__` value keyed by the graph signature is one row for all threads.
-        if (name == graph_channel && !extends && version != cp.id) {
+        if (codec::shared_shape(name, extends, version, cp.id)) {
             {
                 std::lock_guard lock(mutex);
                 if (stored_graphs.count(version)) continue;

@@ -101,7 +101,7 @@ asio::awaitable<std::size_t> redis_saver::cache_clear(std::vector<std::string> n
 }
 
 asio::awaitable<void> redis_saver::put_graph(std::string signature, std::vector<std::string> shape) {
-    auto bytes = codec::seal(codec::encode_value(codec::shape_json(shape), nullptr, signature), {graph_channel, signature});
+    auto bytes = codec::seal(codec::encode_shape(shape, signature), {graph_channel, signature});
     auto op = impl_->put_graph_op(std::move(signature), std::move(bytes));
     co_await impl_->call(op);
 }

@@ -56,7 +56,7 @@ std::vector<command> redis_saver::impl::plan_put(const std::string& thread, cons
         auto x = cp.extends.find(name);
         const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
         auto bytes = codec::encode_value(value, extends, version);
-        if (name == graph_channel && !extends && version != cp.id) {
+        if (codec::shared_shape(name, extends, version, cp.id)) {
             ops.push_back(command{"HSETNX", graphs_key(), version, codec::seal(bytes, {graph_channel, version})});
             continue;
         }

@@ -30,8 +30,7 @@ using namespace sqlite_detail;
 void sqlite_saver::impl::put_graph(const std::string& signature, const std::vector<std::string>& shape) {
     if (stored_graphs.count(signature)) return;
     static const std::string none;
-    const auto bytes = protect(codec::encode_value(codec::shape_json(shape), nullptr, signature),
-                               {graph_channel, signature});
+    const auto bytes = protect(codec::encode_shape(shape, signature), {graph_channel, signature});
     transaction t(*this, true, none, "saving the graph's shape");
     {
         stmt s(*this, sql_put_graph, none, "saving the graph's shape");

@@ -172,7 +172,7 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
         // A `__graph__` value versioned by this checkpoint's own id (an engine that keeps the shape per
         // thread) or holding appended items stays with the thread's blobs.
-        const bool shared = name == graph_channel && !extends && version != cp.id;
+        const bool shared = codec::shared_shape(name, extends, version, cp.id);
         if (shared && stored_graphs.count(version)) continue; // stored once per graph, already there
         values.push_back({channel, &version, protect(codec::encode_value(value, extends, version), {channel, version}),
                           shared});
