@@ -438,7 +438,10 @@ boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::v
 [[noreturn]] void throw_failure(const graph_core& g, const task& t);
 void check_conflicts(const graph_core& g, const std::vector<task>& tasks);
 field_mask settle_overwrites(const graph_core& g, std::vector<task>& tasks);
-run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts);
+/// The call's outcome at `status`. `copy_values` false: `values` left empty, for the caller to
+/// move the state in once nothing reads it any more (a finished call, after settle()).
+run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts,
+                        bool copy_values = true);
 void route_after(const graph_core& g, task& t, const void* view, frontier& next);
 void apply_resume(run_state& r, const resume_input& res);
 boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after);

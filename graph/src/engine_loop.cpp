@@ -169,7 +169,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
             }
         }
     }
-    co_return make_result(g, r, run_status::done, {});
+    co_return make_result(g, r, run_status::done, {}, false); // the state moves in after settle()
 }
 
 namespace {
@@ -378,7 +378,8 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
                            {r.thread_id()});
     }
     auto result = co_await loop(env, r, skip_breakpoint);
-    co_await settle(g, r); // the call returns once its writes are stored
+    co_await settle(g, r); // the call returns once its writes are stored (exit durability reads the state)
+    if (!result.values) result.values = std::move(r.saved.state); // a finished call: nothing reads it now
     co_return result;
 }
 

@@ -377,15 +377,16 @@ field_mask settle_overwrites(const graph_core& g, std::vector<task>& tasks) {
     return all;
 }
 
-run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts) {
+run_outcome make_result(const graph_core& g, const run_state& r, run_status status, std::vector<interrupt_info> interrupts,
+                        bool copy_values) {
     run_outcome res;
     res.status = status;
-    res.values = r.saved.state;
+    if (copy_values) res.values = r.saved.state;
     res.interrupts = std::move(interrupts);
     res.checkpoint_id = r.saved.cp_id;
     res.step = r.saved.step;
     res.next = next_names(g, r.saved.fr);
-    if (g.output && r.ns_path.empty()) res.output = g.output->write(res.values.get(), r.path);
+    if (g.output && r.ns_path.empty()) res.output = g.output->write(r.saved.state.get(), r.path);
     return res;
 }
 
