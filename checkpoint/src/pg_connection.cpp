@@ -3,6 +3,9 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -492,6 +495,13 @@ std::string create_schema_if_missing(std::string_view schema) {
     }
     return "DO $stategraph$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = " + literal +
            ") THEN EXECUTE '" + create + "'; END IF; END $stategraph$";
+}
+
+void run_blocking(asio::awaitable<void> work) {
+    asio::io_context io;
+    auto f = asio::co_spawn(io, std::move(work), asio::use_future);
+    io.run();
+    f.get();
 }
 
 } // namespace stategraph::checkpoint::pg

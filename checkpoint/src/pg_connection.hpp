@@ -240,4 +240,9 @@ std::string identifier(std::string_view name);
 /// not create one would be refused.) One statement, no parameters.
 std::string create_schema_if_missing(std::string_view schema);
 
+/// @brief Runs `work` to completion on a private io_context: what the PostgreSQL saver's and
+/// store's constructors (migrations) and the saver's destructor (leases given back) wait for.
+/// Rethrows what `work` threw.
+void run_blocking(boost::asio::awaitable<void> work);
+
 } // namespace stategraph::checkpoint::pg

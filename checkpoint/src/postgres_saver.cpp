@@ -2,8 +2,6 @@
 // (which migrates), the destructor, the accessors. The class: postgres_saver_impl.hpp.
 #include "postgres_saver_impl.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include <iterator>
 #include <stdexcept>
@@ -116,15 +114,6 @@ CREATE TABLE stategraph_answers (
 );
 )sql"};
 
-/// Runs `work` to completion on a private io_context (the constructor and destructor).
-template <class T>
-T run_blocking(asio::awaitable<T> work) {
-    asio::io_context io;
-    auto f = asio::co_spawn(io, std::move(work), asio::use_future);
-    io.run();
-    return f.get();
-}
-
 } // namespace
 
 asio::awaitable<void> postgres_saver::impl::migrate() {
@@ -178,13 +167,13 @@ postgres_saver::postgres_saver(postgres_options options) : impl_(std::make_share
         throw checkpoint_error(errc::storage_failure, "postgres_saver: postgres_options::conninfo is empty");
     if (impl_->opt.schema.empty())
         throw checkpoint_error(errc::storage_failure, "postgres_saver: postgres_options::schema is empty");
-    run_blocking(impl_->migrate());
+    pg::run_blocking(impl_->migrate());
 }
 
 postgres_saver::~postgres_saver() {
     impl_->stop_keeper();
     try { // best effort: leave no lease of ours behind
-        run_blocking(impl_->release_all());
+        pg::run_blocking(impl_->release_all());
     } catch (...) {
     }
 }

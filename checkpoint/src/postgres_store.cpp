@@ -4,12 +4,9 @@
 
 #include "pg_connection.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <cstdlib>
@@ -62,14 +59,6 @@ constexpr std::string_view sql_sweep =
     "DELETE FROM stategraph_store_items WHERE expires_at IS NOT NULL AND expires_at <= $1::bigint";
 
 using pg::identifier;
-
-template <class T>
-T run_blocking(asio::awaitable<T> work) {
-    asio::io_context io;
-    auto f = asio::co_spawn(io, std::move(work), asio::use_future);
-    io.run();
-    return f.get();
-}
 
 } // namespace
 
@@ -187,7 +176,7 @@ const postgres_store_options& checked(const postgres_store_options& o) {
 postgres_store::postgres_store(postgres_store_options options)
     : base_store(checked(options).store), impl_(std::make_unique<impl>(std::move(options))) {
     try {
-        run_blocking(impl_->migrate());
+        pg::run_blocking(impl_->migrate());
     } catch (const pg::connection_lost& e) {
         impl_->fail("connecting", e.what(), {}, {});
     }
