@@ -90,9 +90,7 @@ void emit_values(const call_env& env, run_state& r, const field_mask* changed) {
     const void* state = r.saved.state.get();
     boost::json::object& cache = r.values_cache;
     if (!changed || !r.values_cached) {
-        cache.clear();
-        cache.reserve(st.n);
-        for (std::size_t i = 0; i < st.n; ++i) cache[st.names[i]] = st.to_json(state, i, {});
+        cache = state_json(st, state);
     } else {
         for (std::size_t i = 0; i < st.n; ++i) // assigning an existing key keeps its position
             if (changed->test(i)) cache[st.names[i]] = st.to_json(state, i, {});
