@@ -60,6 +60,27 @@ static std::string join_problems(const std::vector<graph_problem>& problems) {
     return out;
 }
 
+// Out of line, so that the exceptions' vtables and destructors are compiled here once, not in
+// every program that throws or catches them.
+graph_error::graph_error(errc code, const std::string& what, std::vector<std::string> names)
+    : std::system_error(make_error_code(code), what), names_(std::move(names)) {}
+graph_error::graph_error(const graph_error&) = default;
+graph_error& graph_error::operator=(const graph_error&) = default;
+graph_error::~graph_error() = default;
+compile_error::compile_error(const compile_error&) = default;
+compile_error& compile_error::operator=(const compile_error&) = default;
+compile_error::~compile_error() = default;
+invalid_update_error::~invalid_update_error() = default;
+recursion_limit_error::~recursion_limit_error() = default;
+thread_error::~thread_error() = default;
+checkpoint_error::~checkpoint_error() = default;
+drift_error::~drift_error() = default;
+node_error::node_error(std::string node, std::exception_ptr inner, const std::string& what)
+    : graph_error(errc::node_failed, what, {node}), node_(std::move(node)), inner_(std::move(inner)) {}
+node_error::node_error(const node_error&) = default;
+node_error& node_error::operator=(const node_error&) = default;
+node_error::~node_error() = default;
+
 compile_error::compile_error(std::vector<graph_problem> problems)
     : graph_error(problems.empty() ? errc::ok : problems.front().code, join_problems(problems),
                   problems.empty() ? std::vector<std::string>{} : problems.front().nodes),

@@ -23,6 +23,11 @@ std::shared_ptr<const void> state_arg_from_json(const state_table& st, const boo
     return std::shared_ptr<void>(st.copy_state(st.update_values(read.get())), st.delete_state);
 }
 
+void add_edges(graph_core& g, const std::vector<edge_spec>& edges, const std::vector<join_spec>& joins) {
+    g.topo.edges.insert(g.topo.edges.end(), edges.begin(), edges.end());
+    g.topo.joins.insert(g.topo.joins.end(), joins.begin(), joins.end());
+}
+
 void add_node(graph_core& g, std::string name, node_call call, node_options options,
               std::shared_ptr<const topology> sub, std::type_index input, bool send_only,
               std::shared_ptr<const void> (*arg_from_json)(const boost::json::value&),

@@ -514,6 +514,40 @@ BOOST_AUTO_TEST_CASE(a_route_value_mapped_twice_is_reported_with_the_other_probl
     BOOST_TEST(std::string(sg::to_string(sg::errc::duplicate_route)) == "duplicate_route");
 }
 
+// A route map is kept in key order (the builder's std::map order), whatever order it was written
+// in: the drawing lists the routes by key, a key given twice keeps its first targets even when a
+// smaller key comes after it, and each value still leads to its own node at run time.
+BOOST_AUTO_TEST_CASE(a_route_map_written_out_of_order_routes_by_key) {
+    using namespace sg::dsl;
+    std::vector<sg::graph_problem> problems;
+    auto twice = graph<turn>(problems, "twice", "a"_n = log_as("a"), "b"_n = log_as("b"), "c"_n = log_as("c"),
+                             "a"_n >> end, "b"_n >> end, "c"_n >> end,
+                             start >> on(&turn::retrieval, {{path::parallel, "c"_n}, {path::parallel, "b"_n},
+                                                            {path::skip, "a"_n}, {path::semantic, "b"_n}}));
+    BOOST_TEST(!twice.has_value());
+    BOOST_REQUIRE(problems.size() == 1u);
+    BOOST_TEST(problems[0].message.find("route 'parallel' is mapped twice (to 'c' and to 'b')") != std::string::npos,
+               problems[0].message);
+
+    auto app = graph<turn>("ordered", "a"_n = log_as("a"), "b"_n = log_as("b"), "c"_n = log_as("c"), "a"_n >> end,
+                           "b"_n >> end, "c"_n >> end,
+                           start >> on(&turn::retrieval, {{path::parallel, "c"_n}, {path::skip, "a"_n},
+                                                          {path::semantic, "b"_n}}))
+                   .compile();
+    BOOST_REQUIRE(app.shape().branches.size() == 1u);
+    const auto& routes = app.shape().branches[0].routes;
+    BOOST_REQUIRE(routes.size() == 3u);
+    BOOST_TEST(routes[0].first == "skip");
+    BOOST_TEST(routes[1].first == "semantic");
+    BOOST_TEST(routes[2].first == "parallel");
+    BOOST_TEST(routes[2].second == "c");
+    const std::vector<std::pair<path, std::string>> cases{{path::skip, "a"}, {path::semantic, "b"}, {path::parallel, "c"}};
+    for (const auto& [value, node] : cases) {
+        auto r = run(app.invoke(sg::update<turn>{}.set<&turn::retrieval>(value)));
+        BOOST_TEST(r.values.log == std::vector<std::string>{node}, sg::detail::route_label(value));
+    }
+}
+
 // -- issue 26: a support desk as a LangGraph user writes it ------------------------------------
 
 namespace newcomer {

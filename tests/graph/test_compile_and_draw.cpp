@@ -92,6 +92,21 @@ BOOST_AUTO_TEST_CASE(join_fed_by_a_fan_out_is_accepted) {
     BOOST_TEST(problems.empty());
 }
 
+// LangGraph writes a join as add_edge(["a", "b"], "join"); the same braces here once made the
+// call ambiguous (a std::string can be built from two pointers). Written as a newcomer writes it.
+BOOST_AUTO_TEST_CASE(a_join_written_with_braces_is_a_join) {
+    sg::state_graph<st> g;
+    for (std::string n : {"fan", "a", "b", "join"}) g.add_node(n, draw_test::note);
+    g.add_edge(sg::START, "fan").add_edge("fan", "a").add_edge("fan", "b");
+    g.add_edge({"a", "b"}, "join").add_edge("join", sg::END);
+    BOOST_REQUIRE(g.shape().joins.size() == 1u);
+    BOOST_TEST(g.shape().joins[0].sources == (std::vector<std::string>{"a", "b"}));
+    BOOST_TEST(g.shape().joins[0].target == "join");
+    std::vector<sg::graph_problem> problems;
+    BOOST_TEST(g.compile({}, problems).has_value());
+    BOOST_TEST(problems.empty());
+}
+
 BOOST_AUTO_TEST_CASE(duplicate_and_reserved_names) {
     sg::state_graph<st> g;
     g.add_node("a", draw_test::note).add_node("a", draw_test::note).add_node("__start__", draw_test::note);

@@ -180,6 +180,38 @@ BOOST_AUTO_TEST_CASE(update_state_refuses_non_finite_numbers) {
     BOOST_TEST(run(app.get_state("t")).values.conf.owner.age == 30);
 }
 
+// A value of the wrong type is refused naming where it sits and what was expected (a whole
+// field, and a member inside a merged struct), and nothing is written. The messages are built in
+// the library (json_errors.cpp), not in every program.
+BOOST_AUTO_TEST_CASE(update_state_names_a_value_of_the_wrong_type) {
+    auto app = echo_graph().compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    sg::run_config cfg;
+    cfg.thread_id = "t";
+    run(app.invoke(sg::as_input(obj(R"({"conf": {"owner": {"name": "Ann", "age": 30}}})")), cfg));
+    const std::string reply = run(app.get_state("t")).values.reply; // the graph's node set it
+    try {
+        run(app.update_state("t", obj(R"({"reply": 42})")));
+        BOOST_FAIL("a number for a string field must be refused");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST((e.code() == sg::errc::invalid_input), e.what());
+        const std::string what = e.what();
+        BOOST_TEST(what.find("field 'reply' expects std::__cxx11::basic_string") != std::string::npos, what);
+        BOOST_TEST(what.find("got 42") != std::string::npos, what);
+        BOOST_TEST(e.names() == (std::vector<std::string>{"reply"}));
+    }
+    try {
+        run(app.update_state("t", obj(R"({"conf": {"owner": {"age": "thirty"}}})")));
+        BOOST_FAIL("a string for an int member must be refused");
+    } catch (const sg::graph_error& e) {
+        BOOST_TEST((e.code() == sg::errc::invalid_input), e.what());
+        const std::string what = e.what();
+        BOOST_TEST(what.find(".conf.owner.age: expects int, got \"thirty\"") != std::string::npos, what);
+    }
+    auto s = run(app.get_state("t"));
+    BOOST_TEST(s.values.reply == reply);
+    BOOST_TEST(s.values.conf.owner.age == 30);
+}
+
 BOOST_AUTO_TEST_CASE(update_state_from_json_merges_nested_structs) {
     auto app = echo_graph().compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
     sg::run_config cfg;

@@ -71,13 +71,21 @@ template <class T>
 using public_members = boost::describe::describe_members<T, boost::describe::mod_public | boost::describe::mod_inherited>;
 
 /// The type's name without its namespaces ("conversation_state").
+/// The unqualified name of a type (`"my::ns::order"` -> `"order"`).
+std::string short_type_name(const std::type_info& type);
 template <class T>
 std::string short_type_name() {
-    std::string n = boost::core::demangle(typeid(T).name());
-    const auto tmpl = n.find('<');
-    const auto colon = n.rfind("::", tmpl);
-    return colon == std::string::npos ? n : n.substr(colon + 2);
+    return short_type_name(typeid(T));
 }
+
+// The errors of reading JSON into a type, compiled once in the library (not in every program
+// that reads its state): their messages name the path, the type and the value.
+/// Throws `graph_error(code)`: `where` expects `type`, got `v`.
+[[noreturn]] void throw_json_type(errc code, const std::string& where, const std::type_info& type,
+                                  const boost::json::value& v);
+/// Throws `unknown_member_error(code)`: `key` is not a member of `type` (with the nearest of `members`).
+[[noreturn]] void throw_unknown_member(errc code, const std::string& where, std::string_view key,
+                                       const std::type_info& type, const std::vector<std::string>& members);
 
 template <class T>
 std::vector<std::string> member_names() {
@@ -112,24 +120,13 @@ void merge_json(T& target, const boost::json::value& v, errc code, const std::st
                     found = true;
                     merge_json(target.*m.pointer, value, code, where + "." + std::string(key));
                 });
-                if (!found) {
-                    const std::string type = detail::short_type_name<T>();
-                    const auto near = detail::nearest_name(std::string(key), detail::member_names<T>());
-                    throw unknown_member_error(code,
-                                               where + ": '" + std::string(key) + "' is not a member of " + type +
-                                                   (near.empty() ? "" : " (did you mean '" + near + "'?)"),
-                                               std::string(key), type);
-                }
+                if (!found) detail::throw_unknown_member(code, where, key, typeid(T), detail::member_names<T>());
             }
             return;
         }
     }
     auto r = boost::json::try_value_to<T>(v);
-    if (!r)
-        throw graph_error(code,
-                          where + ": expects " + boost::core::demangle(typeid(T).name()) + ", got " +
-                              boost::json::serialize(v),
-                          {where});
+    if (!r) detail::throw_json_type(code, where, typeid(T), v);
     target = std::move(*r);
 }
 
@@ -150,8 +147,9 @@ T read_json(const boost::json::value& v, errc code, const std::string& where) {
 /// arrays, maps as objects with `additionalProperties`, optionals as `anyOf [T, null]`.
 /// @tparam T the type described.
 /// @param required list every member of a described struct as required.
+/// (Built once per graph: `[[gnu::cold]]` has it optimized for size, and compiled quicker.)
 template <class T>
-boost::json::object json_schema_of(bool required = false) {
+[[gnu::cold]] boost::json::object json_schema_of(bool required = false) {
     using boost::json::object;
     if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
         return object{{"type", "string"}};

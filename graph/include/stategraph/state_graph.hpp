@@ -6,6 +6,7 @@
 #include <stategraph/cache.hpp>
 #include <stategraph/compiled_graph.hpp>
 #include <stategraph/detail/graph_core.hpp>
+#include <stategraph/detail/keyed_routes.hpp>
 #include <stategraph/error_handler.hpp>
 #include <stategraph/json_shape.hpp>
 #include <stategraph/migration.hpp>
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,6 +79,8 @@ void add_node(graph_core& g, std::string name, node_call call, node_options opti
 /// A state (of `st`'s type) read from JSON: each member named as a field sets it, the others are
 /// ignored; a value that does not fit its field throws (errc::invalid_input).
 std::shared_ptr<const void> state_arg_from_json(const state_table& st, const boost::json::value& v);
+/// Appends `edges` and `joins` to `g`'s shape.
+void add_edges(graph_core& g, const std::vector<edge_spec>& edges, const std::vector<join_spec>& joins);
 /// Copies `built`, applies `defaults` and `options`, and checks it all (`state` and `state_name`
 /// are the graph's state type); on problems fills `problems` and returns null.
 std::shared_ptr<const graph_core> compile_core(const graph_core& built, const node_defaults& defaults,
@@ -85,17 +89,6 @@ std::shared_ptr<const graph_core> compile_core(const graph_core& built, const no
 } // namespace detail
 
 namespace detail {
-template <class T>
-std::string route_label(const T& v) {
-    if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-    else if constexpr (std::is_enum_v<T> && boost::describe::has_describe_enumerators<T>::value) {
-        const char* s = boost::describe::enum_to_string(v, nullptr);
-        return s ? s : std::to_string(static_cast<long long>(v));
-    } else if constexpr (std::is_convertible_v<T, std::string>) return std::string(v);
-    else if constexpr (std::is_integral_v<T>) return std::to_string(v);
-    else static_assert(sizeof(T) == 0, "a router must return a string, bool, integer, described enum, send or a vector of those");
-}
-
 /// The target(s) of a path map entry.
 inline std::vector<std::string> as_targets(const std::string& to) { return {to}; }
 inline const std::vector<std::string>& as_targets(const std::vector<std::string>& to) { return to; }
@@ -194,6 +187,21 @@ public:
         impl_->topo.joins.push_back({std::move(sources), std::move(to)});
         return *this;
     }
+    /// @brief The same join written as LangGraph writes it: `add_edge({"a", "b"}, "c")` (without
+    /// this overload the braces could also make a `std::string` from two pointers, and the call
+    /// would be ambiguous).
+    /// @param sources the nodes that must all have run; @param to the joining node, or END.
+    /// @return `*this`, for chaining.
+    state_graph& add_edge(std::initializer_list<std::string> sources, std::string to) {
+        return add_edge(std::vector<std::string>(sources), std::move(to));
+    }
+    /// @brief `add_edge` for each of `edges` and `joins`, in order (what the DSL lowers its
+    /// chains to).
+    /// @return `*this`, for chaining.
+    state_graph& add_edges(const std::vector<edge_spec>& edges, const std::vector<join_spec>& joins) {
+        detail::add_edges(*impl_, edges, joins);
+        return *this;
+    }
     /// @brief Same as `add_edge(START, node)`.
     state_graph& set_entry_point(std::string node) { return add_edge(START, std::move(node)); }
     /// @brief Same as `add_edge(node, END)`.
@@ -224,30 +232,38 @@ public:
         static_assert(std::is_same_v<V, std::string> || std::is_same_v<V, std::vector<std::string>>,
                       "add_conditional_edges: a path map maps each route value to a node name (std::string), or to "
                       "several (std::vector<std::string>, all run in the next step)");
-        branch_spec spec{from, {}, {}, false};
-        for (const auto& [k, v] : path_map)
-            for (const auto& to : detail::as_targets(v)) spec.routes.push_back({detail::route_label(k), to});
+        detail::keyed_routes<K> routes;
+        for (const auto& [k, v] : path_map) { // already in key order, each key once
+            routes.keys.push_back(k);
+            routes.table.labels.push_back(detail::route_label(k));
+            routes.table.targets.push_back(detail::as_targets(v));
+        }
+        return add_conditional_edges(std::move(from), std::move(router), std::move(routes));
+    }
+
+    /// @brief The same conditional edge with its path map already in key order, as the DSL's route
+    /// maps lower to it (`detail::keyed_routes::insert` builds one).
+    template <class F, class K>
+    state_graph& add_conditional_edges(std::string from, F router, detail::keyed_routes<K> routes) {
+        using R = router_result_t<F>;
+        std::vector<std::string> unmapped;
         if constexpr (std::is_enum_v<R> && boost::describe::has_describe_enumerators<R>::value) {
             boost::mp11::mp_for_each<boost::describe::describe_enumerators<R>>([&](auto e) {
-                if (!path_map.count(e.value)) spec.unmapped.push_back(e.name);
+                if (!routes.contains(e.value)) unmapped.push_back(e.name);
             });
         }
-        auto route = [router = std::move(router), map = std::move(path_map)](const void* s, std::vector<std::string>& targets,
-                                                                              std::vector<send>& sends) {
-            (void)sends;
+        auto table = detail::add_keyed_branch(*impl_, std::move(from), std::move(routes.table), std::move(unmapped));
+        auto route = [router = std::move(router), keys = std::move(routes.keys), table](
+                         const void* s, std::vector<std::string>& targets, std::vector<send>&) {
             auto r = router(*static_cast<const S*>(s));
-            auto add = [&](const K& k) {
-                const V& to = lookup(map, k);
-                if constexpr (std::is_same_v<V, std::string>) targets.push_back(to);
-                else targets.insert(targets.end(), to.begin(), to.end());
-            };
             if constexpr (detail::is_vector<decltype(r)>::value) {
-                for (const auto& x : r) add(K(x));
+                for (const auto& x : r) table->append(detail::route_index(keys, K(x)), targets);
             } else {
-                add(K(r));
+                table->append(detail::route_index(keys, K(r)), targets);
             }
         };
-        return add_branch(std::move(spec), std::move(route));
+        impl_->branches.push_back({-2, std::move(route)});
+        return *this;
     }
 
     /// @brief A conditional edge whose router returns node names, or Sends, directly;
@@ -480,15 +496,6 @@ private:
 
     template <class F>
     using router_result_t = std::remove_cvref_t<std::invoke_result_t<F&, const S&>>;
-
-    template <class K, class V>
-    static const V& lookup(const std::map<K, V>& map, const K& k) {
-        auto it = map.find(k);
-        if (it == map.end())
-            throw graph_error(errc::unmapped_route, "router returned '" + detail::route_label(k) + "', which the path map does not map",
-                              {detail::route_label(k)});
-        return it->second;
-    }
 
     template <class Route>
     state_graph& add_branch(branch_spec spec, Route route) {

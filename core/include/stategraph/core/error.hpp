@@ -73,8 +73,10 @@ public:
     /// @param code the kind of error (`code()` compares equal to it; `kind()` returns it).
     /// @param what the message, naming what went wrong and where.
     /// @param names the node, field or thread names involved, most relevant first.
-    graph_error(errc code, const std::string& what, std::vector<std::string> names = {})
-        : std::system_error(make_error_code(code), what), names_(std::move(names)) {}
+    graph_error(errc code, const std::string& what, std::vector<std::string> names = {});
+    graph_error(const graph_error&);
+    graph_error& operator=(const graph_error&);
+    ~graph_error() override;
     errc kind() const noexcept { return static_cast<errc>(code().value()); }
     /// @brief The node, field or thread names involved, most relevant first.
     const std::vector<std::string>& names() const noexcept { return names_; }
@@ -95,6 +97,9 @@ class compile_error : public graph_error {
 public:
     /// @param problems every problem found; the message lists them, `code()` is the first one's.
     explicit compile_error(std::vector<graph_problem> problems);
+    compile_error(const compile_error&);
+    compile_error& operator=(const compile_error&);
+    ~compile_error() override;
     const std::vector<graph_problem>& problems() const noexcept { return problems_; }
 
 private:
@@ -102,17 +107,25 @@ private:
 };
 
 /// @brief Thrown when two parallel nodes write one last-value field in the same superstep.
-struct invalid_update_error : graph_error { using graph_error::graph_error; };
+struct invalid_update_error : graph_error {
+    using graph_error::graph_error;
+    ~invalid_update_error() override;
+};
 /// @brief Thrown when a run exceeds its recursion limit.
-struct recursion_limit_error : graph_error { using graph_error::graph_error; };
+struct recursion_limit_error : graph_error {
+    using graph_error::graph_error;
+    ~recursion_limit_error() override;
+};
 /// @brief Thrown when a node fails; `nested()` holds the node's own exception.
 class node_error : public graph_error {
 public:
     /// @param node the failed node's name.
     /// @param inner the node's own exception (`nested()`, `rethrow_nested()`).
     /// @param what the message.
-    node_error(std::string node, std::exception_ptr inner, const std::string& what)
-        : graph_error(errc::node_failed, what, {node}), node_(std::move(node)), inner_(std::move(inner)) {}
+    node_error(std::string node, std::exception_ptr inner, const std::string& what);
+    node_error(const node_error&);
+    node_error& operator=(const node_error&);
+    ~node_error() override;
     const std::string& node() const noexcept { return node_; }
     std::exception_ptr nested() const noexcept { return inner_; }
     [[noreturn]] void rethrow_nested() const { std::rethrow_exception(inner_); }
@@ -122,11 +135,20 @@ private:
     std::exception_ptr inner_;
 };
 /// @brief Thrown for problems with threads, interrupts and resumes.
-struct thread_error : graph_error { using graph_error::graph_error; };
+struct thread_error : graph_error {
+    using graph_error::graph_error;
+    ~thread_error() override;
+};
 /// @brief Thrown by checkpointers (storage, corruption, busy threads).
-struct checkpoint_error : graph_error { using graph_error::graph_error; };
+struct checkpoint_error : graph_error {
+    using graph_error::graph_error;
+    ~checkpoint_error() override;
+};
 /// @brief Thrown when a thread's checkpoint was written by a different graph shape.
-struct drift_error : graph_error { using graph_error::graph_error; };
+struct drift_error : graph_error {
+    using graph_error::graph_error;
+    ~drift_error() override;
+};
 
 // Compatibility, for now: the name-suggestion helpers live in <stategraph/core/detail/names.hpp>
 // (included above); callers that still reach them through this header and unqualified as

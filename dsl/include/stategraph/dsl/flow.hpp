@@ -59,24 +59,29 @@ public:
 
     /// @brief Lowers to `add_edge` calls (one or several sources).
     template <class S>
-    void lower_into(detail::lowering<S>& out) const {
-        if (edges.empty() && joins.empty()) return;
-        out.edges.push_back([edges = edges, joins = joins](state_graph<S>& g) {
-            for (const auto& e : edges) g.add_edge(e.from, e.to);
-            for (const auto& j : joins) g.add_edge(j.sources, j.target);
-        });
+    [[gnu::cold]] void lower_into(detail::lowering<S>& out) const {
+        lower_shape(out);
     }
+    /// @brief Adds the chain's edges and joins to `out` (compiled in the DSL's library).
+    void lower_shape(detail::lowered& out) const;
 };
 
 namespace detail {
 template <class T, class... U>
 concept one_of = (std::same_as<std::remove_cvref_t<T>, U> || ...);
 
-inline flow as_flow(const node_ref& n) { return flow{{}, {}, {n.name()}}; }
-inline flow as_flow(const parallel_nodes& p) { return flow{{}, {}, p.names}; }
-inline flow as_flow(const flow& f) { return f; }
-inline std::vector<std::string> names_of(const node_ref& n) { return {n.name()}; }
-inline std::vector<std::string> names_of(const parallel_nodes& p) { return p.names; }
+// Compiled in the DSL's library: a chain's work does not depend on the state type.
+flow as_flow(const node_ref& n);
+flow as_flow(const parallel_nodes& p);
+inline const flow& as_flow(const flow& f) { return f; }
+/// `from >> targets`: an edge from each node of from's tail to each target.
+flow chain(const flow& from, const std::vector<std::string>& targets);
+flow chain(const node_ref& from, const std::vector<std::string>& targets);
+flow chain(const parallel_nodes& from, const std::vector<std::string>& targets);
+/// `join(sources) >> targets`: a join edge to each target.
+flow chain(const join_sources& from, const std::vector<std::string>& targets);
+inline const std::vector<std::string>& names_of(const parallel_nodes& p) { return p.names; }
+std::vector<std::string> names_of(const node_ref& n);
 } // namespace detail
 
 /// @brief What may stand left of `>>`.
@@ -95,17 +100,7 @@ concept flow_target = detail::one_of<T, node_ref, parallel_nodes>;
 /// @return the chain with the new edges; names are checked by `compile()`.
 template <flow_source A, flow_target B>
 flow operator>>(const A& from, const B& to) {
-    std::vector<std::string> targets = detail::names_of(to);
-    flow f;
-    if constexpr (std::same_as<A, join_sources>) {
-        for (const auto& t : targets) f.joins.push_back({from.names, t});
-    } else {
-        f = detail::as_flow(from);
-        for (const auto& s : f.tail)
-            for (const auto& t : targets) f.edges.push_back({s, t});
-    }
-    f.tail = std::move(targets);
-    return f;
+    return detail::chain(from, detail::names_of(to));
 }
 
 } // namespace stategraph::dsl

@@ -29,7 +29,7 @@ namespace stategraph::dsl {
 
 namespace detail {
 template <class S, class... Items>
-state_graph<S> build(std::string name, std::vector<graph_problem>& problems, const Items&... items) {
+[[gnu::cold]] state_graph<S> build(std::string name, std::vector<graph_problem>& problems, const Items&... items) {
     state_graph<S> g(std::move(name));
     if constexpr (check::described_state<S>()) {
         lowering<S> top;
@@ -39,6 +39,11 @@ state_graph<S> build(std::string name, std::vector<graph_problem>& problems, con
     }
     return g;
 }
+/// Adds `shape`'s own problems (`validate`) to those seen while lowering, then throws them all
+/// as one `compile_error` (compiled in the DSL's library).
+[[noreturn]] void throw_problems(std::vector<graph_problem> problems, const topology& shape);
+/// Adds `shape`'s own problems to those seen while lowering.
+void add_shape_problems(std::vector<graph_problem>& problems, const topology& shape);
 } // namespace detail
 
 /// @brief Builds the graph declared by `items` (stages, nodes, chains, routes, joins,
@@ -58,11 +63,7 @@ template <class S, class... Items>
 state_graph<S> graph(std::string name, const Items&... items) {
     std::vector<graph_problem> problems;
     auto g = detail::build<S>(std::move(name), problems, items...);
-    if (!problems.empty()) {
-        auto more = validate(g.shape());
-        problems.insert(problems.end(), more.begin(), more.end());
-        throw compile_error(std::move(problems));
-    }
+    if (!problems.empty()) detail::throw_problems(std::move(problems), g.shape());
     return g;
 }
 
@@ -78,8 +79,7 @@ template <class S, class... Items>
 std::optional<state_graph<S>> graph(std::vector<graph_problem>& problems, std::string name, const Items&... items) {
     auto g = detail::build<S>(std::move(name), problems, items...);
     if (!problems.empty()) {
-        auto more = validate(g.shape());
-        problems.insert(problems.end(), more.begin(), more.end());
+        detail::add_shape_problems(problems, g.shape());
         return std::nullopt;
     }
     return g;

@@ -106,7 +106,7 @@ inline namespace literals {
 /// @brief `"planner"_n`: a node name.
 /// @param s the name's characters.
 /// @param n their count.
-inline node_ref operator""_n(const char* s, std::size_t n) { return node_ref{std::string(s, n)}; }
+node_ref operator""_n(const char* s, std::size_t n);
 } // namespace literals
 
 // -- modifiers -----------------------------------------------------------------------------
@@ -124,12 +124,11 @@ struct breakpoints {
     std::vector<std::string> nodes;
 
     template <class S>
-    void lower_into(detail::lowering<S>& out) const {
-        out.nodes.push_back([*this](state_graph<S>& g) {
-            if (before) g.interrupt_before(nodes);
-            else g.interrupt_after(nodes);
-        });
+    [[gnu::cold]] void lower_into(detail::lowering<S>& out) const {
+        lower_shape(out);
     }
+    /// @brief Adds the breakpoints to `out` (compiled in the DSL's library).
+    void lower_shape(detail::lowered& out) const;
 };
 
 /// @brief `fn | defer`: runs only when nothing else is pending (LangGraph's `defer=True`).
@@ -331,16 +330,13 @@ public:
     /// @brief Lowers to `add_node` (plus `interrupt_before` / `interrupt_after`), after checking
     /// that `F` is a node of a graph over `S`.
     template <class S>
-    void lower_into(detail::lowering<S>& out) const {
+    [[gnu::cold]] void lower_into(detail::lowering<S>& out) const {
         if constexpr (check::node<S, F>()) {
             node_options o = how_.options;
             if (o.stage.empty()) o.stage = out.stage;
-            out.nodes.push_back([name = name_, fn = fn_, o = std::move(o), before = how_.before,
-                                 after = how_.after](state_graph<S>& g) {
-                g.add_node(name, fn, o);
-                if (before) g.interrupt_before({name});
-                if (after) g.interrupt_after({name});
-            });
+            if (how_.before) out.before.push_back(name_);
+            if (how_.after) out.after.push_back(name_);
+            out.nodes.push_back([name = name_, fn = fn_, o = std::move(o)](state_graph<S>& g) { g.add_node(name, fn, o); });
         }
     }
 

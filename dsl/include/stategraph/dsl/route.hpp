@@ -19,14 +19,13 @@
 #include <stategraph/dsl/node.hpp>
 
 #include <stategraph/core/error.hpp>
+#include <stategraph/detail/keyed_routes.hpp>
 #include <stategraph/state_graph.hpp>
 
-#include <boost/core/demangle.hpp>
 
 #include <concepts>
 #include <initializer_list>
 #include <typeinfo>
-#include <map>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -84,39 +83,22 @@ private:
 namespace detail {
 
 /// `'a'` or `'a', 'b'`, for messages.
-inline std::string quoted(const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
-    return out;
-}
+/// Adds the problem of a route on a member of `state` (of type `field`) that its
+/// BOOST_DESCRIBE_STRUCT does not list (compiled in the DSL's library).
+void report_undescribed_route(std::vector<graph_problem>& problems, const std::string& from, const std::type_info& state,
+                              const std::type_info& field);
 
-/// Builds the path map of a conditional edge; a key given twice is a problem for compile().
-template <class K, class S>
-std::map<K, std::vector<std::string>> path_map(const std::vector<std::pair<K, std::vector<std::string>>>& routes,
-                                               const std::string& from, lowering<S>& out) {
-    std::map<K, std::vector<std::string>> map;
-    for (const auto& [k, to] : routes) {
-        auto [it, added] = map.emplace(k, to);
-        if (!added) {
-            std::string label = stategraph::detail::route_label(k);
-            out.problems.push_back({errc::duplicate_route,
-                                    "conditional edge from '" + from + "': route '" + label + "' is mapped twice (to " +
-                                        quoted(it->second) + " and to " + quoted(to) +
-                                        "); give each route value one target, or several with parallel(\"a\"_n, \"b\"_n)",
-                                    {from}});
-        }
-    }
-    return map;
-}
-
+/// A route map in key order; a key given twice keeps its first targets and is reported by
+/// `compile()` (as `duplicate_route`, naming the edge's source).
 template <class K>
-std::vector<std::pair<K, std::vector<std::string>>> entries(std::initializer_list<route_to<K>> routes) {
-    std::vector<std::pair<K, std::vector<std::string>>> out;
-    for (const auto& r : routes) out.emplace_back(r.key(), r.targets());
+[[gnu::cold]] stategraph::detail::keyed_routes<K> keyed(std::initializer_list<route_to<K>> routes) {
+    stategraph::detail::keyed_routes<K> out;
+    // An unknown or unsupported key type is reported by route_to's static_asserts.
+    if constexpr (!std::is_same_v<K, unknown_result> && !is_unsupported<K>::value)
+        for (const auto& r : routes) out.insert(r.key(), r.targets());
     return out;
 }
 
-/// `R` if given, else the result type seen in the router's signature.
 template <class R, class F>
 using route_key_for = route_key<std::conditional_t<std::is_void_v<R>, typename signature<F>::result, R>>;
 
@@ -127,22 +109,16 @@ template <class S, class T>
 struct on_field {
     using is_route = void;
     T S::*field;
-    std::vector<std::pair<T, std::vector<std::string>>> routes;
+    stategraph::detail::keyed_routes<T> routes;
 
     template <class G>
-    void lower_route(detail::lowering<G>& out, const std::string& from) const {
+    [[gnu::cold]] void lower_route(detail::lowering<G>& out, const std::string& from) const {
         if constexpr (check::route_field<G, S, T>() && check::described_route_enum<T>()) {
             if (!is_described_member(field)) {
-                const auto state = boost::core::demangle(typeid(S).name());
-                out.problems.push_back({errc::undescribed_field,
-                                        "conditional edge from '" + from + "' routes on a member of " + state + " (of type " +
-                                            boost::core::demangle(typeid(T).name()) + ") that BOOST_DESCRIBE_STRUCT(" +
-                                            state + ", (), (...)) does not list; add it to the list (the engine keeps "
-                                            "and saves only the listed fields, so nothing could ever set it)",
-                                        {from}});
+                detail::report_undescribed_route(out.problems, from, typeid(S), typeid(T));
             } // lowered all the same: only this problem is reported, not its consequences
-            auto map = detail::path_map(routes, from, out);
-            out.edges.push_back([from, f = field, map = std::move(map)](state_graph<G>& g) {
+            stategraph::detail::report_duplicates(routes.table, from, out.problems);
+            out.routes.push_back([from, f = field, map = routes](state_graph<G>& g) {
                 g.add_conditional_edges(from, [f](const G& s) -> T { return s.*f; }, map);
             });
         }
@@ -159,7 +135,7 @@ struct on_field {
 /// Thread safety: a pure function; any thread.
 template <class S, class T>
 on_field<S, T> on(T S::*field, std::initializer_list<route_to<T>> routes) {
-    return {field, detail::entries(routes)};
+    return {field, detail::keyed(routes)};
 }
 
 /// @brief A route on a router's result, through a route map.
@@ -167,10 +143,10 @@ template <class F, class K>
 struct routed_by {
     using is_route = void;
     F router;
-    std::vector<std::pair<K, std::vector<std::string>>> routes;
+    stategraph::detail::keyed_routes<K> routes;
 
     template <class G>
-    void lower_route(detail::lowering<G>& out, const std::string& from) const {
+    [[gnu::cold]] void lower_route(detail::lowering<G>& out, const std::string& from) const {
         // An unknown or unsupported key type was already reported by route_to.
         constexpr bool keyed = !std::is_same_v<K, detail::unknown_result> && !detail::is_unsupported<K>::value;
         if constexpr (keyed && check::router<G, F>()) {
@@ -179,8 +155,8 @@ struct routed_by {
                           "route<R>(router, {...}): R is not the router's result type; write the type the router "
                           "returns, or leave R out");
             if constexpr (std::is_same_v<detail::route_key<R>, K> && check::described_route_enum<R>()) {
-                auto map = detail::path_map(routes, from, out);
-                out.edges.push_back([from, router = router, map = std::move(map)](state_graph<G>& g) {
+                stategraph::detail::report_duplicates(routes.table, from, out.problems);
+                out.routes.push_back([from, router = router, map = routes](state_graph<G>& g) {
                     g.add_conditional_edges(from, router, map);
                 });
             }
@@ -197,7 +173,7 @@ struct routed_to {
     std::vector<std::string> targets;
 
     template <class G>
-    void lower_route(detail::lowering<G>& out, const std::string& from) const {
+    [[gnu::cold]] void lower_route(detail::lowering<G>& out, const std::string& from) const {
         if constexpr (check::router<G, F>()) {
             using R = std::remove_cvref_t<std::invoke_result_t<const F&, const G&>>;
             constexpr bool fits = Sends ? detail::is_send_result_v<R>
@@ -210,7 +186,7 @@ struct routed_to {
                           "(std::string) or a std::vector of them; for routes by value write route(router, {{value, "
                           "\"node\"_n}, ...}), for Sends fan_out(router, {...})");
             if constexpr (fits) {
-                out.edges.push_back([from, router = router, targets = targets](state_graph<G>& g) {
+                out.routes.push_back([from, router = router, targets = targets](state_graph<G>& g) {
                     g.add_conditional_edges(from, router, targets);
                 });
             }
@@ -229,7 +205,7 @@ routed_by<std::decay_t<F>, detail::route_key_for<R, std::decay_t<F>>>
 /// @param router copied or moved into the route.
 /// @param routes value -> node(s), keyed by the router's result type.
 route(F&& router, std::initializer_list<route_to<detail::route_key_for<R, std::decay_t<F>>>> routes) {
-    return {std::forward<F>(router), detail::entries(routes)};
+    return {std::forward<F>(router), detail::keyed(routes)};
 }
 
 /// @brief Routes on a router returning a node name (or a vector of names); `targets` lists
@@ -268,7 +244,7 @@ struct routed_flow {
     Route route;
 
     template <class S>
-    void lower_into(detail::lowering<S>& out) const {
+    [[gnu::cold]] void lower_into(detail::lowering<S>& out) const {
         head.lower_into(out);
         for (const auto& from : head.tail) route.template lower_route<S>(out, from);
     }

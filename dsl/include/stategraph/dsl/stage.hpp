@@ -40,7 +40,7 @@ public:
 
     /// @brief Adds the stage's declarations to the enclosing stage or graph.
     template <class G>
-    void lower_into(detail::lowering<G>& out) const {
+    [[gnu::cold]] void lower_into(detail::lowering<G>& out) const {
         static_assert(std::is_same_v<S, G>,
                       "stage<X>(...) placed in a graph<S> (or stage<S>) of another state type; declare the stage "
                       "with the graph's state: stage<S>(\"name\", ...)");
@@ -60,7 +60,7 @@ private:
 /// @return the stage, to pass to `graph<S>(...)` or to another stage.
 /// Thread safety: a pure function; any thread.
 template <class S, class... Items>
-stage_decl<S> stage(std::string name, const Items&... items) {
+[[gnu::cold]] stage_decl<S> stage(std::string name, const Items&... items) {
     detail::lowering<S> body;
     if constexpr (check::described_state<S>()) {
         body.stage = name;

@@ -14,7 +14,7 @@
 #include <boost/json/value_to.hpp>
 #include <boost/mp11/algorithm.hpp>
 
-#include <cmath>
+#include <typeinfo>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -25,17 +25,17 @@
 namespace stategraph::detail {
 
 /// True when `v` holds a double that is NaN or infinite, at any depth.
-inline bool holds_non_finite(const boost::json::value& v) {
-    if (const double* d = v.if_double()) return !std::isfinite(*d);
-    if (const auto* a = v.if_array()) {
-        for (const auto& e : *a)
-            if (holds_non_finite(e)) return true;
-    } else if (const auto* o = v.if_object()) {
-        for (const auto& kv : *o)
-            if (holds_non_finite(kv.value())) return true;
-    }
-    return false;
-}
+bool holds_non_finite(const boost::json::value& v);
+
+// A state field's read errors, compiled once in the library.
+/// Throws `graph_error(code)`: field `name` holds NaN or an infinity.
+[[noreturn]] void throw_non_finite(std::string_view name, errc code, const std::string& where);
+/// Throws `graph_error(code)`: field `name` expects `type`, got `v`.
+[[noreturn]] void throw_field_type(std::string_view name, const std::type_info& type, const boost::json::value& v,
+                                   errc code, const std::string& where);
+/// Throws `graph_error(code)`: `key` is no field of the state (with the nearest of `names`).
+[[noreturn]] void throw_unknown_field(std::string_view key, const std::vector<std::string>& names, errc code,
+                                      const std::string& where);
 
 /// The key of LangGraph's wire form of an overwrite: `{"__overwrite__": value}`.
 inline constexpr std::string_view overwrite_key = "__overwrite__";
@@ -158,9 +158,7 @@ struct state_ops {
     /// `0e99999999`) anywhere in field i's value is an error naming the field: it could not be
     /// written out and read back as itself.
     static void refuse_non_finite(std::size_t i, const boost::json::value& v, errc code, const std::string& where) {
-        if (!holds_non_finite(v)) return;
-        const std::string name(field_names<S>()[i]);
-        throw graph_error(code, where + ": field '" + name + "' holds a number JSON cannot carry (NaN or infinity)", {name});
+        if (holds_non_finite(v)) throw_non_finite(field_names<S>()[i], code, where);
     }
 
     static void from_json(S& s, std::size_t i, const boost::json::value& v, errc code, const std::string& where) {
@@ -169,11 +167,7 @@ struct state_ops {
             using D = boost::mp11::mp_at_c<state_fields<S>, decltype(I)::value>;
             using T = std::remove_cvref_t<decltype(std::declval<S&>().*D::pointer)>;
             auto r = boost::json::try_value_to<T>(v);
-            if (!r)
-                throw graph_error(code,
-                                  where + ": field '" + std::string(D::name) + "' expects " +
-                                      boost::core::demangle(typeid(T).name()) + ", got " + boost::json::serialize(v),
-                                  {std::string(D::name)});
+            if (!r) throw_field_type(D::name, typeid(T), v, code, where);
             s.*D::pointer = std::move(*r);
         });
     }
@@ -227,13 +221,9 @@ struct state_ops {
         update<S> u;
         for (const auto& [k, v] : o) {
             int i = index_of(k);
-            if (i < 0) {
-                std::vector<std::string> names(field_names<S>().begin(), field_names<S>().end());
-                auto near = nearest_name(std::string(k), names);
-                throw graph_error(code, where + ": unknown field '" + std::string(k) + "'" +
-                                            (near.empty() ? "" : " (did you mean '" + near + "'?)"),
-                                  {std::string(k)});
-            }
+            if (i < 0)
+                throw_unknown_field(k, std::vector<std::string>(field_names<S>().begin(), field_names<S>().end()), code,
+                                    where);
             const auto f = static_cast<std::size_t>(i);
             if (const boost::json::value* inner = last_value(f) ? nullptr : overwritten_value(v)) {
                 from_json(u.values(), f, *inner, code, where);
