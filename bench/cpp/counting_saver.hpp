@@ -23,7 +23,8 @@ namespace stategraph::bench {
 class counting_saver final : public checkpoint::forwarding_saver {
 public:
     struct calls {
-        std::size_t put = 0, put_many = 0, in_batches = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0;
+        std::size_t put = 0, put_many = 0, in_batches = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0,
+                    end_call = 0;
         boost::json::object json() const {
             boost::json::object o;
             o["put"] = put; // checkpoints, whether put alone or in a put_many
@@ -34,6 +35,7 @@ public:
             o["list"] = list;
             o["acquire"] = acquire;
             o["release"] = release;
+            o["end_call"] = end_call; // a call's last checkpoints, writes and release: one commit
             return o;
         }
     };
@@ -69,6 +71,18 @@ public:
             for (const auto& w : writes) b.values += boost::json::serialize(w.value).size();
         }
         co_await inner().put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
+    }
+    /// Forwarded whole (the inner saver's one transaction); its checkpoints count as batched.
+    boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override {
+        {
+            std::lock_guard lock(mutex_);
+            ++calls_.end_call;
+            calls_.in_batches += end.checkpoints.size();
+            auto& b = bytes_[thread_id];
+            for (const auto& w : end.writes) b.values += boost::json::serialize(w.value).size();
+        }
+        for (const auto& cp : end.checkpoints) count(thread_id, cp);
+        co_await inner().end_call(thread_id, ns, end);
     }
     boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                             std::optional<std::string> id) override {

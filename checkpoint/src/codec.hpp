@@ -104,6 +104,12 @@ void mark_needed(const std::string& channel, const std::string& version,
                  const std::function<std::optional<std::string>(const std::string&)>& fetch,
                  std::set<std::pair<std::string, std::string>>& needed);
 
+/// @brief The CRC-32C (Castagnoli) of `bytes`, the checksum `seal` stores: computed with the
+/// processor's `crc32` instruction where it has one (x86-64 with SSE 4.2), else by table.
+std::uint32_t crc32c(std::string_view bytes);
+/// @brief The table-driven CRC-32C step (the fallback, and the tests' reference): continues the
+/// running remainder `crc` over `n` bytes.
+std::uint32_t crc32c_by_table(std::uint32_t crc, const unsigned char* p, std::size_t n);
 /// @brief `payload` as stored with a checksum: a marker byte, a CRC-32C (4 bytes, little
 /// endian) over the address `parts` (say channel and version, or thread, namespace and id) and
 /// the payload, then the payload. The checksum binds the bytes to their address, so a changed

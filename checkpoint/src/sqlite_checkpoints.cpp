@@ -269,6 +269,19 @@ void sqlite_saver::impl::put_writes(const std::string& thread, const std::string
     t.commit();
 }
 
+void sqlite_saver::impl::end_call(const std::string& thread, const std::string& ns, const saver::call_end& end) {
+    transaction t(*this, true, thread, "saving the call's last writes");
+    const auto graphs_before = batch_graphs.size();
+    for (const auto& cp : end.checkpoints) put(thread, ns, cp); // each one's transaction nested in `t`
+    if (!end.writes.empty()) put_writes(thread, ns, end.writes_to, end.writes);
+    if (end.release) delete_lease(thread); // after the writes: they are fenced by the lease
+    t.commit();
+    if (!t.nested()) {
+        stored_graphs.insert(batch_graphs.begin() + static_cast<std::ptrdiff_t>(graphs_before), batch_graphs.end());
+        batch_graphs.resize(graphs_before);
+    }
+}
+
 std::optional<checkpoint_tuple> sqlite_saver::impl::get(const std::string& thread, const std::string& ns,
                                                         const std::optional<std::string>& checkpoint_id) {
     transaction t(*this, false, thread, "reading a checkpoint");

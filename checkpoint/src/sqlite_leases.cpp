@@ -144,17 +144,19 @@ std::optional<std::string> sqlite_saver::impl::break_lease(const std::string& th
     return holder;
 }
 
-void sqlite_saver::impl::release(const std::string& thread) {
+void sqlite_saver::impl::delete_lease(const std::string& thread) {
     // Forgotten first: a release that fails below (a full disk) leaves a row that simply
     // expires, and never makes this saver fence its own later writes.
     held.erase(thread);
     lost.erase(thread);
+    stmt s(*this, sql_release_lease, thread, "releasing the thread's lease");
+    s.bind(1, thread).bind(2, owner);
+    s.run();
+}
+
+void sqlite_saver::impl::release(const std::string& thread) {
     transaction t(*this, true, thread, "releasing the thread's lease");
-    {
-        stmt s(*this, sql_release_lease, thread, "releasing the thread's lease");
-        s.bind(1, thread).bind(2, owner);
-        s.run();
-    }
+    delete_lease(thread);
     t.commit();
 }
 

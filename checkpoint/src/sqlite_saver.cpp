@@ -287,6 +287,15 @@ struct sqlite_saver::impl::put_writes_call {
     void operator()() const { i->put_writes(thread, ns, checkpoint_id, writes); }
 };
 
+struct sqlite_saver::impl::end_call_call {
+    static constexpr const char* what = "saving the call's last writes";
+    impl* i;
+    const std::string& thread; // end_call's arguments outlive its co_await
+    const std::string& ns;
+    const saver::call_end& end;
+    void operator()() const { i->end_call(thread, ns, end); }
+};
+
 std::exception_ptr sqlite_saver::impl::batch_error(std::exception_ptr e, const std::string& thread, std::size_t n) {
     try {
         std::rethrow_exception(e);
@@ -411,6 +420,10 @@ boost::asio::awaitable<void> sqlite_saver::put_writes(std::string thread_id, std
                                                       std::vector<pending_write> writes) {
     return on_saver_thread<void, true>(*impl_, impl::put_writes_call{impl_.get(), std::move(thread_id), std::move(ns),
                                                                       std::move(checkpoint_id), std::move(writes)});
+}
+
+boost::asio::awaitable<void> sqlite_saver::end_call(const std::string& thread_id, const std::string& ns, call_end& end) {
+    return on_saver_thread<void, true>(*impl_, impl::end_call_call{impl_.get(), thread_id, ns, end});
 }
 
 boost::asio::awaitable<std::optional<checkpoint_tuple>> sqlite_saver::get(std::string thread_id, std::string ns,

@@ -497,6 +497,9 @@ struct sqlite_saver::impl {
     void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                     const std::vector<pending_write>& writes);
 
+    /// `put_many`, `put_writes` and, with `end.release`, `release`, in one transaction (or in the batch's).
+    void end_call(const std::string& thread, const std::string& ns, const saver::call_end& end);
+
     std::optional<checkpoint_tuple> get(const std::string& thread, const std::string& ns,
                                         const std::optional<std::string>& checkpoint_id);
 
@@ -564,6 +567,8 @@ struct sqlite_saver::impl {
     std::optional<std::string> break_lease(const std::string& thread);
 
     void release(const std::string& thread);
+    /// The lease's row deleted, inside the caller's transaction; forgotten first (see release()).
+    void delete_lease(const std::string& thread);
 
     // -- graph shapes and node cache (sqlite_cache.cpp) -----------------------------------
     void put_graph(const std::string& signature, const std::vector<std::string>& shape);
@@ -612,6 +617,7 @@ struct sqlite_saver::impl {
     struct put_call;
     struct put_many_call;
     struct put_writes_call;
+    struct end_call_call;
 
     /// The error of a shared transaction, as the caller writing `thread` is told it: its kind
     /// kept, its thread named.

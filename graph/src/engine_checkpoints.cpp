@@ -368,17 +368,48 @@ boost::asio::awaitable<void> put_queued(run_state& r) {
 }
 
 /// Makes everything this call has so far durable: the queued put of async durability is
-/// awaited (its failure is thrown), and the staged checkpoint of exit durability is written. Runs
-/// before anything is written against the current checkpoint (interrupts, breakpoints, errors)
-/// and before a call returns.
-boost::asio::awaitable<void> settle(const graph_core& g, run_state& r) {
-    if (!r.writer.queue.empty()) co_await put_queued(r);
-    if (r.writer.staged) {
-        r.writer.staged = false;
-        const field_mask changed = std::exchange(r.writer.unsaved, field_mask{});
-        r.saved.parent_id = r.writer.staged_parent;
-        co_await write_record(g, r, r.saved.cp_id, r.saved.step, r.writer.staged_source, changed);
+/// awaited (its failure is thrown), the staged checkpoint of exit durability is written, then
+/// the writes held against the current checkpoint (interrupts, breakpoints, errors). Runs before
+/// a call returns; `last` (the call's end) with `writer.release_at_end` hands all of it and the
+/// lease's release to the saver as one `end_call` (one commit on SQLite).
+boost::asio::awaitable<void> settle(const graph_core& g, run_state& r, bool last) {
+    auto& w = r.writer;
+    if (last && w.release_at_end) {
+        // The call's end: what is queued, the held writes and the lease, in one end_call.
+        w.release_at_end = false;
+        co_await settle_staged(g, r);
+        std::vector<std::unique_ptr<record_writer::record_arena>> arenas; // destroyed after `cps`
+        arenas.swap(w.queue_arenas);
+        std::vector<checkpoint::checkpoint> cps;
+        cps.swap(w.queue);
+        checkpoint::saver::call_end end;
+        end.checkpoints = cps;
+        end.writes_to = std::move(w.held_to);
+        end.writes = std::exchange(w.held, {});
+        end.release = true;
+        co_await r.session.end_call(end);
+        cps.clear();
+        for (auto& a : arenas) {
+            a->resource.release();
+            w.spare_arenas.push_back(std::move(a));
+        }
+        co_return;
     }
+    if (!w.queue.empty()) co_await put_queued(r);
+    co_await settle_staged(g, r);
+    if (!w.held.empty()) {
+        auto ws = std::exchange(w.held, {});
+        co_await r.session.put_writes(w.held_to, std::move(ws));
+    }
+}
+
+/// Exit durability: writes the staged checkpoint, if any.
+boost::asio::awaitable<void> settle_staged(const graph_core& g, run_state& r) {
+    if (!r.writer.staged) co_return;
+    r.writer.staged = false;
+    const field_mask changed = std::exchange(r.writer.unsaved, field_mask{});
+    r.saved.parent_id = r.writer.staged_parent;
+    co_await write_record(g, r, r.saved.cp_id, r.saved.step, r.writer.staged_source, changed);
 }
 
 namespace {

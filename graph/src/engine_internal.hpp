@@ -161,6 +161,14 @@ public:
         if (!observer_) return saver_->put_many(thread_id_, ns_, cps);
         return timed(saver_->put_many(thread_id_, ns_, cps), observer_);
     }
+    /// The call's last writes (`end`), and the lease given back if `end.release` and this
+    /// session holds it; on failure the lease stays held (release() gives it back).
+    boost::asio::awaitable<void> end_call(checkpoint::saver::call_end& end) {
+        end.release = end.release && leased_;
+        if (!observer_ || end.checkpoints.empty()) co_await saver_->end_call(thread_id_, ns_, end);
+        else co_await timed(saver_->end_call(thread_id_, ns_, end), observer_);
+        if (end.release) leased_ = false;
+    }
     /// Checkpoint writes are timed for `o` (null: not timed).
     void observe(run_observer* o) noexcept { observer_ = o; }
     boost::asio::awaitable<void> put_writes(const std::string& checkpoint_id, std::vector<checkpoint::pending_write> ws) {
@@ -261,6 +269,14 @@ struct record_writer {
     const char* staged_source = "loop";
     std::string staged_parent;
     field_mask unsaved;
+    /// Pending writes against the checkpoint `held_to` (a step's writes when the call stops
+    /// inside it: an interrupt, a failure, a breakpoint's marker), stored by settle() after the
+    /// checkpoints, with them in one `end_call` when the call ends.
+    std::string held_to;
+    std::vector<checkpoint::pending_write> held;
+    /// The call's last settle() gives the lease back in the same `end_call` (a top-level call
+    /// that prunes nothing after it).
+    bool release_at_end = false;
 
     /// Async durability: `out` joins the queue, and a new record (in a spare arena) takes its
     /// place, holding the same versions.
@@ -413,7 +429,11 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
 boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
                                           const char* source, const field_mask& changed);
 boost::asio::awaitable<void> put_queued(run_state& r);
-boost::asio::awaitable<void> settle(const graph_core& g, run_state& r);
+/// Makes everything this call wrote so far durable (see engine_checkpoints.cpp); `last`: the
+/// call's end, which gives the lease back in the same `end_call` when `writer.release_at_end`.
+boost::asio::awaitable<void> settle(const graph_core& g, run_state& r, bool last = false);
+/// Exit durability: writes the staged checkpoint, if any.
+boost::asio::awaitable<void> settle_staged(const graph_core& g, run_state& r);
 boost::asio::awaitable<void> save(const graph_core& g, run_state& r, std::string id, std::int64_t step, const char* source,
                                   const field_mask& changed_now);
 boost::asio::awaitable<void> load_stored_shape(run_state& r);
@@ -446,7 +466,12 @@ void route_after(const graph_core& g, task& t, const void* view, frontier& next)
 void apply_resume(run_state& r, const resume_input& res);
 boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after);
 [[noreturn]] void throw_recursion_limit(const graph_core& g, const run_state& r, int limit);
-boost::asio::awaitable<void> save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks);
+/// The writes of a step's tasks not saved as they finished, held (hold_writes) for settle(),
+/// when the call stops inside the step (an interrupt or a failure), so that continuing the
+/// thread does not run again the tasks that finished.
+void save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks);
+/// Holds `ws`, against the current checkpoint, for settle() to store after the checkpoints.
+void hold_writes(run_state& r, std::vector<checkpoint::pending_write> ws);
 void apply_and_route(const call_env& env, run_state& r, task& t, frontier& next);
 
 // engine_context.cpp (tracing)

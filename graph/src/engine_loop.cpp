@@ -69,7 +69,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
 
         for (auto& t : tasks)
             if (t.status == task_status::failed) {
-                if (!durable && r.session) co_await save_held_writes(g, r, tasks);
+                if (!durable && r.session) save_held_writes(g, r, tasks);
                 throw_failure(g, t);
             }
         // A command for the parent graph (LangGraph's Command.PARENT): this (sub)graph stops here
@@ -93,7 +93,7 @@ boost::asio::awaitable<run_outcome> loop(const call_env& env, run_state& r, bool
                 interrupts.insert(interrupts.end(), t.interrupts.begin(), t.interrupts.end());
             }
         if (any_interrupted) {
-            if (!durable && r.session) co_await save_held_writes(g, r, tasks);
+            if (!durable && r.session) save_held_writes(g, r, tasks);
             // One __interrupt__ event per interrupted task, as LangGraph.
             if (env.wants(stream_mode::updates))
                 for (const auto& t : tasks) {
@@ -378,7 +378,7 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
                            {r.thread_id()});
     }
     auto result = co_await loop(env, r, skip_breakpoint);
-    co_await settle(g, r); // the call returns once its writes are stored (exit durability reads the state)
+    co_await settle(g, r, true); // the call returns once its writes are stored (exit durability reads the state)
     if (!result.values) result.values = std::move(r.saved.state); // a finished call: nothing reads it now
     co_return result;
 }
@@ -403,6 +403,8 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     r.env = &env;
     if (env.cfg.observer && env.cfg.observer->traces()) r.tracer = env.cfg.observer;
     if (top) co_await r.session.acquire();
+    // The call's last writes give the lease back with them (one commit), unless it prunes after.
+    r.writer.release_at_end = top && env.cfg.keep_last == 0;
     std::exception_ptr failure;
     run_outcome result;
     try {
@@ -415,7 +417,7 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
         // A failed call still leaves its last good checkpoint stored (async: the queued put;
         // exit: the staged checkpoint); a write that fails here is the call's error.
         try {
-            co_await settle(env.g, r);
+            co_await settle(env.g, r, true);
         } catch (...) {
             failure = std::current_exception();
         }

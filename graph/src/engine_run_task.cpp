@@ -240,6 +240,15 @@ struct lone_put {
     std::optional<boost::asio::experimental::concurrent_channel<void(boost::system::error_code)>> done;
 };
 
+/// True when running `t` cannot wait for anything: a plain function (not a coroutine) without a
+/// cache (a lookup is the saver's I/O), retries (their backoff is a timer) or a coroutine error
+/// handler, and no pending writes stored after it. Such a task needs no handler beside it: the
+/// queued checkpoints wait for the next step that can wait, or for the call's end.
+bool never_waits(const graph_core& g, const task& t, bool durable) {
+    const node_rt& rt = g.nodes[static_cast<std::size_t>(t.node)];
+    return !durable && rt.call.sync && !(rt.cache && g.cache) && !rt.retry && !(rt.on_error && !rt.on_error.call().sync);
+}
+
 /// The lone task of a step, with checkpoints queued: a handler posted before it starts the put
 /// if it runs while the task waits (the event loop reaches it only then, or after the task
 /// returned, when it does nothing). No coroutine, strand or group when the task never waits.
@@ -293,7 +302,7 @@ boost::asio::awaitable<void> run_lone_task(const call_env& env, run_state& r, ta
 /// tasks are done.
 boost::asio::awaitable<void> run_tasks(const call_env& env, run_state& r, std::vector<task*> todo, bool durable) {
     if (todo.size() == 1) {
-        if (r.writer.queue.empty()) co_await run_task(env, r, *todo[0], durable);
+        if (r.writer.queue.empty() || never_waits(env.g, *todo[0], durable)) co_await run_task(env, r, *todo[0], durable);
         else co_await run_lone_task(env, r, *todo[0], durable);
         co_return;
     }
@@ -441,11 +450,10 @@ void apply_resume(run_state& r, const resume_input& res) {
 /// `__interrupt__` event belongs to the step about to run (before) or to the step that ran
 /// (after), as LangGraph labels them.
 boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& r, bool after) {
-    co_await settle(env.g, r); // the checkpoint the breakpoint is written against
+    co_await settle_staged(env.g, r); // exit: the checkpoint the breakpoint is written against, before `seen` moves
     r.saved.fr.seen = r.saved.cp_id;
-    std::vector<checkpoint::pending_write> w{{std::string(names::breakpoint), std::string(names::breakpoint),
-                                              std::string(names::breakpoint), boost::json::string(r.saved.cp_id)}};
-    co_await r.session.put_writes(r.saved.cp_id, std::move(w));
+    hold_writes(r, {{std::string(names::breakpoint), std::string(names::breakpoint), std::string(names::breakpoint),
+                     boost::json::string(r.saved.cp_id)}}); // stored by the call's settle()
     emit(env, r, stream_mode::updates, std::string(names::interrupt), boost::json::array{}, false, true,
          after ? r.saved.step : r.saved.step + 1);
 }
@@ -460,18 +468,25 @@ boost::asio::awaitable<void> stop_at_breakpoint(const call_env& env, run_state& 
 }
 
 /// The writes of this step's tasks that were not saved as they finished (a single task, or
-/// exit durability): saved, after the checkpoint they belong to, when the call stops inside the
-/// step (an interrupt or a failure), so that continuing the thread does not run again the tasks
-/// that finished.
-boost::asio::awaitable<void> save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks) {
-    co_await settle(g, r);
+/// exit durability), held when the call stops inside the step (an interrupt or a failure):
+/// settle() stores them after the checkpoint they belong to, with the call's last checkpoints
+/// and the lease's release in one `end_call`, so that continuing the thread does not run again
+/// the tasks that finished.
+void save_held_writes(const graph_core& g, run_state& r, std::vector<task>& tasks) {
     std::vector<checkpoint::pending_write> ws;
     for (auto& t : tasks) {
         if (t.status == task_status::pending || t.cached || is_resume_mismatch(t)) continue;
         auto w = task_writes(g, t);
         ws.insert(ws.end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
     }
-    if (!ws.empty()) co_await r.session.put_writes(r.saved.cp_id, std::move(ws));
+    if (!ws.empty()) hold_writes(r, std::move(ws));
+}
+
+void hold_writes(run_state& r, std::vector<checkpoint::pending_write> ws) {
+    auto& w = r.writer;
+    if (!w.held.empty() && w.held_to != r.saved.cp_id) throw std::logic_error("writes held against two checkpoints");
+    w.held_to = r.saved.cp_id;
+    w.held.insert(w.held.end(), std::make_move_iterator(ws.begin()), std::make_move_iterator(ws.end()));
 }
 
 /// Applies a single task's writes and routes from its node. Routing that reads no state (no

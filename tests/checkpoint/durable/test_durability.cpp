@@ -404,6 +404,118 @@ BOOST_DATA_TEST_CASE(async_puts_the_steps_of_nodes_that_never_wait_together, sav
     BOOST_TEST(run(app3.get_state_history("m")).size() == 152u);
 }
 
+namespace {
+/// Records the saver calls that write or lease, in order; `end_call` is forwarded whole.
+class call_recording_saver final : public cp::forwarding_saver {
+public:
+    using forwarding_saver::forwarding_saver;
+    boost::asio::awaitable<void> put(const std::string& t, const std::string& ns, const cp::checkpoint& c) override {
+        note("put");
+        co_await inner().put(t, ns, c);
+    }
+    boost::asio::awaitable<void> put_many(const std::string& t, const std::string& ns,
+                                          std::span<const cp::checkpoint> cps) override {
+        note("put_many");
+        co_await inner().put_many(t, ns, cps);
+    }
+    boost::asio::awaitable<void> put_writes(std::string t, std::string ns, std::string id,
+                                            std::vector<cp::pending_write> ws) override {
+        note("put_writes");
+        co_await inner().put_writes(std::move(t), std::move(ns), std::move(id), std::move(ws));
+    }
+    boost::asio::awaitable<void> acquire(std::string t) override {
+        note("acquire");
+        co_await inner().acquire(std::move(t));
+    }
+    boost::asio::awaitable<void> release(std::string t) override {
+        note("release");
+        co_await inner().release(std::move(t));
+    }
+    boost::asio::awaitable<void> end_call(const std::string& t, const std::string& ns, call_end& end) override {
+        std::string what = "end_call " + std::to_string(end.checkpoints.size()) + " checkpoints";
+        for (const auto& w : end.writes) what += " " + w.channel;
+        if (end.release) what += " release";
+        note(what);
+        co_await inner().end_call(t, ns, end);
+    }
+    strings take() {
+        std::lock_guard l(m);
+        return std::exchange(calls, {});
+    }
+
+private:
+    void note(std::string c) {
+        std::lock_guard l(m);
+        calls.push_back(std::move(c));
+    }
+    std::mutex m;
+    strings calls;
+};
+} // namespace
+
+// A top-level call ends with one end_call: the checkpoints async durability queued, the writes
+// of the step it stopped in (an interrupt's) and the lease given back together, one commit on
+// SQLite instead of three. Another process takes the thread at once after it, and a resume, a
+// failure and a call that prunes (keep_last) store and release as before.
+BOOST_DATA_TEST_CASE(a_call_ends_with_its_writes_and_the_lease_in_one_end_call, savers(), kind) {
+    saver_env env(kind);
+    counters side;
+    auto rec = std::make_shared<call_recording_saver>(env.saver);
+    sg::state_graph<st> g("ask");
+    g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c"));
+    g.add_node("ask", [](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
+        auto pending = ctx.interrupt<std::string>(json::value("ok?"));
+        std::string answer = co_await std::move(pending);
+        co_return upd{}.set<&st::log>({"ask " + answer});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "ask").add_edge("ask", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = rec});
+    for (auto mode : {sg::durability::async, sg::durability::sync}) {
+        const std::string t = std::string("t-") + mode_name(mode);
+        auto r = run(app.invoke(upd{}, in_mode(t, mode)));
+        BOOST_TEST(r.interrupted());
+        auto calls = rec->take();
+        std::string seen;
+        for (const auto& c : calls) seen += "[" + c + "]";
+        if (mode == sg::durability::async) {
+            // input, START's step and a's step queued; the interrupt's writes; the lease
+            BOOST_TEST((calls == strings{"acquire", "end_call 3 checkpoints __interrupt__ __resume__ release"}), seen);
+        } else {
+            BOOST_TEST((calls == strings{"acquire", "put", "put", "put", "end_call 0 checkpoints __interrupt__ __resume__ release"}),
+                       seen);
+        }
+        // The lease is given back: another saver on the same storage takes the thread at once.
+        auto other = env.open();
+        run(other->acquire(t));
+        run(other->release(t));
+        auto state = run(app.get_state(t));
+        BOOST_TEST(state.next == (strings{"ask"}));
+        BOOST_TEST_REQUIRE(state.tasks.size() == 1u);
+        BOOST_TEST(state.tasks[0].interrupts.size() == 1u); // the interrupt's write was stored
+        // The resume ends the same way: its checkpoints and the lease in one end_call.
+        auto done = run(app.invoke(sg::resume("yes"), in_mode(t, mode)));
+        BOOST_TEST(done.values.log == (strings{"a", "ask yes", "c"}));
+        calls = rec->take();
+        BOOST_TEST_REQUIRE(!calls.empty());
+        BOOST_TEST(calls.front() == "acquire");
+        const std::string last = calls.back();
+        BOOST_TEST(last.rfind("end_call ", 0) == 0, last);
+        BOOST_TEST(last.ends_with(" checkpoints release"), last);
+        if (mode == sg::durability::async) BOOST_TEST(last != "end_call 0 checkpoints release", last);
+        else BOOST_TEST(last == "end_call 0 checkpoints release", last);
+        BOOST_TEST(std::count(calls.begin(), calls.end(), "release") == 0);
+        BOOST_TEST(std::count(calls.begin(), calls.end(), "put_many") == 0);
+    }
+    // A call that prunes after its writes (keep_last) gives the lease back on its own.
+    sg::run_config pruning = in_mode("p", sg::durability::async);
+    pruning.keep_last = 2;
+    run(app.invoke(upd{}, pruning));
+    auto calls = rec->take();
+    BOOST_TEST(calls.back() == "release");
+    BOOST_TEST(std::count(calls.begin(), calls.end(), "end_call 0 checkpoints release") == 0);
+    run(env.open()->acquire("p"));
+}
+
 // async on a pool of four threads: the put started while a node waits may run on another thread
 // than the node; 16 calls at once, nodes that wait and nodes that do not, every checkpoint of
 // every thread stored in order.

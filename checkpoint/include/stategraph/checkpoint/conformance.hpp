@@ -66,6 +66,7 @@ inline const std::vector<check>& checks() {
     static const std::vector<check> all{
         {"put_get", [](saver& s, const capabilities&) { put_get(s); }},
         {"put_many_in_order", [](saver& s, const capabilities&) { put_many_in_order(s); }},
+        {"end_call", [](saver& s, const capabilities&) { end_call(s); }},
         {"deltas", [](saver& s, const capabilities&) { deltas(s); }},
         {"writes", [](saver& s, const capabilities&) { writes(s); }},
         {"list_filters", [](saver& s, const capabilities&) { list_filters(s); }},
@@ -96,6 +97,8 @@ inline const std::vector<check>& checks() {
         {"lease_renewal", lease_renewal, "open_same_storage, exclusive_leases and lease_ttl",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases && c.lease_ttl.count() > 0; }},
         {"broken_lease_fences_writes", broken_lease_fences_writes, "open_same_storage and exclusive_leases",
+         [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
+        {"end_call_gives_the_lease_back", end_call_gives_the_lease_back, "open_same_storage and exclusive_leases",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
         {"maintenance_respects_leases", maintenance_respects_leases, "open_same_storage and exclusive_leases",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},

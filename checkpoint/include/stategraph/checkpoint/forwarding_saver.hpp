@@ -26,10 +26,11 @@
 
 namespace stategraph::checkpoint {
 
-/// @brief Forwards every call of the saver interface to `inner`, except `put_many`: that one
-/// keeps `checkpoint_log`'s default and calls this saver's `put` for each checkpoint, so a class
-/// that overrides `put` sees them all; override `put_many` too (calling `inner().put_many`) to
-/// keep the inner saver's batching (the SQLite saver's one transaction).
+/// @brief Forwards every call of the saver interface to `inner`, except `put_many` and
+/// `end_call`: those keep their defaults and call this saver's `put` for each checkpoint (and
+/// its `put_writes` and `release`), so a class that overrides `put` sees them all; override them
+/// too (calling `inner().put_many`, `inner().end_call`) to keep the inner saver's batching (the
+/// SQLite saver's one transaction).
 /// Thread safety: as `inner`'s (it adds no state); a derived class guards what it adds.
 class forwarding_saver : public saver {
 public:

@@ -37,8 +37,10 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stategraph::checkpoint {
 
@@ -55,6 +57,35 @@ class saver : public checkpoint_log,
               public thread_lease {
 public:
     ~saver() override = default;
+
+    /// @brief What a call still has to write as it ends, handed to `end_call` in one piece.
+    struct call_end {
+        /// Checkpoints to store as `put_many` does, oldest first (may be empty); read during the
+        /// call only.
+        std::span<const checkpoint> checkpoints;
+        /// The checkpoint `writes` belong to (one of `checkpoints` or one already stored).
+        std::string writes_to;
+        /// Pending writes to store after the checkpoints, as `put_writes` does (may be empty).
+        std::vector<pending_write> writes;
+        /// Then give the thread's lease back, as `release` does.
+        bool release = false;
+    };
+
+    /// @brief A call's last writes and the end of its lease, together: the checkpoints, then the
+    /// pending writes, then the lease given back. The engine ends each top-level call this way
+    /// (an interrupt: the queued checkpoints and the interrupt's writes; a finished call: the
+    /// queued checkpoints), so a saver with transactions pays one commit where the three calls
+    /// pay three: the SQLite saver does all of it in one transaction. The default calls
+    /// `put_many`, `put_writes` and `release` in that order, so a wrapper overriding those
+    /// (a `forwarding_saver`) still sees each.
+    ///
+    /// A failure stores none of it (one transaction) or a prefix (the default, as `put_many`),
+    /// and leaves the lease held: the caller then calls `release` itself.
+    /// @param thread_id the thread.
+    /// @param ns the namespace.
+    /// @param end what to write; `end.writes` may be moved from. Kept alive by the caller until
+    /// the returned awaitable completes.
+    virtual boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end);
 };
 
 /// @brief A new checkpoint id: 11 characters of a 64-symbol alphabet in ASCII order (nanoseconds since

@@ -90,6 +90,44 @@ inline void put_many_in_order(saver& s) {
     BOOST_TEST(!get(s, "t", "sub").has_value());
 }
 
+/// end_call: a call's last checkpoints, then its pending writes against one of them, then the
+/// lease given back, read back as put_many and put_writes would leave them; parts may be empty.
+inline void end_call(saver& s) {
+    saver::call_end nothing;
+    run(s.end_call("t", "", nothing));
+    BOOST_TEST(!get(s, "t", "").has_value());
+    run(s.acquire("t"));
+    std::vector<checkpoint> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"a", 1}}));
+    cps.push_back(next_cp(&cps.back(), 0, "loop", json::object{{"b", "x"}}));
+    saver::call_end end;
+    end.checkpoints = cps;
+    end.writes_to = cps[1].id;
+    end.writes = {write_of("task1", "ask", "__interrupt__", json::object{{"question", "ok?"}}),
+                  write_of("task1", "ask", "a", 5)};
+    end.release = true;
+    run(s.end_call("t", "", end));
+    auto got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    check_checkpoint(*got, "t", "", cps[1], json::object{{"a", 1}, {"b", "x"}});
+    BOOST_TEST_REQUIRE(got->writes.size() == 2u);
+    BOOST_TEST(got->writes[0].channel == "__interrupt__");
+    BOOST_TEST(got->writes[0].value == (json::object{{"question", "ok?"}}));
+    BOOST_TEST(got->writes[1].value == 5);
+    BOOST_TEST(list(s, "t", "", {}).size() == 2u);
+    // Writes alone, against a checkpoint already stored; the lease taken again and kept.
+    run(s.acquire("t"));
+    saver::call_end writes_only;
+    writes_only.writes_to = cps[0].id;
+    writes_only.writes = {write_of("task0", "prep", "b", "y")};
+    run(s.end_call("t", "", writes_only));
+    auto first = get(s, "t", "", cps[0].id);
+    BOOST_TEST_REQUIRE(first.has_value());
+    BOOST_TEST_REQUIRE(first->writes.size() == 1u);
+    BOOST_TEST(first->writes[0].value == "y");
+    run(s.release("t"));
+}
+
 /// Values are reassembled from deltas: a channel written once still shows later.
 inline void deltas(saver& s) {
     json::object odd{{"unicode", "h\xc3\xa9llo \xe2\x9c\x93"},

@@ -168,6 +168,16 @@ inline void broken_lease_fences_writes(saver& a, const capabilities& caps) {
     BOOST_TEST(got->cp.id == cp1.id);
     BOOST_TEST(got->writes.empty());
 
+    // ... and a call's end (end_call): nothing of it is stored, and the new lease stays.
+    saver::call_end end;
+    end.checkpoints = batch;
+    end.writes_to = cp3.id;
+    end.writes = {write_of("task", "node", "a", 9)};
+    end.release = true;
+    expect_error(errc::lease_lost, [&] { run(a.end_call("t", "", end)); });
+    BOOST_TEST(get(*b, "t", "")->cp.id == cp1.id);
+    expect_error(errc::thread_busy, [&] { run(a.acquire("t")); });
+
     // The new holder writes on; the old one's release leaves the new lease alone.
     put(*b, "t", "", cp2);
     run(a.release("t"));
@@ -178,6 +188,34 @@ inline void broken_lease_fences_writes(saver& a, const capabilities& caps) {
     put(a, "t", "", cp3);
     BOOST_TEST(get(*b, "t", "")->cp.id == cp3.id);
     run(a.release("t"));
+}
+
+/// end_call with `release`: the writes and the lease's end together; another instance takes the
+/// thread at once. Without `release` the lease stays held. A failed end_call keeps the lease.
+inline void end_call_gives_the_lease_back(saver& a, const capabilities& caps) {
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    run(a.acquire("t"));
+    std::vector<checkpoint> first{cp1};
+    saver::call_end keep;
+    keep.checkpoints = first;
+    run(a.end_call("t", "", keep)); // release false: still a's
+    expect_error(errc::thread_busy, [&] { run(b->acquire("t")); });
+    std::vector<checkpoint> second{cp2};
+    saver::call_end end;
+    end.checkpoints = second;
+    end.writes_to = cp2.id;
+    end.writes = {write_of("task", "node", "a", 3)};
+    end.release = true;
+    run(a.end_call("t", "", end));
+    run(b->acquire("t")); // given back with the writes
+    auto got = get(*b, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp2.id);
+    BOOST_TEST(got->writes.size() == 1u);
+    run(b->release("t"));
 }
 
 } // namespace stategraph::checkpoint::testing
