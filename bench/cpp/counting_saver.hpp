@@ -72,6 +72,13 @@ public:
         }
         co_await inner().put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
     }
+    /// Forwarded whole (the inner saver's one transaction): counted as an acquire and a get.
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>>
+    acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& id) override {
+        bump(&calls::acquire);
+        bump(&calls::get);
+        co_return co_await inner().acquire_and_get(thread_id, ns, id);
+    }
     /// Forwarded whole (the inner saver's one transaction); its checkpoints count as batched.
     boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override {
         {

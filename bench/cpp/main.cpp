@@ -168,6 +168,8 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
     // (own_thread = true), to compare with the default (on the callers' threads, group commit).
     const char* own_env = std::getenv("STATEGRAPH_BENCH_SQLITE_OWN_THREAD");
     o.own_thread = own_env && *own_env && std::string_view(own_env) != "0";
+    // STATEGRAPH_BENCH_SQLITE_PAGE_SIZE=N: the file's page size (default: sqlite_options').
+    if (const char* ps = std::getenv("STATEGRAPH_BENCH_SQLITE_PAGE_SIZE"); ps && *ps) o.page_size = std::atoi(ps);
     cp->saver = std::make_shared<checkpoint::sqlite_saver>(o);
     auto journal = sqlite_pragma_text(cp->file, "PRAGMA journal_mode");
     if (journal != "wal") throw bench_error("SQLite file is not in WAL mode (journal_mode=" + journal + ")");
@@ -175,6 +177,7 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
     cp->config["synchronous"] = sync == mode::normal ? "NORMAL" : "FULL";
     cp->config["sqlite"] = sqlite3_libversion();
     cp->config["sqlite_own_thread"] = o.own_thread;
+    cp->config["page_size"] = sqlite_pragma_text(cp->file, "PRAGMA page_size");
     return cp;
 }
 

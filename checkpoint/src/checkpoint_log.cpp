@@ -1,6 +1,6 @@
 /// @file checkpoint_log.cpp
 /// @brief `checkpoint_log`'s one default, `put_many` as `put` after `put`, and `saver::end_call`'s:
-/// `put_many`, `put_writes`, `release`.
+/// `put_many`, `put_writes`, `release`; and `saver::acquire_and_get`'s: `acquire`, `get`.
 #include <stategraph/checkpoint/checkpoint_log.hpp>
 #include <stategraph/checkpoint/saver.hpp>
 
@@ -18,6 +18,19 @@ boost::asio::awaitable<void> saver::end_call(const std::string& thread_id, const
         co_await put_writes(thread_id, ns, end.writes_to, std::move(writes));
     }
     if (end.release) co_await release(thread_id);
+}
+
+boost::asio::awaitable<std::optional<checkpoint_tuple>>
+saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
+    co_await acquire(thread_id);
+    std::exception_ptr failed;
+    try {
+        co_return co_await get(thread_id, ns, checkpoint_id);
+    } catch (...) {
+        failed = std::current_exception();
+    }
+    co_await release(thread_id); // the read failed: the lease is not kept
+    std::rethrow_exception(failed);
 }
 
 } // namespace stategraph::checkpoint

@@ -70,6 +70,24 @@ bool sqlite_saver::impl::leased(const std::string& thread, std::int64_t now) {
 
 void sqlite_saver::impl::acquire(const std::string& thread) {
     transaction t(*this, true, thread, "taking the thread's lease");
+    take_lease(thread);
+    t.commit();
+    lease_taken(t, thread);
+    start_keeper();
+}
+
+std::optional<checkpoint_tuple> sqlite_saver::impl::acquire_and_get(const std::string& thread, const std::string& ns,
+                                                                    const std::optional<std::string>& checkpoint_id) {
+    transaction t(*this, true, thread, "taking the thread's lease");
+    take_lease(thread);
+    auto got = get(thread, ns, checkpoint_id); // its transaction nested in `t`
+    t.commit();
+    lease_taken(t, thread);
+    start_keeper();
+    return got;
+}
+
+void sqlite_saver::impl::take_lease(const std::string& thread) {
     auto now = now_ms();
     {
         stmt s(*this, sql_get_lease, thread, "taking the thread's lease");
@@ -81,14 +99,9 @@ void sqlite_saver::impl::acquire(const std::string& thread) {
                 throw_busy(thread, holder, expires);
         }
     }
-    {
-        stmt s(*this, sql_put_lease, thread, "taking the thread's lease");
-        s.bind(1, thread).bind(2, owner).bind(3, now + lease_ms());
-        s.run();
-    }
-    t.commit();
-    lease_taken(t, thread);
-    start_keeper();
+    stmt s(*this, sql_put_lease, thread, "taking the thread's lease");
+    s.bind(1, thread).bind(2, owner).bind(3, now + lease_ms());
+    s.run();
 }
 
 void sqlite_saver::impl::start_keeper() {

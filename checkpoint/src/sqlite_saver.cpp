@@ -426,6 +426,13 @@ boost::asio::awaitable<void> sqlite_saver::end_call(const std::string& thread_id
     return on_saver_thread<void, true>(*impl_, impl::end_call_call{impl_.get(), thread_id, ns, end});
 }
 
+boost::asio::awaitable<std::optional<checkpoint_tuple>>
+sqlite_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
+    return on_saver_thread<std::optional<checkpoint_tuple>>(*impl_, [i = impl_.get(), &thread_id, &ns, &checkpoint_id] {
+        return i->acquire_and_get(thread_id, ns, checkpoint_id); // the arguments outlive the co_await
+    });
+}
+
 boost::asio::awaitable<std::optional<checkpoint_tuple>> sqlite_saver::get(std::string thread_id, std::string ns,
                                                                           std::optional<std::string> checkpoint_id) {
     return on_saver_thread<std::optional<checkpoint_tuple>>(

@@ -553,6 +553,11 @@ struct sqlite_saver::impl {
     bool leased(const std::string& thread, std::int64_t now);
 
     void acquire(const std::string& thread);
+    /// `acquire` and `get` in one transaction (or in the batch's).
+    std::optional<checkpoint_tuple> acquire_and_get(const std::string& thread, const std::string& ns,
+                                                    const std::optional<std::string>& checkpoint_id);
+    /// The lease's row taken for this saver inside the caller's transaction (throws `thread_busy`).
+    void take_lease(const std::string& thread);
 
     /// Starts the lease keeper once (called with `mutex` held).
     void start_keeper();

@@ -147,8 +147,16 @@ public:
         leased_ = false;
         co_await saver_->release(thread_id_);
     }
+    /// The lease is taken by the next load(), in the same saver call (`acquire_and_get`: one
+    /// transaction on SQLite), instead of by a call of its own.
+    void acquire_on_load() noexcept { acquire_on_load_ = true; }
     // Plain functions handing out the saver's own awaitables: no coroutine frame of their own.
     boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> load(const std::optional<std::string>& id) {
+        if (acquire_on_load_) {
+            acquire_on_load_ = false;
+            load_id_ = id;
+            return acquire_and_load();
+        }
         return saver_->get(thread_id_, ns_, id);
     }
     boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) {
@@ -165,6 +173,7 @@ public:
     /// session holds it; on failure the lease stays held (release() gives it back).
     boost::asio::awaitable<void> end_call(checkpoint::saver::call_end& end) {
         end.release = end.release && leased_;
+        if (end.checkpoints.empty() && end.writes.empty() && !end.release) co_return; // nothing to do
         if (!observer_ || end.checkpoints.empty()) co_await saver_->end_call(thread_id_, ns_, end);
         else co_await timed(saver_->end_call(thread_id_, ns_, end), observer_);
         if (end.release) leased_ = false;
@@ -182,6 +191,11 @@ public:
     }
 
 private:
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> acquire_and_load() {
+        auto got = co_await saver_->acquire_and_get(thread_id_, ns_, load_id_);
+        leased_ = true;
+        co_return got;
+    }
     static boost::asio::awaitable<void> timed(boost::asio::awaitable<void> put, run_observer* o) {
         const auto start = std::chrono::steady_clock::now();
         co_await std::move(put);
@@ -192,6 +206,8 @@ private:
     run_observer* observer_ = nullptr;
     std::string thread_id_, ns_;
     bool leased_ = false;
+    bool acquire_on_load_ = false;
+    std::optional<std::string> load_id_; // acquire_and_load()'s checkpoint id
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -394,7 +394,8 @@ boost::asio::awaitable<void> release_quietly(checkpoint_session& s) {
     }
 }
 
-/// Runs one call on `r`; takes and releases the thread's lease at the top level.
+/// Runs one call on `r`; takes and releases the thread's lease at the top level (run_locked's
+/// first load takes it).
 boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_input& in) {
     if (r.session && r.thread_id().empty())
         throw thread_error(errc::invalid_input, "this graph has a checkpointer: pass run_config::thread_id to name the thread", {});
@@ -402,8 +403,9 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     r.writer.mode = env.cfg.durability;
     r.env = &env;
     if (env.cfg.observer && env.cfg.observer->traces()) r.tracer = env.cfg.observer;
-    if (top) co_await r.session.acquire();
-    // The call's last writes give the lease back with them (one commit), unless it prunes after.
+    // The lease is taken with the call's first read of its thread (one commit), and given back
+    // with its last writes (one commit), unless it prunes after them.
+    if (top) r.session.acquire_on_load();
     r.writer.release_at_end = top && env.cfg.keep_last == 0;
     std::exception_ptr failure;
     run_outcome result;

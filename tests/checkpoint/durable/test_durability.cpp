@@ -431,6 +431,11 @@ public:
         note("release");
         co_await inner().release(std::move(t));
     }
+    boost::asio::awaitable<std::optional<cp::checkpoint_tuple>>
+    acquire_and_get(const std::string& t, const std::string& ns, const std::optional<std::string>& id) override {
+        note("acquire_and_get");
+        co_return co_await inner().acquire_and_get(t, ns, id);
+    }
     boost::asio::awaitable<void> end_call(const std::string& t, const std::string& ns, call_end& end) override {
         std::string what = "end_call " + std::to_string(end.checkpoints.size()) + " checkpoints";
         for (const auto& w : end.writes) what += " " + w.channel;
@@ -453,9 +458,10 @@ private:
 };
 } // namespace
 
-// A top-level call ends with one end_call: the checkpoints async durability queued, the writes
-// of the step it stopped in (an interrupt's) and the lease given back together, one commit on
-// SQLite instead of three. Another process takes the thread at once after it, and a resume, a
+// A top-level call starts with one acquire_and_get (the lease and the thread's checkpoint: one
+// transaction on SQLite) and ends with one end_call: the checkpoints async durability queued,
+// the writes of the step it stopped in (an interrupt's) and the lease given back together, one
+// commit on SQLite instead of three. Another process takes the thread at once after it, and a resume, a
 // failure and a call that prunes (keep_last) store and release as before.
 BOOST_DATA_TEST_CASE(a_call_ends_with_its_writes_and_the_lease_in_one_end_call, savers(), kind) {
     saver_env env(kind);
@@ -479,9 +485,9 @@ BOOST_DATA_TEST_CASE(a_call_ends_with_its_writes_and_the_lease_in_one_end_call, 
         for (const auto& c : calls) seen += "[" + c + "]";
         if (mode == sg::durability::async) {
             // input, START's step and a's step queued; the interrupt's writes; the lease
-            BOOST_TEST((calls == strings{"acquire", "end_call 3 checkpoints __interrupt__ __resume__ release"}), seen);
+            BOOST_TEST((calls == strings{"acquire_and_get", "end_call 3 checkpoints __interrupt__ __resume__ release"}), seen);
         } else {
-            BOOST_TEST((calls == strings{"acquire", "put", "put", "put", "end_call 0 checkpoints __interrupt__ __resume__ release"}),
+            BOOST_TEST((calls == strings{"acquire_and_get", "put", "put", "put", "end_call 0 checkpoints __interrupt__ __resume__ release"}),
                        seen);
         }
         // The lease is given back: another saver on the same storage takes the thread at once.
@@ -497,7 +503,7 @@ BOOST_DATA_TEST_CASE(a_call_ends_with_its_writes_and_the_lease_in_one_end_call, 
         BOOST_TEST(done.values.log == (strings{"a", "ask yes", "c"}));
         calls = rec->take();
         BOOST_TEST_REQUIRE(!calls.empty());
-        BOOST_TEST(calls.front() == "acquire");
+        BOOST_TEST(calls.front() == "acquire_and_get");
         const std::string last = calls.back();
         BOOST_TEST(last.rfind("end_call ", 0) == 0, last);
         BOOST_TEST(last.ends_with(" checkpoints release"), last);

@@ -98,6 +98,8 @@ inline const std::vector<check>& checks() {
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases && c.lease_ttl.count() > 0; }},
         {"broken_lease_fences_writes", broken_lease_fences_writes, "open_same_storage and exclusive_leases",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
+        {"acquire_and_get_takes_the_lease", acquire_and_get_takes_the_lease, "open_same_storage and exclusive_leases",
+         [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
         {"end_call_gives_the_lease_back", end_call_gives_the_lease_back, "open_same_storage and exclusive_leases",
          [](const capabilities& c) { return c.open_same_storage && c.exclusive_leases; }},
         {"maintenance_respects_leases", maintenance_respects_leases, "open_same_storage and exclusive_leases",

@@ -86,6 +86,16 @@ public:
     /// @param end what to write; `end.writes` may be moved from. Kept alive by the caller until
     /// the returned awaitable completes.
     virtual boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end);
+
+    /// @brief A call's start: takes the thread's lease (as `acquire`) and reads its checkpoint (as
+    /// `get`), together. The SQLite saver does both in one transaction, where the two calls take
+    /// two; the default calls `acquire`, then `get`. When it throws, the lease is not held
+    /// (`thread_busy`: another holder; or the read failed and the lease was not kept).
+    /// @param thread_id the thread.
+    /// @param ns the namespace.
+    /// @param checkpoint_id a checkpoint id; nullopt: the newest.
+    virtual boost::asio::awaitable<std::optional<checkpoint_tuple>>
+    acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id);
 };
 
 /// @brief A new checkpoint id: 11 characters of a 64-symbol alphabet in ASCII order (nanoseconds since

@@ -160,6 +160,9 @@ public:
     /// commit where the three calls take three), or in the batch's; a failure stores none of it
     /// and keeps the lease.
     boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override;
+    /// @brief The lease taken and the checkpoint read in one transaction; a failure takes no lease.
+    boost::asio::awaitable<std::optional<checkpoint_tuple>>
+    acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                 std::optional<std::string> checkpoint_id) override;
     boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,

@@ -126,6 +126,14 @@ inline void end_call(saver& s) {
     BOOST_TEST_REQUIRE(first->writes.size() == 1u);
     BOOST_TEST(first->writes[0].value == "y");
     run(s.release("t"));
+    // acquire_and_get reads as get does (and takes the lease, given back here).
+    auto head = run(s.acquire_and_get("t", "", std::nullopt));
+    BOOST_TEST_REQUIRE(head.has_value());
+    check_checkpoint(*head, "t", "", cps[1], json::object{{"a", 1}, {"b", "x"}});
+    BOOST_TEST(head->writes.size() == 2u);
+    run(s.release("t"));
+    BOOST_TEST(!run(s.acquire_and_get("none", "", std::nullopt)).has_value());
+    run(s.release("none"));
 }
 
 /// Values are reassembled from deltas: a channel written once still shows later.

@@ -190,6 +190,32 @@ inline void broken_lease_fences_writes(saver& a, const capabilities& caps) {
     run(a.release("t"));
 }
 
+/// acquire_and_get: the lease taken and the checkpoint read together; another instance is then
+/// refused; while another holds the thread it throws `thread_busy` and reads nothing.
+inline void acquire_and_get_takes_the_lease(saver& a, const capabilities& caps) {
+    auto b = caps.open_same_storage(a);
+    BOOST_TEST_REQUIRE(b != nullptr);
+    BOOST_TEST(!run(a.acquire_and_get("t", "", std::nullopt)).has_value()); // a new thread
+    expect_error(errc::thread_busy, [&] { run(b->acquire("t")); });
+    auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    put(a, "t", "", cp1);
+    put(a, "t", "", cp2);
+    run(a.release("t"));
+    auto got = run(b->acquire_and_get("t", "", cp1.id));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp1.id);
+    BOOST_TEST(got->cp.values.at("a") == 1);
+    auto e = expect_error(errc::thread_busy, [&] { run(a.acquire_and_get("t", "", std::nullopt)); });
+    if (e) BOOST_TEST(has_name(*e, "t"));
+    expect_error(errc::thread_busy, [&] { put(a, "t", "", next_cp(&cp2, 2, "loop", json::object{{"a", 3}})); });
+    run(b->release("t"));
+    got = run(a.acquire_and_get("t", "", std::nullopt));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp2.id);
+    run(a.release("t"));
+}
+
 /// end_call with `release`: the writes and the lease's end together; another instance takes the
 /// thread at once. Without `release` the lease stays held. A failed end_call keeps the lease.
 inline void end_call_gives_the_lease_back(saver& a, const capabilities& caps) {
