@@ -286,17 +286,55 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
     stored_graphs.insert(graphs.begin(), graphs.end());
 }
 
-asio::awaitable<void> postgres_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
-                                                       const std::vector<pending_write>& writes) {
-    std::vector<pg::statement> batch;
-    batch.emplace_back(sql_begin);
-    batch.emplace_back(sql_fence);
+void postgres_saver::impl::add_writes(std::vector<pg::statement>& batch, const std::string& thread, const std::string& ns,
+                                      const std::string& checkpoint_id, const std::vector<pending_write>& writes) {
     for (const auto& w : writes) {
         batch.emplace_back(sql_put_write);
         batch.back().text(thread).text(ns).text(checkpoint_id).text(w.task_id).text(w.task_name).text(w.channel);
         batch.back().bytes(
             codec::seal(json::serialize(w.value), {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel}));
     }
+}
+
+asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, const std::string& ns,
+                                                     const saver::call_end& end) {
+    if (end.checkpoints.empty() && end.writes.empty()) {
+        if (end.release) co_await release(thread);
+        co_return;
+    }
+    // BEGIN, fence, the checkpoints, the writes, the lease's row deleted, COMMIT: one round trip.
+    std::vector<pg::statement> batch;
+    batch.emplace_back(sql_begin);
+    batch.emplace_back(sql_fence); // filled per attempt
+    std::vector<std::string> graphs;
+    for (const auto& cp : end.checkpoints) add_put(batch, graphs, thread, ns, cp);
+    add_writes(batch, thread, ns, end.writes_to, end.writes);
+    if (end.release) {
+        batch.emplace_back(sql_release_lease);
+        batch.back().text(thread).text(owner);
+    }
+    batch.emplace_back(sql_commit);
+    call c{thread, "saving the call's last writes", {}};
+    auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
+        batch[1] = fence(cc, end.release && cc.attempt > 0);
+        (void)co_await conn.run(batch, query_timeout());
+        co_return true;
+    };
+    (void)co_await with_retry<bool>(c, body);
+    std::lock_guard lock(mutex);
+    stored_graphs.insert(graphs.begin(), graphs.end());
+    if (end.release) { // given back: no longer renewed or fenced by this saver
+        held.erase(thread);
+        lost.erase(thread);
+    }
+}
+
+asio::awaitable<void> postgres_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                                                       const std::vector<pending_write>& writes) {
+    std::vector<pg::statement> batch;
+    batch.emplace_back(sql_begin);
+    batch.emplace_back(sql_fence);
+    add_writes(batch, thread, ns, checkpoint_id, writes);
     batch.emplace_back(sql_commit);
     call c{thread, "saving pending writes", {}};
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
@@ -369,6 +407,10 @@ asio::awaitable<void> postgres_saver::put_many(const std::string& thread_id, con
 asio::awaitable<void> postgres_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                                  std::vector<pending_write> writes) {
     co_await impl_->put_writes(thread_id, ns, checkpoint_id, writes);
+}
+
+asio::awaitable<void> postgres_saver::end_call(const std::string& thread_id, const std::string& ns, call_end& end) {
+    return impl_->end_call(thread_id, ns, end);
 }
 
 asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::get(std::string thread_id, std::string ns,

@@ -22,7 +22,6 @@ constexpr std::string_view sql_get_lease =
     "SELECT owner, expires_at, (expires_at > stategraph_now_ms())::int FROM stategraph_leases WHERE thread_id = $1";
 constexpr std::string_view sql_renew_lease =
     "UPDATE stategraph_leases SET expires_at = stategraph_now_ms() + $3::bigint WHERE thread_id = $1 AND owner = $2";
-constexpr std::string_view sql_release_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2";
 constexpr std::string_view sql_release_all_leases = "DELETE FROM stategraph_leases WHERE owner = $1";
 // $1: the thread, $2: the call's id. Acts only when the call has no answer yet (a retry whose
 // first attempt committed); the answer is read back by sql_answer in the same transaction.

@@ -49,6 +49,7 @@ inline constexpr std::string_view sql_fence = "SELECT stategraph_fence($1, $2, $
 inline constexpr std::string_view sql_begin = "BEGIN";
 inline constexpr std::string_view sql_begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 inline constexpr std::string_view sql_commit = "COMMIT";
+inline constexpr std::string_view sql_release_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2";
 inline constexpr std::string_view sql_rollback = "ROLLBACK";
 
 inline constexpr std::string_view sql_put_graph =
@@ -152,11 +153,13 @@ struct postgres_saver::impl {
     };
 
     /// The fence of a write on `c.thread` (first in its transaction, after BEGIN).
-    pg::statement fence(const call& c) {
+    /// `may_be_released`: a retried write that also deletes the lease's row, whose first attempt
+    /// may have committed: a missing row then passes (another holder's row is still refused).
+    pg::statement fence(const call& c, bool may_be_released = false) {
         bool ours = false;
         {
             std::lock_guard lock(mutex);
-            ours = held.count(c.thread) != 0;
+            ours = held.count(c.thread) != 0 && !may_be_released;
         }
         pg::statement s(sql_fence);
         s.text(c.thread).text(owner).text(ours ? "true" : "false");
@@ -277,6 +280,11 @@ struct postgres_saver::impl {
                  const std::string& ns, const checkpoint& cp);
     asio::awaitable<void> put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                      const std::vector<pending_write>& writes);
+    /// Appends the statements storing `writes` against `checkpoint_id`.
+    void add_writes(std::vector<pg::statement>& batch, const std::string& thread, const std::string& ns,
+                    const std::string& checkpoint_id, const std::vector<pending_write>& writes);
+    /// The checkpoints, the writes and the lease's release in one transaction, sent in one round trip.
+    asio::awaitable<void> end_call(const std::string& thread, const std::string& ns, const saver::call_end& end);
     asio::awaitable<std::optional<checkpoint_tuple>> get(const std::string& thread, const std::string& ns,
                                                          const std::optional<std::string>& id);
     asio::awaitable<std::vector<checkpoint_tuple>> list(const std::string& thread, const std::string& ns,

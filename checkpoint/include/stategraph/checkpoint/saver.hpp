@@ -93,7 +93,9 @@ public:
     /// (`thread_busy`: another holder; or the read failed and the lease was not kept).
     /// @param thread_id the thread.
     /// @param ns the namespace.
-    /// @param checkpoint_id a checkpoint id; nullopt: the newest.
+    /// @param checkpoint_id a checkpoint id; nullopt: the newest. The arguments are read during
+    /// the call: keep them alive until the returned awaitable completes (as in
+    /// `co_await s.acquire_and_get(t, "", std::nullopt)`).
     virtual boost::asio::awaitable<std::optional<checkpoint_tuple>>
     acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id);
 };
