@@ -45,30 +45,85 @@ const std::string& version_of(const checkpoint& cp, const std::string& channel) 
 
 } // namespace
 
-/// Plans the operations of `put`.
-std::vector<command> redis_saver::impl::plan_put(const std::string& thread, const std::string& ns,
-                                                 const checkpoint& cp) const {
+/// Plans the operations of `put_many`: the batch's values in one HSET, its entries in one, its
+/// ids in one ZADD (each cut at `chunk_words`), the newest id and the thread's name once. One
+/// script call runs them all; a command per checkpoint would cost the script its per-call
+/// overhead five times for each.
+std::vector<command> redis_saver::impl::plan_puts(const std::string& thread, const std::string& ns,
+                                                  std::span<const checkpoint> cps) const {
     std::vector<command> ops;
-    std::vector<std::string> vals; // field, bytes
-    for (const auto& [channel, value] : cp.values) {
-        const std::string name(channel);
-        const auto& version = version_of(cp, name);
-        auto x = cp.extends.find(name);
-        const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
-        auto bytes = codec::encode_value(value, extends, version);
-        if (codec::shared_shape(name, extends, version, cp.id)) {
-            ops.push_back(command{"HSETNX", graphs_key(), version, codec::seal(bytes, {graph_channel, version})});
-            continue;
+    if (cps.empty()) return ops;
+    std::vector<std::string> vals, entries, ids; // field, bytes; field, entry; score, member
+    std::set<std::string> shapes;                // graph versions planned
+    const std::string* newest = nullptr;
+    for (const auto& cp : cps) {
+        for (const auto& [channel, value] : cp.values) {
+            const std::string name(channel);
+            const auto& version = version_of(cp, name);
+            auto x = cp.extends.find(name);
+            const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
+            auto bytes = codec::encode_value(value, extends, version);
+            if (codec::shared_shape(name, extends, version, cp.id)) {
+                if (shapes.insert(version).second)
+                    ops.push_back(command{"HSETNX", graphs_key(), version, codec::seal(bytes, {graph_channel, version})});
+                continue;
+            }
+            vals.push_back(join({ns, name, version}));
+            vals.push_back(codec::seal(bytes, {ns, name, version}));
         }
-        vals.push_back(join({ns, name, version}));
-        vals.push_back(codec::seal(bytes, {ns, name, version}));
+        auto field = join({ns, cp.id});
+        entries.push_back(field);
+        entries.push_back(entry_of(ns, cp, codec::encode_record(cp)));
+        ids.push_back("0");
+        ids.push_back(std::move(field));
+        if (!newest || cp.id > *newest) newest = &cp.id;
     }
     add_chunked(ops, command{"HSET", tkey(thread, "vals")}, vals, 2);
-    ops.push_back(command{"HSET", tkey(thread, "cp"), join({ns, cp.id}), entry_of(ns, cp, codec::encode_record(cp))});
-    ops.push_back(command{"ZADD", tkey(thread, "ids"), "0", join({ns, cp.id})});
-    ops.push_back(command{"HMAX", tkey(thread, "meta"), "newest", cp.id});
+    add_chunked(ops, command{"HSET", tkey(thread, "cp")}, entries, 2);
+    add_chunked(ops, command{"ZADD", tkey(thread, "ids")}, ids, 2);
+    ops.push_back(command{"HMAX", tkey(thread, "meta"), "newest", *newest});
     ops.push_back(command{"SADD", threads_key(), thread});
     return ops;
+}
+
+/// Plans the operations of `put_writes`: each write's arrival number, then the writes in one HSET.
+std::vector<command> redis_saver::impl::plan_writes(const std::string& thread, const std::string& ns,
+                                                    const std::string& checkpoint_id,
+                                                    const std::vector<pending_write>& writes) const {
+    std::vector<command> ops;
+    if (writes.empty()) return ops;
+    std::vector<std::string> set, seqs; // field, bytes; score, member
+    const auto base = reserve_seq(writes.size());
+    std::int64_t n = 0;
+    for (const auto& w : writes) {
+        auto field = join({ns, checkpoint_id, w.task_id, w.channel});
+        seqs.push_back(std::to_string(base + n++));
+        seqs.push_back(field);
+        set.push_back(std::move(field));
+        set.push_back(join({w.task_name, codec::seal(boost::json::serialize(w.value),
+                                                     {ns, checkpoint_id, w.task_id, w.task_name, w.channel})}));
+    }
+    add_chunked(ops, command{"ZADD", tkey(thread, "wseq"), "NX"}, seqs, 2);
+    add_chunked(ops, command{"HSET", tkey(thread, "writes")}, set, 2);
+    return ops;
+}
+
+/// A call's end as one fenced script call: its checkpoints, its writes, and (`RELEASE`) the lease.
+asio::awaitable<void> redis_saver::impl::end_call_op(const std::string& thread, const std::string& ns,
+                                                     saver::call_end& end) {
+    if (end.checkpoints.empty() && end.writes.empty()) {
+        if (end.release) co_await release_op(thread);
+        co_return;
+    }
+    auto ops = plan_puts(thread, ns, end.checkpoints);
+    auto writes = plan_writes(thread, ns, end.writes_to, end.writes);
+    ops.insert(ops.end(), std::make_move_iterator(writes.begin()), std::make_move_iterator(writes.end()));
+    if (end.release) ops.push_back(command{"RELEASE"});
+    (void)co_await fenced(thread, std::move(ops), fence::ours_or_free, nullptr, end.release);
+    if (end.release) { // given back: no longer renewed by this saver
+        std::lock_guard lock(mutex);
+        held.erase(thread);
+    }
 }
 
 asio::awaitable<void> redis_saver::impl::write_op(std::string thread, std::vector<command> ops) {
@@ -213,10 +268,8 @@ redis_saver::impl::writes_of(const std::string& thread, const std::string& ns, c
 /// or those `o` selects. One round trip (the read script: ids, entries and pending writes, as
 /// one atomic snapshot), then one for the values, and one more only when appended values
 /// link to versions not read yet (the read script's chain mode, whatever the chain's length).
-asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::load(std::string thread, std::string ns, list_options o,
-                                                                       std::optional<std::string> exact) {
-    std::vector<checkpoint_tuple> out;
-    if (o.limit && *o.limit == 0) co_return out;
+command redis_saver::impl::read_command(const std::string& thread, const std::string& ns, const list_options& o,
+                                         const std::optional<std::string>& exact) const {
     command read{"EVALSHA", std::string(read_marker), "4", tkey(thread, "ids"), tkey(thread, "cp"),
                  tkey(thread, "writes"), tkey(thread, "wseq")};
     if (exact) {
@@ -231,7 +284,23 @@ asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::load(std::stri
         read.push_back(o.limit && !o.source && !o.step ? std::to_string(*o.limit) : std::string());
     }
     read.push_back(glob_literal(join({ns, ""})) + "*");
+    return read;
+}
+
+asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::load(std::string thread, std::string ns, list_options o,
+                                                                       std::optional<std::string> exact) {
+    if (o.limit && *o.limit == 0) co_return std::vector<checkpoint_tuple>{};
+    auto read = read_command(thread, ns, o, exact);
     auto r = co_await one(std::move(read), thread);
+    auto loading = load_from(std::move(thread), std::move(ns), std::move(o), std::move(r));
+    co_return co_await std::move(loading);
+}
+
+/// The checkpoints the read script answered `r` with, their values read (one more round trip,
+/// two when appended values link to versions not read yet).
+asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::load_from(std::string thread, std::string ns,
+                                                                            list_options o, reply r) {
+    std::vector<checkpoint_tuple> out;
     if (!r.is_array() || r.elements.size() != 4) failed(thread, "unexpected answer of the read script");
     const auto& fields = r.elements[0].elements;
     const auto& entries = r.elements[1].elements;
@@ -297,11 +366,7 @@ asio::awaitable<void> redis_saver::put(const std::string& thread_id, const std::
 asio::awaitable<void> redis_saver::put_many(const std::string& thread_id, const std::string& ns,
                                             std::span<const checkpoint> cps) {
     if (cps.empty()) co_return;
-    std::vector<command> ops;
-    for (const auto& cp : cps) {
-        auto one = impl_->plan_put(thread_id, ns, cp);
-        ops.insert(ops.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
-    }
+    auto ops = impl_->plan_puts(thread_id, ns, cps);
     auto op = impl_->write_op(thread_id, std::move(ops));
     co_await impl_->call(op);
 }
@@ -309,18 +374,7 @@ asio::awaitable<void> redis_saver::put_many(const std::string& thread_id, const 
 asio::awaitable<void> redis_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                               std::vector<pending_write> writes) {
     if (writes.empty()) co_return;
-    std::vector<command> ops;
-    std::vector<std::string> set; // field, bytes
-    const auto base = reserve_seq(writes.size());
-    std::int64_t n = 0;
-    for (const auto& w : writes) {
-        auto field = join({ns, checkpoint_id, w.task_id, w.channel});
-        ops.push_back(command{"ZADD", impl_->tkey(thread_id, "wseq"), "NX", std::to_string(base + n++), field});
-        set.push_back(std::move(field));
-        set.push_back(join({w.task_name, codec::seal(boost::json::serialize(w.value),
-                                                     {ns, checkpoint_id, w.task_id, w.task_name, w.channel})}));
-    }
-    add_chunked(ops, command{"HSET", impl_->tkey(thread_id, "writes")}, set, 2);
+    auto ops = impl_->plan_writes(thread_id, ns, checkpoint_id, writes);
     auto op = impl_->write_op(thread_id, std::move(ops));
     co_await impl_->call(op);
 }
@@ -334,6 +388,17 @@ asio::awaitable<std::optional<checkpoint_tuple>> redis_saver::get(std::string th
 asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::list(std::string thread_id, std::string ns,
                                                                  list_options options) {
     auto op = impl_->list_op(std::move(thread_id), std::move(ns), std::move(options));
+    co_return co_await impl_->call(op);
+}
+
+asio::awaitable<void> redis_saver::end_call(const std::string& thread_id, const std::string& ns, call_end& end) {
+    auto op = impl_->end_call_op(thread_id, ns, end);
+    co_await impl_->call(op);
+}
+
+asio::awaitable<std::optional<checkpoint_tuple>>
+redis_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
+    auto op = impl_->acquire_and_get_op(thread_id, ns, checkpoint_id);
     co_return co_await impl_->call(op);
 }
 

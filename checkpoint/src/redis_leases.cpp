@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <exception>
 
 namespace stategraph::checkpoint {
 
@@ -40,6 +41,55 @@ asio::awaitable<void> redis_saver::impl::acquire_op(std::string thread) {
         held.insert(thread);
     }
     start_keeper();
+}
+
+/// The lease and the read of the newest (or `id`'s) checkpoint in one round trip: `SET NX PX`
+/// pipelined before the read script. When the lease was not free (held by this saver already,
+/// by a gone process, or by another owner) it falls back to `acquire`, then `get`. A read that
+/// fails gives the lease back.
+asio::awaitable<std::optional<checkpoint_tuple>> redis_saver::impl::acquire_and_get_op(std::string thread, std::string ns,
+                                                                                       std::optional<std::string> id) {
+    const auto lease = tkey(thread, "lease");
+    list_options o;
+    o.limit = 1;
+    std::vector<command> cmds{command{"SET", lease, owner, "NX", "PX", std::to_string(opt.lease_ttl.count())},
+                              read_command(thread, ns, o, id)};
+    auto r = co_await exec(std::move(cmds), thread);
+    if (r.at(0).is_error()) failed(thread, "Redis answered: " + r[0].str);
+    const bool taken = r[0].type == reply::kind::status;
+    if (!taken) {
+        auto acquiring = acquire_op(thread); // renews its own, takes over a gone holder, or thread_busy
+        co_await std::move(acquiring);
+    } else {
+        std::lock_guard lock(mutex);
+        held.insert(thread);
+    }
+    if (taken) start_keeper();
+    std::exception_ptr error;
+    try {
+        std::vector<checkpoint_tuple> got;
+        bool fresh = false; // read after the lease was taken elsewhere: read again
+        if (taken) {
+            if (r.at(1).is_error()) failed(thread, "Redis answered: " + r[1].str);
+            try {
+                auto loading = load_from(thread, ns, o, std::move(r[1]));
+                got = co_await std::move(loading);
+                fresh = true;
+            } catch (const checkpoint_error& e) {
+                if (e.kind() != errc::corrupt_checkpoint) throw; // a prune in between: read again
+            }
+        }
+        if (!fresh) {
+            auto loading = load_consistent(thread, ns, o, id);
+            got = co_await std::move(loading);
+        }
+        if (got.empty()) co_return std::nullopt;
+        co_return std::move(got.front());
+    } catch (...) {
+        error = std::current_exception();
+    }
+    co_await release_op(thread); // the read failed: the lease is not kept
+    std::rethrow_exception(error);
 }
 
 asio::awaitable<void> redis_saver::impl::release_op(std::string thread) {

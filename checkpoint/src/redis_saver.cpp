@@ -21,15 +21,17 @@ namespace {
 // clang-format off
 /// Every write on a thread. KEYS[1]: the thread's lease; KEYS[2..]: the thread's keys (their
 /// time to live is refreshed). ARGV[1]: this saver's owner name; ARGV[2]: '1' the lease must be
-/// ours, '0' no other owner may hold it, '2' nobody may (sweep); ARGV[3]: the thread's time to
-/// live in ms ('0': none); then the operations, each as a word count and its words. Guards
-/// (ABSENT key, HEQ key field value) are checked before anything is written; HMAX key field value
-/// keeps the larger text; any other operation is a Redis command.
+/// ours, '0' no other owner may hold it, '2' nobody may (sweep), '3' ours or nobody's (the retry
+/// of a write that gives the lease back, whose first try may have run); ARGV[3]: the thread's
+/// time to live in ms ('0': none); then the operations, each as a word count and its words.
+/// Guards (ABSENT key, HEQ key field value) are checked before anything is written; HMAX key
+/// field value keeps the larger text; RELEASE deletes the lease if it is ours; any other
+/// operation is a Redis command.
 constexpr std::string_view write_script = R"lua(
 local holder = redis.call('GET', KEYS[1])
 local mode = ARGV[2]
-if mode == '1' then
-  if holder ~= ARGV[1] then return {'LOST', holder or ''} end
+if mode == '1' or mode == '3' then
+  if holder ~= ARGV[1] and (mode == '1' or holder) then return {'LOST', holder or ''} end
 elseif holder and (mode == '2' or holder ~= ARGV[1]) then
   return {'BUSY', holder, tostring(redis.call('PTTL', KEYS[1]))}
 end
@@ -54,6 +56,8 @@ for _, op in ipairs(ops) do
   if op[1] == 'HMAX' then
     local v = redis.call('HGET', op[2], op[3])
     if not v or op[4] > v then redis.call('HSET', op[2], op[3], op[4]) end
+  elseif op[1] == 'RELEASE' then
+    if holder == ARGV[1] then redis.call('DEL', KEYS[1]) end
   elseif op[1] ~= 'ABSENT' and op[1] ~= 'HEQ' then
     redis.call(unpack(op))
   end
@@ -213,9 +217,11 @@ asio::awaitable<void> redis_saver::impl::load_scripts(redis::connection& c, bool
 /// trying up to `attempts` times when the connection fails; throws `storage_failure` naming
 /// `thread` then. `*retried` (when given) says whether an earlier try may have reached the server.
 asio::awaitable<std::vector<reply>> redis_saver::impl::exec(std::vector<command> cmds, const std::string& thread,
-                                                            bool* retried) {
+                                                            bool* retried, const retry_word* on_retry) {
     std::string last;
     for (int attempt = 1;; ++attempt) {
+        if (attempt > 1 && on_retry && !cmds.empty() && on_retry->index < cmds[0].size())
+            cmds[0][on_retry->index] = on_retry->text;
         auto c = co_await take();
         std::optional<std::vector<reply>> out;
         bool reload = false;
@@ -268,9 +274,10 @@ asio::awaitable<std::vector<reply>> redis_saver::impl::exec(std::vector<command>
 }
 
 /// One command's reply; an error reply is thrown as `storage_failure`.
-asio::awaitable<reply> redis_saver::impl::one(command cmd, const std::string& thread, bool* retried) {
+asio::awaitable<reply> redis_saver::impl::one(command cmd, const std::string& thread, bool* retried,
+                                              const retry_word* on_retry) {
     std::vector<command> cmds{std::move(cmd)};
-    auto r = co_await exec(std::move(cmds), thread, retried);
+    auto r = co_await exec(std::move(cmds), thread, retried, on_retry);
     if (r.at(0).is_error()) failed(thread, "Redis answered: " + r[0].str);
     co_return std::move(r[0]);
 }
@@ -295,7 +302,7 @@ asio::awaitable<bool> redis_saver::impl::lease_call(const std::string& thread, s
 /// "CHANGED", "BUSY") after taking over a lease whose holder is provably gone; throws
 /// `lease_lost`, and `thread_busy` unless `f` is `nobody` (then "BUSY" is returned).
 asio::awaitable<std::string> redis_saver::impl::fenced(std::string thread, std::vector<command> ops, fence f,
-                                                       bool* retried) {
+                                                       bool* retried, bool releases) {
     for (int round = 0;; ++round) {
         const bool ours = is_held(thread);
         command cmd{"EVALSHA", std::string(write_marker)};
@@ -304,13 +311,17 @@ asio::awaitable<std::string> redis_saver::impl::fenced(std::string thread, std::
         cmd.push_back(tkey(thread, "lease"));
         for (auto& k : keys) cmd.push_back(std::move(k));
         cmd.push_back(owner);
-        cmd.push_back(f == fence::nobody ? "2" : ours ? "1" : "0");
+        const std::string mode = f == fence::nobody ? "2" : ours ? "1" : "0";
+        // A retried write that gives the lease back may find it given back by its first try.
+        std::optional<retry_word> relax;
+        if (releases && mode == "1") relax.emplace(retry_word{cmd.size(), "3"});
+        cmd.push_back(mode);
         cmd.push_back(std::to_string(std::max<std::int64_t>(0, opt.thread_ttl.count())));
         for (const auto& op : ops) {
             cmd.push_back(std::to_string(op.size()));
             cmd.insert(cmd.end(), op.begin(), op.end());
         }
-        auto r = co_await one(std::move(cmd), thread, retried);
+        auto r = co_await one(std::move(cmd), thread, retried, relax ? &*relax : nullptr);
         if (!r.is_array() || r.elements.empty()) failed(thread, "unexpected answer of the write script");
         const auto status = r.elements[0].str;
         if (status == "LOST") {

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -235,24 +236,42 @@ struct redis_saver::impl {
     asio::awaitable<std::unique_ptr<redis::connection>> take();
     void give(std::unique_ptr<redis::connection> c);
     asio::awaitable<void> load_scripts(redis::connection& c, bool fresh);
+    /// On a retry (an earlier try may have run), word `index` of the round's first command
+    /// becomes `text`.
+    struct retry_word {
+        std::size_t index = 0;
+        std::string text;
+    };
     asio::awaitable<std::vector<reply>> exec(std::vector<command> cmds, const std::string& thread,
-                                             bool* retried = nullptr);
-    asio::awaitable<reply> one(command cmd, const std::string& thread, bool* retried = nullptr);
+                                             bool* retried = nullptr, const retry_word* on_retry = nullptr);
+    asio::awaitable<reply> one(command cmd, const std::string& thread, bool* retried = nullptr,
+                               const retry_word* on_retry = nullptr);
     asio::awaitable<std::vector<reply>> all(std::vector<command> cmds, const std::string& thread);
     asio::awaitable<bool> lease_call(const std::string& thread, std::string_view op, const std::string& holder);
     enum class fence { ours_or_free, nobody };
-    asio::awaitable<std::string> fenced(std::string thread, std::vector<command> ops, fence f, bool* retried = nullptr);
+    /// `releases`: `ops` end with a RELEASE of this saver's lease, so a retry whose first try
+    /// ran finds no lease and must not read that as a lost one.
+    asio::awaitable<std::string> fenced(std::string thread, std::vector<command> ops, fence f, bool* retried = nullptr,
+                                        bool releases = false);
 
     // -- checkpoints and pending writes (redis_checkpoints.cpp) ------------------------------
-    std::vector<command> plan_put(const std::string& thread, const std::string& ns, const checkpoint& cp) const;
+    std::vector<command> plan_puts(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) const;
+    std::vector<command> plan_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                                     const std::vector<pending_write>& writes) const;
+    asio::awaitable<void> end_call_op(const std::string& thread, const std::string& ns, saver::call_end& end);
+    asio::awaitable<std::optional<checkpoint_tuple>> acquire_and_get_op(std::string thread, std::string ns,
+                                                                        std::optional<std::string> id);
     asio::awaitable<void> write_op(std::string thread, std::vector<command> ops);
     asio::awaitable<void> fetch_values(std::string thread, std::string ns, std::set<std::pair<std::string, std::string>> wanted,
                                        value_map& got);
     static void assemble(const std::string& thread, checkpoint& cp, const value_map& got);
     static std::map<std::string, std::vector<pending_write>> writes_of(const std::string& thread, const std::string& ns,
                                                                       const reply& found, const reply& scores);
+    command read_command(const std::string& thread, const std::string& ns, const list_options& o,
+                         const std::optional<std::string>& exact) const;
     asio::awaitable<std::vector<checkpoint_tuple>> load(std::string thread, std::string ns, list_options o,
                                                         std::optional<std::string> exact);
+    asio::awaitable<std::vector<checkpoint_tuple>> load_from(std::string thread, std::string ns, list_options o, reply r);
     asio::awaitable<std::vector<checkpoint_tuple>> load_consistent(std::string thread, std::string ns, list_options o,
                                                                    std::optional<std::string> exact);
     asio::awaitable<std::optional<checkpoint_tuple>> get_op(std::string thread, std::string ns, std::optional<std::string> id);

@@ -1,10 +1,13 @@
 #pragma once
 // A TCP proxy for the tests of the server savers (PostgreSQL, Redis): it cuts connections as a
 // restarting server or a broken network does, on a thread of its own.
+#include <stategraph/checkpoint/conformance/support.hpp>
 #include <stategraph/checkpoint/saver.hpp>
 #include <stategraph/checkpoint/testing/run.hpp>
 
 #include <boost/test/unit_test.hpp>
+
+#include <boost/json/value.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -143,6 +146,51 @@ inline void check_break_answer_survives_a_cut(saver& holder, saver& through, tcp
     BOOST_TEST_REQUIRE(broken.has_value());
     BOOST_TEST(!broken->empty());
     run(through.acquire("t")); // the lease is gone indeed: another owner takes it at once
+}
+
+/// `through` (connected by `proxy`) ends a call on thread "t" with `end_call` (two checkpoints, a
+/// write, the lease given back) while the proxy cuts the connection as the answer of the request
+/// holding `marker` comes back: the first try ran, so its retry finds the lease already given back
+/// and must succeed, not be refused as a lost lease; `other` (the same storage, not through the
+/// proxy) then takes the thread at once and reads everything once. And the retry does not let a
+/// stale writer through: with `through`'s lease on "u" broken and taken by `other`, a cut
+/// end_call of `through` is refused with `lease_lost` and stores nothing.
+inline void check_end_call_survives_a_cut(saver& through, saver& other, tcp_proxy& proxy, const std::string& marker) {
+    run(through.acquire("t"));
+    std::vector<checkpoint> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", boost::json::object{{"n", 0}, {"big", std::string(3000, 'x')}}));
+    cps.push_back(next_cp(&cps.back(), 0, "loop", boost::json::object{{"n", 1}}));
+    saver::call_end end;
+    end.checkpoints = cps;
+    end.writes_to = cps[1].id;
+    end.writes = {write_of("task1", "node", "n", 2)};
+    end.release = true;
+    const int cuts = proxy.cuts();
+    proxy.cut_answer_to(marker);
+    run(through.end_call("t", "", end));
+    BOOST_TEST(proxy.cuts() == cuts + 1); // the first try's answer was lost
+    run(other.acquire("t"));              // the lease was given back
+    auto got = get(other, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cps[1].id);
+    BOOST_TEST(got->cp.values.at("n") == 1);
+    BOOST_TEST_REQUIRE(got->writes.size() == 1u);
+    BOOST_TEST(got->writes[0].value == 2);
+    BOOST_TEST(list(other, "t", "", list_options{}).size() == 2u);
+    run(other.release("t"));
+
+    run(through.acquire("u"));
+    run(other.break_lease("u"));
+    run(other.acquire("u"));
+    std::vector<checkpoint> stale{next_cp(nullptr, -1, "input", boost::json::object{{"n", 7}})};
+    saver::call_end late;
+    late.checkpoints = stale;
+    late.release = true;
+    proxy.cut_answer_to(marker);
+    BOOST_CHECK_EXCEPTION(run(through.end_call("u", "", late)), stategraph::checkpoint_error,
+                          [](const stategraph::checkpoint_error& e) { return e.kind() == stategraph::errc::lease_lost; });
+    BOOST_TEST(!get(other, "u", "").has_value());
+    run(other.release("u"));
 }
 
 } // namespace stategraph::checkpoint::testing

@@ -71,6 +71,14 @@ capabilities redis_capabilities() {
     return false;
 }();
 
+/// `o` with its URL sent through `proxy` (same database).
+redis_options through_proxy(redis_options o, const tcp_proxy& proxy) {
+    const auto where = redis::parse_url(o.url);
+    o.url = "redis://127.0.0.1:" + std::to_string(proxy.port());
+    if (where.db) o.url += "/" + std::to_string(where.db);
+    return o;
+}
+
 /// A port nothing listens on.
 std::string closed_port() {
     asio::io_context io;
@@ -261,17 +269,45 @@ BOOST_AUTO_TEST_CASE(long_appended_chains_read_back_whole) {
 /// reads the answer the script kept under the call's key instead of breaking again (it found no
 /// lease and answered "none" when the call was a bare GETDEL).
 BOOST_AUTO_TEST_CASE(retried_break_lease_keeps_its_answer) {
-    const auto where = redis::parse_url(redis_url());
-    tcp_proxy proxy(where.host, std::stoi(where.port));
+    tcp_proxy proxy(redis::parse_url(redis_url()).host, std::stoi(redis::parse_url(redis_url()).port));
     auto holder = make_saver(options_with(fresh_prefix()));
-    auto o = holder->options();
-    o.url = "redis://127.0.0.1:" + std::to_string(proxy.port());
-    if (where.db) o.url += "/" + std::to_string(where.db);
-    auto s = make_saver(o);
+    auto s = make_saver(through_proxy(holder->options(), proxy));
     run(s->get("t", "", std::nullopt)); // connected, scripts loaded
     check_break_answer_survives_a_cut(*holder, *s, proxy, ":answer:");
     BOOST_TEST(!run(s->break_lease("nobody")).has_value());
     run(s->release("t"));
+}
+
+/// end_call (checkpoints, writes and the lease given back, one script call) whose first try ran
+/// but whose answer was lost with the connection: the retry finds the lease already gone and
+/// must not read that as a lost lease; a stale writer's retry is still refused.
+BOOST_AUTO_TEST_CASE(a_retried_end_call_whose_first_attempt_ran_succeeds) {
+    tcp_proxy proxy(redis::parse_url(redis_url()).host, std::stoi(redis::parse_url(redis_url()).port));
+    auto other = make_saver(options_with(fresh_prefix()));
+    auto s = make_saver(through_proxy(other->options(), proxy));
+    check_end_call_survives_a_cut(*s, *other, proxy, "RELEASE");
+}
+
+/// acquire_and_get takes the lease and reads in one round trip (then one for the values).
+BOOST_AUTO_TEST_CASE(acquire_and_get_is_one_round_trip_before_the_values) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    run(s->acquire("t"));
+    auto cp = next_cp(nullptr, -1, "input", boost::json::object{{"n", 3}});
+    run(s->put("t", "", cp));
+    run(s->release("t"));
+    const auto before = s->round_trips();
+    auto got = run(s->acquire_and_get("t", "", std::nullopt));
+    BOOST_TEST(s->round_trips() - before == 2u);
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("n") == 3);
+    auto other = std::make_shared<redis_saver>(s->options());
+    BOOST_CHECK_EXCEPTION(run(other->acquire("t")), stategraph::checkpoint_error,
+                          [](const stategraph::checkpoint_error& e) { return e.kind() == errc::thread_busy; });
+    run(s->release("t"));
+    const auto empty_before = s->round_trips();
+    BOOST_TEST(!run(s->acquire_and_get("new", "", std::nullopt)).has_value());
+    BOOST_TEST(s->round_trips() - empty_before == 1u); // nothing stored: no values to read
+    run(s->release("new"));
 }
 
 /// A server that is not there: a typed error naming the thread, after the configured attempts.

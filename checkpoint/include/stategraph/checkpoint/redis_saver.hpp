@@ -96,6 +96,15 @@ public:
                                           std::span<const checkpoint> cps) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
+    /// @brief The checkpoints, the pending writes and the lease's release as one fenced script
+    /// call (one round trip, applied all or nothing by the server). A retry after a lost answer
+    /// whose first try ran finds the lease already given back and succeeds; another holder's
+    /// lease is still refused (`lease_lost`).
+    boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override;
+    /// @brief The lease (`SET NX PX`) and the read of the thread's checkpoint in one round trip
+    /// (then one for the values, as `get`). A thread held by another owner is `thread_busy`.
+    boost::asio::awaitable<std::optional<checkpoint_tuple>>
+    acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                 std::optional<std::string> checkpoint_id) override;
     boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
