@@ -5,6 +5,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <exception>
 #include <climits>
 
 namespace stategraph::checkpoint {
@@ -365,6 +366,60 @@ asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::impl::get(const
     co_return co_await with_retry<std::optional<checkpoint_tuple>>(c, body);
 }
 
+asio::awaitable<std::optional<checkpoint_tuple>>
+postgres_saver::impl::acquire_and_get(const std::string& thread, const std::string& ns, const std::optional<std::string>& id) {
+    // One round trip: the lease, then the row (each statement its own transaction). With the
+    // lease held nobody else writes the thread, so its values are read after it without a
+    // snapshot around both; should a value be missing (a prune or delete by hand in between), the
+    // thread is read again as `get` does, in one snapshot.
+    enum class outcome { taken, read_again, not_free };
+    std::vector<checkpoint_tuple> tuples;
+    call c{thread, "taking the thread's lease and reading it", {}};
+    auto body = [&](pg::connection& conn, call&) -> asio::awaitable<outcome> {
+        std::vector<pg::statement> batch;
+        batch.emplace_back(sql_take_lease);
+        batch.back().text(thread).text(owner).integer(lease_ms()).null();
+        batch.emplace_back(id ? sql_get_by_id : sql_get_latest);
+        batch.back().text(thread).text(ns);
+        if (id) batch.back().text(*id);
+        auto res = co_await conn.run(batch, query_timeout());
+        if (res[0].rows() == 0) co_return outcome::not_free;
+        tuples.clear();
+        try {
+            if (res[1].rows() > 0) tuples.push_back(checkpoint_tuple{thread, ns, read_row(res[1], 0, 0, thread, ns), {}});
+            co_await assemble(conn, tuples);
+        } catch (const checkpoint_error& e) {
+            if (e.kind() != errc::corrupt_checkpoint) throw;
+            co_return outcome::read_again;
+        }
+        co_return outcome::taken;
+    };
+    const auto got = co_await with_retry<outcome>(c, body);
+    if (got == outcome::not_free) {
+        // Held (by this saver: renewed; by a gone process: taken over; else thread_busy).
+        co_await acquire(thread);
+    } else {
+        {
+            std::lock_guard lock(mutex);
+            held.insert(thread);
+            lost.erase(thread);
+        }
+        start_keeper();
+        if (got == outcome::taken) {
+            if (tuples.empty()) co_return std::nullopt;
+            co_return std::move(tuples.front());
+        }
+    }
+    std::exception_ptr error;
+    try {
+        co_return co_await get(thread, ns, id);
+    } catch (...) {
+        error = std::current_exception();
+    }
+    co_await release(thread); // the read failed: the lease is not kept
+    std::rethrow_exception(error);
+}
+
 asio::awaitable<std::vector<checkpoint_tuple>> postgres_saver::impl::list(const std::string& thread, const std::string& ns,
                                                                           const list_options& o) {
     call c{thread, "listing checkpoints", {}};
@@ -411,6 +466,11 @@ asio::awaitable<void> postgres_saver::put_writes(std::string thread_id, std::str
 
 asio::awaitable<void> postgres_saver::end_call(const std::string& thread_id, const std::string& ns, call_end& end) {
     return impl_->end_call(thread_id, ns, end);
+}
+
+asio::awaitable<std::optional<checkpoint_tuple>>
+postgres_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
+    return impl_->acquire_and_get(thread_id, ns, checkpoint_id);
 }
 
 asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::get(std::string thread_id, std::string ns,

@@ -13,11 +13,6 @@ namespace stategraph::checkpoint {
 namespace {
 
 // Leases.
-constexpr std::string_view sql_take_lease =
-    "INSERT INTO stategraph_leases(thread_id, owner, expires_at) VALUES($1, $2, stategraph_now_ms() + $3::bigint) "
-    "ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
-    "WHERE stategraph_leases.owner = excluded.owner OR stategraph_leases.expires_at <= stategraph_now_ms() "
-    "OR stategraph_leases.owner = $4 RETURNING owner";
 constexpr std::string_view sql_get_lease =
     "SELECT owner, expires_at, (expires_at > stategraph_now_ms())::int FROM stategraph_leases WHERE thread_id = $1";
 constexpr std::string_view sql_renew_lease =

@@ -50,6 +50,13 @@ inline constexpr std::string_view sql_begin = "BEGIN";
 inline constexpr std::string_view sql_begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 inline constexpr std::string_view sql_commit = "COMMIT";
 inline constexpr std::string_view sql_release_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2";
+/// $1 the thread, $2 this saver, $3 the time to live in ms, $4 a holder known to be gone (or
+/// null): a row back when the lease is taken (or renewed: it was ours).
+inline constexpr std::string_view sql_take_lease =
+    "INSERT INTO stategraph_leases(thread_id, owner, expires_at) VALUES($1, $2, stategraph_now_ms() + $3::bigint) "
+    "ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
+    "WHERE stategraph_leases.owner = excluded.owner OR stategraph_leases.expires_at <= stategraph_now_ms() "
+    "OR stategraph_leases.owner = $4 RETURNING owner";
 inline constexpr std::string_view sql_rollback = "ROLLBACK";
 
 inline constexpr std::string_view sql_put_graph =
@@ -287,6 +294,9 @@ struct postgres_saver::impl {
     asio::awaitable<void> end_call(const std::string& thread, const std::string& ns, const saver::call_end& end);
     asio::awaitable<std::optional<checkpoint_tuple>> get(const std::string& thread, const std::string& ns,
                                                          const std::optional<std::string>& id);
+    /// The lease taken and the checkpoint's row read in one round trip, its values in one more.
+    asio::awaitable<std::optional<checkpoint_tuple>> acquire_and_get(const std::string& thread, const std::string& ns,
+                                                                     const std::optional<std::string>& id);
     asio::awaitable<std::vector<checkpoint_tuple>> list(const std::string& thread, const std::string& ns,
                                                         const list_options& o);
 

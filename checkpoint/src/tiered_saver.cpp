@@ -104,6 +104,32 @@ boost::asio::awaitable<void> tiered_saver::put_writes(std::string thread_id, std
     co_await std::move(mirrored);
 }
 
+boost::asio::awaitable<void> tiered_saver::end_call(const std::string& thread_id, const std::string& ns, call_end& end) {
+    if (!end.checkpoints.empty() || !end.writes.empty()) {
+        auto takes = front_takes(thread_id);
+        const bool to_front = co_await std::move(takes);
+        call_end data;
+        data.checkpoints = end.checkpoints;
+        data.writes_to = end.writes_to;
+        data.writes = to_front ? end.writes : std::move(end.writes);
+        auto back_end = back_->end_call(thread_id, ns, data); // the lease stays held
+        co_await std::move(back_end);
+        if (to_front) {
+            call_end mirror;
+            mirror.checkpoints = end.checkpoints;
+            mirror.writes_to = end.writes_to;
+            mirror.writes = std::move(end.writes);
+            auto front_end = front_->end_call(thread_id, ns, mirror);
+            auto mirrored = write_front(thread_id, std::move(front_end));
+            co_await std::move(mirrored);
+        }
+    }
+    if (end.release) {
+        auto r = release(thread_id);
+        co_await std::move(r);
+    }
+}
+
 boost::asio::awaitable<std::optional<checkpoint_tuple>> tiered_saver::get(std::string thread_id, std::string ns,
                                                                           std::optional<std::string> checkpoint_id) {
     auto front_get = front_->get(thread_id, ns, checkpoint_id);

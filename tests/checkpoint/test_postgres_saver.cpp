@@ -12,6 +12,7 @@
 #include <stategraph/checkpoint/conformance.hpp>
 
 #include "postgres_test_support.hpp"
+#include "round_trips.hpp"
 #include "tcp_proxy.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -202,6 +203,14 @@ BOOST_AUTO_TEST_CASE(a_retried_end_call_whose_first_attempt_committed_succeeds) 
     auto s = make_saver(o);
     check_end_call_survives_a_cut(*s, *other, proxy,
                                   "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2");
+}
+
+/// acquire_and_get takes the lease and reads the row in one round trip, and the values and
+/// writes in one more; a new thread costs the one round trip alone.
+BOOST_AUTO_TEST_CASE(acquire_and_get_is_one_round_trip_before_the_values) {
+    auto s = make_saver(options_for(fresh_schema()));
+    auto other = make_saver(s->options());
+    check_acquire_and_get_round_trips(*s, *other);
 }
 
 /// Skips a case when the tests were not given a way to restart the server.

@@ -8,6 +8,7 @@
 
 #include "redis_connection.hpp" // checkpoint/src: a second connection, to damage data and kill clients
 #include "redis_test_support.hpp"
+#include "round_trips.hpp"
 #include "tcp_proxy.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -291,23 +292,8 @@ BOOST_AUTO_TEST_CASE(a_retried_end_call_whose_first_attempt_ran_succeeds) {
 /// acquire_and_get takes the lease and reads in one round trip (then one for the values).
 BOOST_AUTO_TEST_CASE(acquire_and_get_is_one_round_trip_before_the_values) {
     auto s = make_saver(options_with(fresh_prefix()));
-    run(s->acquire("t"));
-    auto cp = next_cp(nullptr, -1, "input", boost::json::object{{"n", 3}});
-    run(s->put("t", "", cp));
-    run(s->release("t"));
-    const auto before = s->round_trips();
-    auto got = run(s->acquire_and_get("t", "", std::nullopt));
-    BOOST_TEST(s->round_trips() - before == 2u);
-    BOOST_TEST_REQUIRE(got.has_value());
-    BOOST_TEST(got->cp.values.at("n") == 3);
     auto other = std::make_shared<redis_saver>(s->options());
-    BOOST_CHECK_EXCEPTION(run(other->acquire("t")), stategraph::checkpoint_error,
-                          [](const stategraph::checkpoint_error& e) { return e.kind() == errc::thread_busy; });
-    run(s->release("t"));
-    const auto empty_before = s->round_trips();
-    BOOST_TEST(!run(s->acquire_and_get("new", "", std::nullopt)).has_value());
-    BOOST_TEST(s->round_trips() - empty_before == 1u); // nothing stored: no values to read
-    run(s->release("new"));
+    check_acquire_and_get_round_trips(*s, *other);
 }
 
 /// A server that is not there: a typed error naming the thread, after the configured attempts.

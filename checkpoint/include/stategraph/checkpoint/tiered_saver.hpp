@@ -80,6 +80,10 @@ public:
                                           std::span<const checkpoint> cps) override;
     boost::asio::awaitable<void> put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
                                             std::vector<pending_write> writes) override;
+    /// @brief The call's checkpoints and writes as one `end_call` to the back (one PostgreSQL
+    /// round trip), then one to the front when it holds the thread (one Redis script call), then
+    /// the back's lease given back: the front is written while the lease is still held.
+    boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                 std::optional<std::string> checkpoint_id) override;
     boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
