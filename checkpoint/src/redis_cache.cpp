@@ -68,6 +68,14 @@ asio::awaitable<void> redis_saver::impl::put_graph_op(std::string signature, std
     command cmd{"HSETNX", graphs_key(), signature, std::move(bytes)};
 
     co_await one(std::move(cmd), no_thread);
+    std::lock_guard lock(mutex);
+    graphs_sent[signature] = std::chrono::steady_clock::now();
+}
+
+bool redis_saver::impl::graph_sent_lately(const std::string& signature) {
+    std::lock_guard lock(mutex);
+    auto it = graphs_sent.find(signature);
+    return it != graphs_sent.end() && std::chrono::steady_clock::now() - it->second < graph_resend;
 }
 
 asio::awaitable<std::optional<std::vector<std::string>>> redis_saver::impl::get_graph_op(std::string signature) {
@@ -101,6 +109,7 @@ asio::awaitable<std::size_t> redis_saver::cache_clear(std::vector<std::string> n
 }
 
 asio::awaitable<void> redis_saver::put_graph(std::string signature, std::vector<std::string> shape) {
+    if (impl_->graph_sent_lately(signature)) co_return; // a round trip per call saved
     auto bytes = codec::seal(codec::encode_shape(shape, signature), {graph_channel, signature});
     auto op = impl_->put_graph_op(std::move(signature), std::move(bytes));
     co_await impl_->call(op);

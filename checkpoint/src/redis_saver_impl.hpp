@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <initializer_list>
@@ -114,12 +115,17 @@ struct redis_saver::impl {
         asio::steady_timer timer;
         explicit pool_waiter(const asio::any_io_executor& ex) : timer(ex, std::chrono::milliseconds(50)) {}
     };
-    std::mutex mutex; ///< guards the members down to `held`
+    std::mutex mutex; ///< guards the members down to `graphs_sent`
     std::vector<std::unique_ptr<redis::connection>> idle;
     std::size_t made = 0;
     std::deque<std::shared_ptr<pool_waiter>> waiters;
     std::string write_sha, lease_sha, read_sha;
     std::set<std::string> held;
+    /// Graph shapes this saver stored, and when: `put_graph` sends a shape again only after
+    /// `graph_resend` (a server that lost it, a `FLUSHALL`, gets it back within that time) instead
+    /// of on every call.
+    std::map<std::string, std::chrono::steady_clock::time_point> graphs_sent;
+    static constexpr std::chrono::seconds graph_resend{60};
     std::optional<asio::steady_timer> keeper; ///< touched only on the saver's thread
     std::atomic<bool> stopping{false};
     std::atomic<std::uint64_t> round_trips{0}; ///< read from any thread
@@ -294,6 +300,7 @@ struct redis_saver::impl {
     asio::awaitable<void> cache_put_op(std::string ns, std::string key, std::string bytes, std::chrono::milliseconds ttl);
     asio::awaitable<std::size_t> cache_clear_op(std::vector<std::string> namespaces);
     asio::awaitable<void> put_graph_op(std::string signature, std::string bytes);
+    bool graph_sent_lately(const std::string& signature);
     asio::awaitable<std::optional<std::vector<std::string>>> get_graph_op(std::string signature);
 
     // -- leases (redis_leases.cpp) -----------------------------------------------------------

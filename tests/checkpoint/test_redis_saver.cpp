@@ -296,6 +296,23 @@ BOOST_AUTO_TEST_CASE(acquire_and_get_is_one_round_trip_before_the_values) {
     check_acquire_and_get_round_trips(*s, *other);
 }
 
+/// A graph's shape goes to the server once, not once per call (each top-level call stores its
+/// graph's shape): the second put_graph of a signature costs no round trip.
+BOOST_AUTO_TEST_CASE(a_graph_shape_is_sent_once) {
+    auto s = make_saver(options_with(fresh_prefix()));
+    const std::vector<std::string> shape{"a -> b", "b -> END"};
+    const auto before = s->round_trips();
+    run(s->put_graph("sig", shape));
+    BOOST_TEST(s->round_trips() - before >= 1u);
+    const auto after_first = s->round_trips();
+    run(s->put_graph("sig", shape));
+    BOOST_TEST(s->round_trips() == after_first);
+    auto other = make_saver(s->options()); // another process reads it from the server
+    auto got = run(other->get_graph("sig"));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(*got == shape);
+}
+
 /// A server that is not there: a typed error naming the thread, after the configured attempts.
 BOOST_AUTO_TEST_CASE(server_down_is_a_typed_error) {
     redis_options o;
