@@ -273,6 +273,22 @@ boost::asio::awaitable<std::optional<std::vector<std::string>>> tiered_saver::ge
 boost::asio::awaitable<void> tiered_saver::acquire(std::string thread_id) {
     auto a = back_->acquire(thread_id);
     co_await std::move(a);
+    auto checked = check_front(thread_id);
+    co_await std::move(checked);
+}
+
+boost::asio::awaitable<std::optional<checkpoint_tuple>>
+tiered_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
+    // The back is the record and reads the thread with its lease (PostgreSQL: in the same round
+    // trip): its answer is the one returned, so the front is not read at all.
+    auto a = back_->acquire_and_get(thread_id, ns, checkpoint_id);
+    auto got = co_await std::move(a);
+    auto checked = check_front(thread_id);
+    co_await std::move(checked);
+    co_return got;
+}
+
+boost::asio::awaitable<void> tiered_saver::check_front(std::string thread_id) {
     // A writer that died between the back's write and the front's left the front behind: with
     // the lease held, compare the counts and drop a front copy that differs (reads fall back).
     // What is learnt (the front holds the thread, or only the back does) is kept for the lease.

@@ -84,6 +84,10 @@ public:
     /// round trip), then one to the front when it holds the thread (one Redis script call), then
     /// the back's lease given back: the front is written while the lease is still held.
     boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override;
+    /// @brief The back's `acquire_and_get` (its lease and its read together), then the front's
+    /// copy checked as `acquire` does; the back's checkpoint is returned.
+    boost::asio::awaitable<std::optional<checkpoint_tuple>>
+    acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                 std::optional<std::string> checkpoint_id) override;
     boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
@@ -118,6 +122,9 @@ private:
     /// Runs `write` (a front write on `thread`); when it fails, drops the thread from the front,
     /// or throws `storage_failure` when that fails too.
     boost::asio::awaitable<void> write_front(const std::string& thread, boost::asio::awaitable<void> write);
+    /// With the back's lease just taken: drops a front copy whose counts differ from the back's,
+    /// and keeps whether the front takes the thread's writes; on failure gives the lease back.
+    boost::asio::awaitable<void> check_front(std::string thread_id);
     /// The front's `rewind_thread`, as a write for `write_front`.
     boost::asio::awaitable<void> rewind_front(std::string thread_id, std::string checkpoint_id);
 
