@@ -7,17 +7,21 @@
 #include <algorithm>
 #include <exception>
 #include <climits>
+#include <map>
 
 namespace stategraph::checkpoint {
 
 namespace {
 
-constexpr std::string_view sql_put_checkpoint =
+// A batch's checkpoint rows in one statement: $3 ids, $4 parents, $5 steps, $6 sources (text
+// arrays), $7 the sealed records (a bytea array in binary form); each id once.
+constexpr std::string_view sql_put_checkpoints =
     "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
-    "VALUES($1, $2, $3, $4, $5::bigint, $6, $7) ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
+    "SELECT $1, $2, i, p, s, src, r FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[]) "
+    "AS t(i, p, s, src, r) ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
     "parent_id = excluded.parent_id, step = excluded.step, source = excluded.source, record = excluded.record";
-// A step's values in one statement: $3 channels, $4 versions (text arrays), $5 the stored bytes
-// (a bytea array in binary form: no escaping); a step has one value per channel.
+// A batch's values in one statement: $3 channels, $4 versions (text arrays), $5 the stored bytes
+// (a bytea array in binary form: no escaping); each (channel, version) once.
 constexpr std::string_view sql_put_blobs =
     "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
     "SELECT $1, $2, c, v, b FROM unnest($3::text[], $4::text[], $5::bytea[]) AS t(c, v, b) "
@@ -224,34 +228,61 @@ asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::
     }
 }
 
-void postgres_saver::impl::add_put(std::vector<pg::statement>& batch, std::vector<std::string>& graphs,
-                                   const std::string& thread, const std::string& ns, const checkpoint& cp) {
-    batch.emplace_back(sql_put_checkpoint);
-    batch.back().text(thread).text(ns).text(cp.id).text(cp.parent_id).integer(cp.step).text(cp.source);
-    batch.back().bytes(seal_record(codec::encode_record(cp), thread, ns, cp));
+void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vector<std::string>& graphs,
+                                    const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
+    // Every checkpoint's row in one statement and every value in one (arrays unnested by the
+    // server): a batch of 22 checkpoints is 2 statements to execute, not 44. An id or a
+    // (channel, version) met twice keeps its last copy: one statement may not update a row twice.
+    std::vector<std::string> ids, parents, steps, sources, records;
+    std::map<std::string, std::size_t> row_of;
     std::vector<std::string> channels, versions, stored;
-    for (const auto& [channel, value] : cp.values) {
-        const std::string name(channel);
-        auto v = cp.versions.find(name);
-        const std::string& version = v == cp.versions.end() ? cp.id : v->second;
-        auto x = cp.extends.find(name);
-        const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
-        auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
-        // A `__graph__` value keyed by the graph signature is one row for all threads.
-        if (codec::shared_shape(name, extends, version, cp.id)) {
-            {
-                std::lock_guard lock(mutex);
-                if (stored_graphs.count(version)) continue;
-            }
-            if (std::find(graphs.begin(), graphs.end(), version) != graphs.end()) continue;
-            batch.emplace_back(sql_put_graph);
-            batch.back().text(version).bytes(std::move(bytes));
-            graphs.push_back(version);
-            continue;
+    std::map<std::pair<std::string, std::string>, std::size_t> value_of;
+    for (const auto& cp : cps) {
+        auto record = seal_record(codec::encode_record(cp), thread, ns, cp);
+        if (auto [it, fresh] = row_of.emplace(cp.id, ids.size()); !fresh) {
+            parents[it->second] = cp.parent_id;
+            steps[it->second] = std::to_string(cp.step);
+            sources[it->second] = cp.source;
+            records[it->second] = std::move(record);
+        } else {
+            ids.push_back(cp.id);
+            parents.push_back(cp.parent_id);
+            steps.push_back(std::to_string(cp.step));
+            sources.push_back(cp.source);
+            records.push_back(std::move(record));
         }
-        channels.push_back(name);
-        versions.push_back(version);
-        stored.push_back(std::move(bytes));
+        for (const auto& [channel, value] : cp.values) {
+            const std::string name(channel);
+            auto v = cp.versions.find(name);
+            const std::string& version = v == cp.versions.end() ? cp.id : v->second;
+            auto x = cp.extends.find(name);
+            const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
+            auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
+            // A `__graph__` value keyed by the graph signature is one row for all threads.
+            if (codec::shared_shape(name, extends, version, cp.id)) {
+                {
+                    std::lock_guard lock(mutex);
+                    if (stored_graphs.count(version)) continue;
+                }
+                if (std::find(graphs.begin(), graphs.end(), version) != graphs.end()) continue;
+                batch.emplace_back(sql_put_graph);
+                batch.back().text(version).bytes(std::move(bytes));
+                graphs.push_back(version);
+                continue;
+            }
+            if (auto [it, fresh] = value_of.emplace(std::pair{name, version}, stored.size()); !fresh) {
+                stored[it->second] = std::move(bytes);
+                continue;
+            }
+            channels.push_back(name);
+            versions.push_back(version);
+            stored.push_back(std::move(bytes));
+        }
+    }
+    if (!ids.empty()) {
+        batch.emplace_back(sql_put_checkpoints);
+        batch.back().text(thread).text(ns).text(text_array(ids)).text(text_array(parents)).text(text_array(steps));
+        batch.back().text(text_array(sources)).bytes(bytea_array(records));
     }
     if (!stored.empty()) {
         batch.emplace_back(sql_put_blobs);
@@ -274,7 +305,7 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
     batch.emplace_back(sql_begin);
     batch.emplace_back(sql_fence); // filled per attempt
     std::vector<std::string> graphs;
-    for (const auto& cp : cps) add_put(batch, graphs, thread, ns, cp);
+    add_puts(batch, graphs, thread, ns, cps);
     batch.emplace_back(sql_commit);
     call c{thread, cps.size() == 1 ? "saving a checkpoint" : "saving checkpoints", {}};
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
@@ -308,7 +339,7 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
     batch.emplace_back(sql_begin);
     batch.emplace_back(sql_fence); // filled per attempt
     std::vector<std::string> graphs;
-    for (const auto& cp : end.checkpoints) add_put(batch, graphs, thread, ns, cp);
+    add_puts(batch, graphs, thread, ns, end.checkpoints);
     add_writes(batch, thread, ns, end.writes_to, end.writes);
     if (end.release) {
         batch.emplace_back(sql_release_lease);

@@ -282,9 +282,9 @@ struct postgres_saver::impl {
     asio::awaitable<void> put(const std::string& thread, const std::string& ns, const checkpoint& cp);
     /// `cps` in one transaction, sent in one round trip.
     asio::awaitable<void> put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
-    /// Appends the statements storing `cp` (its row, its values; shapes not stored yet, listed in `graphs`).
-    void add_put(std::vector<pg::statement>& batch, std::vector<std::string>& graphs, const std::string& thread,
-                 const std::string& ns, const checkpoint& cp);
+    /// Appends the statements storing `cps` (their rows, their values; shapes not stored yet, listed in `graphs`).
+    void add_puts(std::vector<pg::statement>& batch, std::vector<std::string>& graphs, const std::string& thread,
+                  const std::string& ns, std::span<const checkpoint> cps);
     asio::awaitable<void> put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                      const std::vector<pending_write>& writes);
     /// Appends the statements storing `writes` against `checkpoint_id`.
