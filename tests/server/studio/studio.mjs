@@ -69,11 +69,21 @@ const api = async (p) => (await fetch(server.url + p)).json();
 let browser;
 const shots = [];
 try {
-  browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", `--user-data-dir=${path.join(work, "profile")}`],
-  });
+  // Chromium's first start on a busy 2-core machine can take longer than puppeteer's 30 s
+  // default (CI saw it once while both cores compiled): a longer wait, and one more try.
+  const launch = () =>
+    puppeteer.launch({
+      executablePath: chromium,
+      headless: true,
+      timeout: 90000,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", `--user-data-dir=${path.join(work, "profile")}`],
+    });
+  try {
+    browser = await launch();
+  } catch (e) {
+    console.error(`studio.mjs: Chromium did not start (${e.message}); trying once more`);
+    browser = await launch();
+  }
   const page = await browser.newPage();
   await page.setViewport({ width: 1600, height: 1000 });
   const pageErrors = [];
