@@ -15,7 +15,8 @@ namespace stategraph::checkpoint::testing {
 
 /// `s.acquire_and_get` takes the lease and reads the checkpoint in one round trip, and its values
 /// and writes in one more; a thread with nothing stored costs the one round trip alone. `other`
-/// (the same storage) is refused with `thread_busy` meanwhile.
+/// (the same storage) is refused with `thread_busy` meanwhile. Give `s` a long `lease_ttl`: its
+/// lease keeper's renewals are round trips too.
 template <class Saver>
 void check_acquire_and_get_round_trips(Saver& s, saver& other) {
     run(s.acquire("t"));

@@ -63,7 +63,8 @@ inline void put_get(saver& s) {
 }
 
 /// put_many: checkpoints stored in order, as put one by one would store them (values of a
-/// parent read through its children, the newest is the latest); an empty batch stores nothing.
+/// parent read through its children, the newest is the latest; a checkpoint named twice keeps
+/// its later copy); an empty batch stores nothing.
 inline void put_many_in_order(saver& s) {
     run(s.put_many("t", "", std::vector<checkpoint>{}));
     BOOST_TEST(!get(s, "t", "").has_value());
@@ -88,6 +89,20 @@ inline void put_many_in_order(saver& s) {
     BOOST_TEST_REQUIRE(got.has_value());
     check_checkpoint(*got, "t", "", cp4, json::object{{"a", 2}, {"b", "y"}, {"c", json::array{1, 2}}});
     BOOST_TEST(!get(s, "t", "sub").has_value());
+    // A batch naming a checkpoint twice (same id, same versions) stores what two puts in turn
+    // would: the later copy. (One SQL statement may not update a row twice: a saver that sends a
+    // batch as one statement must keep the last copy itself.)
+    auto cp5 = next_cp(&cp4, 3, "loop", json::object{{"a", 5}});
+    auto again = cp5;
+    again.values["a"] = 6;
+    again.source = "update";
+    run(s.put_many("t", "", std::vector<checkpoint>{cp5, again}));
+    got = get(s, "t", "");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == cp5.id);
+    BOOST_TEST(got->cp.source == "update");
+    BOOST_TEST(got->cp.values.at("a") == 6);
+    BOOST_TEST(list(s, "t", "", {}).size() == 5u);
 }
 
 /// end_call: a call's last checkpoints, then its pending writes against one of them, then the
