@@ -5,7 +5,6 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
-#include <exception>
 #include <climits>
 #include <map>
 
@@ -397,12 +396,12 @@ asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::impl::get(const
     co_return co_await with_retry<std::optional<checkpoint_tuple>>(c, body);
 }
 
-asio::awaitable<std::optional<checkpoint_tuple>>
-postgres_saver::impl::acquire_and_get(const std::string& thread, const std::string& ns, const std::optional<std::string>& id) {
+asio::awaitable<common::call_start>
+postgres_saver::impl::start_call(const std::string& thread, const std::string& ns, const std::optional<std::string>& id) {
     // One round trip: the lease, then the row (each statement its own transaction). With the
     // lease held nobody else writes the thread, so its values are read after it without a
     // snapshot around both; should a value be missing (a prune or delete by hand in between), the
-    // thread is read again as `get` does, in one snapshot.
+    // call is not settled and the thread is read again as `get` does, in one snapshot.
     enum class outcome { taken, read_again, not_free };
     std::vector<checkpoint_tuple> tuples;
     call c{thread, "taking the thread's lease and reading it", {}};
@@ -426,29 +425,17 @@ postgres_saver::impl::acquire_and_get(const std::string& thread, const std::stri
         co_return outcome::taken;
     };
     const auto got = co_await with_retry<outcome>(c, body);
-    if (got == outcome::not_free) {
-        // Held (by this saver: renewed; by a gone process: taken over; else thread_busy).
-        co_await acquire(thread);
-    } else {
-        {
-            std::lock_guard lock(mutex);
-            held.insert(thread);
-            lost.erase(thread);
-        }
-        start_keeper();
-        if (got == outcome::taken) {
-            if (tuples.empty()) co_return std::nullopt;
-            co_return std::move(tuples.front());
-        }
+    common::call_start out;
+    if (got == outcome::not_free) co_return out;
+    {
+        std::lock_guard lock(mutex);
+        held.insert(thread);
+        lost.erase(thread);
     }
-    std::exception_ptr error;
-    try {
-        co_return co_await get(thread, ns, id);
-    } catch (...) {
-        error = std::current_exception();
-    }
-    co_await release(thread); // the read failed: the lease is not kept
-    std::rethrow_exception(error);
+    start_keeper();
+    out.settled = got == outcome::taken;
+    if (out.settled && !tuples.empty()) out.got = std::move(tuples.front());
+    co_return out;
 }
 
 asio::awaitable<std::vector<checkpoint_tuple>> postgres_saver::impl::list(const std::string& thread, const std::string& ns,
@@ -501,7 +488,13 @@ asio::awaitable<void> postgres_saver::end_call(const std::string& thread_id, con
 
 asio::awaitable<std::optional<checkpoint_tuple>>
 postgres_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
-    return impl_->acquire_and_get(thread_id, ns, checkpoint_id);
+    auto fast = impl_->start_call(thread_id, ns, checkpoint_id);
+    auto start = co_await std::move(fast);
+    if (start.settled) co_return std::move(start.got);
+    // Held by this saver (renewed), a gone process (taken over) or another (thread_busy); or
+    // to be read again: the default takes it from there.
+    auto slow = saver::acquire_and_get(thread_id, ns, checkpoint_id);
+    co_return co_await std::move(slow);
 }
 
 asio::awaitable<std::optional<checkpoint_tuple>> postgres_saver::get(std::string thread_id, std::string ns,

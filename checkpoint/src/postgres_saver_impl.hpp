@@ -295,8 +295,8 @@ struct postgres_saver::impl {
     asio::awaitable<std::optional<checkpoint_tuple>> get(const std::string& thread, const std::string& ns,
                                                          const std::optional<std::string>& id);
     /// The lease taken and the checkpoint's row read in one round trip, its values in one more.
-    asio::awaitable<std::optional<checkpoint_tuple>> acquire_and_get(const std::string& thread, const std::string& ns,
-                                                                     const std::optional<std::string>& id);
+    asio::awaitable<common::call_start> start_call(const std::string& thread, const std::string& ns,
+                                                   const std::optional<std::string>& id);
     asio::awaitable<std::vector<checkpoint_tuple>> list(const std::string& thread, const std::string& ns,
                                                         const list_options& o);
 

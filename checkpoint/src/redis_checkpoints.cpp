@@ -398,8 +398,11 @@ asio::awaitable<void> redis_saver::end_call(const std::string& thread_id, const 
 
 asio::awaitable<std::optional<checkpoint_tuple>>
 redis_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
-    auto op = impl_->acquire_and_get_op(thread_id, ns, checkpoint_id);
-    co_return co_await impl_->call(op);
+    auto fast = impl_->start_call(thread_id, ns, checkpoint_id);
+    auto start = co_await impl_->call(fast);
+    if (start.settled) co_return std::move(start.got);
+    auto slow = saver::acquire_and_get(thread_id, ns, checkpoint_id); // acquire, then get
+    co_return co_await std::move(slow);
 }
 
 } // namespace stategraph::checkpoint

@@ -10,7 +10,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
-#include <exception>
 
 namespace stategraph::checkpoint {
 
@@ -44,52 +43,35 @@ asio::awaitable<void> redis_saver::impl::acquire_op(std::string thread) {
 }
 
 /// The lease and the read of the newest (or `id`'s) checkpoint in one round trip: `SET NX PX`
-/// pipelined before the read script. When the lease was not free (held by this saver already,
-/// by a gone process, or by another owner) it falls back to `acquire`, then `get`. A read that
-/// fails gives the lease back.
-asio::awaitable<std::optional<checkpoint_tuple>> redis_saver::impl::acquire_and_get_op(std::string thread, std::string ns,
-                                                                                       std::optional<std::string> id) {
-    const auto lease = tkey(thread, "lease");
+/// pipelined before the read script, then the values. Not settled when the lease was not free
+/// (held by this saver already, by a gone process, or by another owner), or when the read failed
+/// with the lease taken (a prune in between, a connection lost): `saver::acquire_and_get`'s
+/// default then acquires (renewing), reads again, and gives the lease back if that fails.
+asio::awaitable<common::call_start> redis_saver::impl::start_call(std::string thread, std::string ns,
+                                                                  std::optional<std::string> id) {
     list_options o;
     o.limit = 1;
-    std::vector<command> cmds{command{"SET", lease, owner, "NX", "PX", std::to_string(opt.lease_ttl.count())},
+    std::vector<command> cmds{command{"SET", tkey(thread, "lease"), owner, "NX", "PX", std::to_string(opt.lease_ttl.count())},
                               read_command(thread, ns, o, id)};
     auto r = co_await exec(std::move(cmds), thread);
     if (r.at(0).is_error()) failed(thread, "Redis answered: " + r[0].str);
-    const bool taken = r[0].type == reply::kind::status;
-    if (!taken) {
-        auto acquiring = acquire_op(thread); // renews its own, takes over a gone holder, or thread_busy
-        co_await std::move(acquiring);
-    } else {
+    common::call_start out;
+    if (r[0].type != reply::kind::status) co_return out; // not free
+    {
         std::lock_guard lock(mutex);
         held.insert(thread);
     }
-    if (taken) start_keeper();
-    std::exception_ptr error;
+    start_keeper();
+    if (r.at(1).is_error()) co_return out;
     try {
-        std::vector<checkpoint_tuple> got;
-        bool fresh = false; // read after the lease was taken elsewhere: read again
-        if (taken) {
-            if (r.at(1).is_error()) failed(thread, "Redis answered: " + r[1].str);
-            try {
-                auto loading = load_from(thread, ns, o, std::move(r[1]));
-                got = co_await std::move(loading);
-                fresh = true;
-            } catch (const checkpoint_error& e) {
-                if (e.kind() != errc::corrupt_checkpoint) throw; // a prune in between: read again
-            }
-        }
-        if (!fresh) {
-            auto loading = load_consistent(thread, ns, o, id);
-            got = co_await std::move(loading);
-        }
-        if (got.empty()) co_return std::nullopt;
-        co_return std::move(got.front());
-    } catch (...) {
-        error = std::current_exception();
+        auto loading = load_from(thread, ns, o, std::move(r[1]));
+        auto got = co_await std::move(loading);
+        out.settled = true;
+        if (!got.empty()) out.got = std::move(got.front());
+    } catch (const std::exception&) {
+        // Read again by the default, which reports what fails then.
     }
-    co_await release_op(thread); // the read failed: the lease is not kept
-    std::rethrow_exception(error);
+    co_return out;
 }
 
 asio::awaitable<void> redis_saver::impl::release_op(std::string thread) {

@@ -265,8 +265,7 @@ struct redis_saver::impl {
     std::vector<command> plan_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                      const std::vector<pending_write>& writes) const;
     asio::awaitable<void> end_call_op(const std::string& thread, const std::string& ns, saver::call_end& end);
-    asio::awaitable<std::optional<checkpoint_tuple>> acquire_and_get_op(std::string thread, std::string ns,
-                                                                        std::optional<std::string> id);
+    asio::awaitable<common::call_start> start_call(std::string thread, std::string ns, std::optional<std::string> id);
     asio::awaitable<void> write_op(std::string thread, std::vector<command> ops);
     asio::awaitable<void> fetch_values(std::string thread, std::string ns, std::set<std::pair<std::string, std::string>> wanted,
                                        value_map& got);

@@ -21,6 +21,15 @@
 
 namespace stategraph::checkpoint::common {
 
+/// What a saver's fast start of a call (its lease and its read sent together) settled: `settled`,
+/// the lease is held and `got` is the checkpoint read. Not settled: the lease was not free, or
+/// the read must be made again (the lease may be held); `saver::acquire_and_get`'s default
+/// (`acquire`, then `get`, the lease given back if the read fails) does the rest.
+struct call_start {
+    bool settled = false;
+    std::optional<checkpoint_tuple> got;
+};
+
 /// @brief Milliseconds since the epoch (the savers' clock for leases and cache expiry).
 std::int64_t now_ms();
 /// @brief `ms` since the epoch as "YYYY-MM-DDTHH:MM:SS.mmmZ".

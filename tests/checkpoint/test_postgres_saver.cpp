@@ -167,6 +167,14 @@ BOOST_AUTO_TEST_CASE(connections_cut_mid_run) {
     }
 }
 
+/// Options for a saver on the schema of `base` whose connections (named `name`) go through
+/// `proxy`, retried after 5 ms.
+postgres_options through_proxy(const postgres_options& base, const tcp_proxy& proxy, const std::string& name) {
+    auto o = options_for(base.schema, conninfo_named(name, "127.0.0.1", proxy.port()));
+    o.backoff = std::chrono::milliseconds(5);
+    return o;
+}
+
 /// break_lease and cache_clear whose first attempt committed but whose answer was lost with the
 /// connection: the retry reads the answer kept under the call's id instead of acting again (it
 /// found no lease and no entries, and answered "none" and 0, before schema version 2).
@@ -174,9 +182,7 @@ BOOST_AUTO_TEST_CASE(retried_calls_keep_their_answers) {
     const auto [host, port] = server_address();
     tcp_proxy proxy(host, port);
     auto holder = make_saver(options_for(fresh_schema()));
-    auto o = options_for(holder->options().schema, conninfo_named("sg_answers", "127.0.0.1", proxy.port()));
-    o.backoff = std::chrono::milliseconds(5);
-    auto s = make_saver(o);
+    auto s = make_saver(through_proxy(holder->options(), proxy, "sg_answers"));
     check_break_answer_survives_a_cut(*holder, *s, proxy, "WITH gone AS (DELETE FROM stategraph_leases");
 
     for (int i = 0; i < 3; ++i) run(s->cache_put("ns", "k" + std::to_string(i), i, std::chrono::milliseconds(0)));
@@ -198,9 +204,7 @@ BOOST_AUTO_TEST_CASE(a_retried_end_call_whose_first_attempt_committed_succeeds) 
     const auto [host, port] = server_address();
     tcp_proxy proxy(host, port);
     auto other = make_saver(options_for(fresh_schema()));
-    auto o = options_for(other->options().schema, conninfo_named("sg_end_call", "127.0.0.1", proxy.port()));
-    o.backoff = std::chrono::milliseconds(5);
-    auto s = make_saver(o);
+    auto s = make_saver(through_proxy(other->options(), proxy, "sg_end_call"));
     check_end_call_survives_a_cut(*s, *other, proxy,
                                   "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2");
 }
