@@ -84,6 +84,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     /// run id -> who waits only for its end (/runs/wait, join, cancel?wait): not woken by each
     /// flush of its events, which would have them read the whole run again each time.
     std::map<std::string, waiter_list> run_end_watch;
+    /// run id -> the record of a run that ended here while someone here waited for its end:
+    /// the waiter takes it instead of reading the run back from the store (taken once; a second
+    /// waiter reads the store).
+    std::map<std::string, run_record> ended_here;
     waiter_list runs_changed;  ///< thread streams: a run was queued or ended (here or, notified, elsewhere)
     /// Waiters of single runs, besides their own `run_watch` list: news that names no run
     /// (claims expired, runs ended by a sweep). A waiter is not woken by other runs' news (with

@@ -368,6 +368,11 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                 });
             }
             if (removed_by_rollback) (void)co_await self->store->delete_run(rec.run_id);
+            else if (ended_here && self->run_end_watch.count(rec.run_id)) {
+                // what finish stored (the waiter answers with its result or error)
+                if (self->ended_here.size() >= 4096) self->ended_here.clear(); // waiters gone: they read the store
+                self->ended_here.insert_or_assign(rec.run_id, rec);
+            }
             // A stateless run's thread: its checkpoints go now; its record stays (unlisted) with
             // the run's, which a waiter still reads, and goes with them (run_store's trimming).
             if (th && th->temporary && !flag_of(rec.spec, "keep_thread"))

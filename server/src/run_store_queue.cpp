@@ -25,6 +25,13 @@ awaitable<void> settle_thread_status(run_store_backend::session& s, const std::s
                     std::move(p));
 }
 
+awaitable<void> drop_temporary_thread(run_store_backend::session& s, const std::string& thread_key) {
+    params p{thread_key};
+    co_await s.exec("DELETE FROM sg_threads WHERE key = ?1 AND is_temporary = 1 AND NOT EXISTS (SELECT 1 FROM sg_runs WHERE "
+                    "thread_key = ?1)",
+                    std::move(p));
+}
+
 awaitable<void> end_unheld(run_store_backend::session& s, const run_record& r, const std::string& status, const json::value& error,
                            std::int64_t when) {
     params p{r.run_id, status, error.is_null() ? sql_value{} : sql_value{text_of(error)}, when};
@@ -215,7 +222,8 @@ awaitable<bool> run_store::delete_run(std::string run_id) {
     bool removed = false;
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
         params p{run_id};
-        auto rows = co_await s.query("SELECT status FROM sg_runs WHERE run_id = ?1" + std::string(be_->lock_rows()), std::move(p));
+        auto rows = co_await s.query("SELECT status, thread_key FROM sg_runs WHERE run_id = ?1" + std::string(be_->lock_rows()),
+                                     std::move(p));
         removed = false;
         if (rows.empty()) co_return;
         const auto st = rows.front().text(0);
@@ -224,6 +232,8 @@ awaitable<bool> run_store::delete_run(std::string run_id) {
         co_await s.exec("DELETE FROM sg_run_events WHERE run_id = ?1", std::move(e));
         params d{run_id};
         removed = co_await s.exec("DELETE FROM sg_runs WHERE run_id = ?1", std::move(d)) > 0;
+        const std::string key = rows.front().text(1);
+        co_await drop_temporary_thread(s, key); // a stateless run's thread goes with its last run
     };
     co_await be_->transaction(work);
     co_return removed;

@@ -45,6 +45,9 @@ inline constexpr std::string_view busy_where = "status IN ('pending', 'running')
 /// The thread's status once `run` left its queue: busy while others wait, else what it rests at.
 boost::asio::awaitable<void> settle_thread_status(run_store_backend::session& s, const std::string& thread_key, std::int64_t when);
 
+/// Removes `thread_key`'s thread when it is a stateless run's (temporary) and has no run left.
+boost::asio::awaitable<void> drop_temporary_thread(run_store_backend::session& s, const std::string& thread_key);
+
 /// Ends a run no worker holds (cancelled while pending, or out of attempts).
 boost::asio::awaitable<void> end_unheld(run_store_backend::session& s, const run_record& r, const std::string& status,
                                         const boost::json::value& error, std::int64_t when);

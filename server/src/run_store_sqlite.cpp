@@ -174,7 +174,7 @@ private:
     }
 
     sqlite3_stmt* prepared(std::string_view sql) {
-        auto it = cache_.find(std::string(sql));
+        auto it = cache_.find(sql); // transparent: no string made for a lookup
         if (it != cache_.end()) return it->second;
         sqlite3_stmt* st = nullptr;
         int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &st, nullptr);

@@ -195,17 +195,27 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
     }
     auto quiet_since = std::chrono::steady_clock::now();
     for (;;) {
-        auto r = co_await store->get_run(run.run_id);
-        if (!r) {
-            json::value gone = json::object{{reserved::error, json::object{{"error", "RunNotFound"},
-                                                                         {"message", "run '" + run.run_id + "' was deleted"}}}};
-            co_await answer(gone);
-            co_return;
-        }
-        if (r->finished()) {
-            const json::value result = result_of(*r);
-            co_await answer(result);
-            co_return;
+        // A run executing here tells of its end (its record handed over in ended_here): it is
+        // not read back from the store while it runs, nor once it ended.
+        if (!local.count(run.run_id)) {
+            std::optional<run_record> r;
+            if (auto it = ended_here.find(run.run_id); it != ended_here.end()) {
+                r = std::move(it->second);
+                ended_here.erase(it);
+            } else {
+                r = co_await store->get_run(run.run_id);
+            }
+            if (!r) {
+                json::value gone = json::object{{reserved::error, json::object{{"error", "RunNotFound"},
+                                                                             {"message", "run '" + run.run_id + "' was deleted"}}}};
+                co_await answer(gone);
+                co_return;
+            }
+            if (r->finished()) {
+                const json::value result = result_of(*r);
+                co_await answer(result);
+                co_return;
+            }
         }
         if (stopping) {
             json::value gone = json::object{

@@ -43,32 +43,37 @@ void server::impl::start_workers() {
 awaitable<void> server::impl::dispatch_loop(std::shared_ptr<impl> self) {
     while (!self->draining && !self->stopping_workers) {
         while (!self->draining && self->local.size() < self->opts.max_runs_in_flight) {
-            std::optional<run_record> r;
+            std::vector<run_record> claimed;
             try {
                 const std::string me = self->instance;
-                r = co_await self->store->claim(me);
+                const std::size_t room = self->opts.max_runs_in_flight - self->local.size();
+                claimed = co_await self->store->claim_some(me, room);
             } catch (const std::exception& e) {
                 self->log_line(std::string("could not claim a run: ") + e.what());
                 break;
             }
-            if (!r) break;
-            if (self->draining) { // drain began while claiming: hand it straight back
-                const std::string id = r->run_id, me = self->instance;
-                try {
-                    (void)co_await self->store->release(id, me);
-                } catch (const std::exception&) {
+            if (claimed.empty()) break;
+            if (self->draining) { // drain began while claiming: hand them straight back
+                for (const auto& r : claimed) {
+                    const std::string id = r.run_id, me = self->instance;
+                    try {
+                        (void)co_await self->store->release(id, me);
+                    } catch (const std::exception&) {
+                    }
                 }
                 break;
             }
-            auto live = std::make_shared<live_run>();
-            live->rec = std::move(*r);
-            live->modes = modes_of(live->rec.spec);
-            live->subgraphs = flag_of(live->rec.spec, "subgraphs");
-            live->langchain_events = live->modes.count("events") != 0;
-            self->local[live->rec.run_id] = live;
-            auto sig = live->cancel;
-            // The signal outlives the coroutine: its completion handler holds it.
-            net::co_spawn(self->ex, execute(self, live), net::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
+            for (auto& r : claimed) {
+                auto live = std::make_shared<live_run>();
+                live->rec = std::move(r);
+                live->modes = modes_of(live->rec.spec);
+                live->subgraphs = flag_of(live->rec.spec, "subgraphs");
+                live->langchain_events = live->modes.count("events") != 0;
+                self->local[live->rec.run_id] = live;
+                auto sig = live->cancel;
+                // The signal outlives the coroutine: its completion handler holds it.
+                net::co_spawn(self->ex, execute(self, live), net::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
+            }
         }
         co_await wait_on(&self->dispatch_wake, nullptr, self->opts.poll_interval);
     }

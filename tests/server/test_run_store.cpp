@@ -417,8 +417,16 @@ RUN_STORE_CASE(thread_delete_refused_while_a_run_waits) {
     BOOST_TEST(run(s->get_run("r1")));
     BOOST_REQUIRE(run(s->cancel("r1", "interrupt")));
     BOOST_TEST(run(s->get_thread("t"))->status == "idle");
+    queue(*s, "r2", "t");
+    BOOST_REQUIRE(run(s->claim("w")));
+    std::vector<srv::run_event> ev{{0, "values", "{}"}};
+    BOOST_REQUIRE(run(s->append_events("r2", "w", ev)));
+    finish(*s, "r2", "w");
     BOOST_TEST(run(s->delete_thread("t")));
     BOOST_TEST(!run(s->get_run("r1"))); // its runs go with it
+    BOOST_TEST(!run(s->get_run("r2")));
+    BOOST_TEST(run(s->read_events("r2", 0, 10)).empty()); // and their events
+    BOOST_TEST((run(s->event_bounds("r2")) == std::pair<std::int64_t, std::int64_t>{0, 0}));
 }
 
 RUN_STORE_CASE(thread_put_while_a_run_waits_reads_busy) {
@@ -898,10 +906,21 @@ RUN_STORE_CASE(events_append_read_bounds_trim) {
     BOOST_TEST(kept.back().id == 9);
     BOOST_TEST(kept.front().name == "updates|sub:1");
 
+    // An event stored again (a flush retried after its answer was lost) replaces the one kept.
+    std::vector<srv::run_event> again{{8, "values", "{\"again\":true}"}, {10, "values", "{\"i\":10}"}};
+    BOOST_TEST(run(s->append_events("r1", "w", again)));
+    auto after = run(s->read_events("r1", 8, 100));
+    BOOST_REQUIRE_EQUAL(after.size(), 3u);
+    BOOST_TEST(after[0].data == "{\"again\":true}");
+    BOOST_TEST(after[0].name == "values");
+    BOOST_TEST(after[1].id == 9);
+    BOOST_TEST(after[2].id == 10);
+    BOOST_TEST((run(s->event_bounds("r1")) == std::pair<std::int64_t, std::int64_t>{6, 11}));
+
     // Not the holder: nothing written.
-    std::vector<srv::run_event> stray{{10, "values", "{}"}};
+    std::vector<srv::run_event> stray{{11, "values", "{}"}};
     BOOST_TEST(!run(s->append_events("r1", "intruder", stray)));
-    BOOST_TEST((run(s->event_bounds("r1")) == std::pair<std::int64_t, std::int64_t>{5, 10}));
+    BOOST_TEST((run(s->event_bounds("r1")) == std::pair<std::int64_t, std::int64_t>{6, 11}));
     BOOST_TEST(run(s->read_events("unknown", 0, 10)).empty());
     BOOST_TEST((run(s->event_bounds("unknown")) == std::pair<std::int64_t, std::int64_t>{0, 0}));
     // A finished run's events stay for replay; deleting the run takes them.
@@ -958,6 +977,62 @@ RUN_STORE_CASE(a_temporary_thread_goes_with_its_last_run) {
     BOOST_TEST(!run(s->get_run("r1")));
     BOOST_TEST(!run(s->get_thread("tmp")));
     BOOST_TEST(run(s->get_thread("kept")));
+}
+
+RUN_STORE_CASE(claim_some_takes_the_oldest_runs_one_per_thread) {
+    auto s = db.open();
+    queue(*s, "r1", "t1");
+    queue(*s, "r2", "t1"); // waits behind r1
+    queue(*s, "r3", "t2");
+    queue(*s, "r4", "t3");
+    auto first = run(s->claim_some("w", 2));
+    BOOST_REQUIRE_EQUAL(first.size(), 2u);
+    BOOST_TEST(first[0].run_id == "r1");
+    BOOST_TEST(first[1].run_id == "r3");
+    BOOST_TEST(first[0].status == "running");
+    BOOST_TEST(first[0].worker == "w");
+    BOOST_TEST(first[0].attempts == 1);
+    BOOST_TEST(stored(*s, "r3").worker == "w");
+    auto rest = run(s->claim_some("w", 5));
+    BOOST_REQUIRE_EQUAL(rest.size(), 1u);
+    BOOST_TEST(rest[0].run_id == "r4");
+    BOOST_TEST(run(s->claim_some("w", 5)).empty());
+    BOOST_TEST(run(s->claim_some("w", 0)).empty());
+    finish(*s, "r1", "w");
+    auto next = run(s->claim_some("other", 5));
+    BOOST_REQUIRE_EQUAL(next.size(), 1u);
+    BOOST_TEST(next[0].run_id == "r2");
+    BOOST_TEST(stored(*s, "r2").worker == "other");
+}
+
+RUN_STORE_CASE(a_temporary_thread_goes_with_its_deleted_run_and_only_then) {
+    srv::run_store_options o;
+    o.max_finished_runs = 2;
+    auto s = db.open(o);
+    auto temp = make_thread("tmp");
+    temp.temporary = true;
+    auto rules = rules_for();
+    rules.create = &temp;
+    auto r1 = make_run("r1", "tmp");
+    BOOST_REQUIRE(run(s->submit(r1, rules)).created_thread);
+    BOOST_REQUIRE(run(s->claim("w")));
+    finish(*s, "r1", "w");
+    auto r2 = make_run("r2", "tmp"); // a second run of the same thread
+    BOOST_REQUIRE((run(s->submit(r2, rules)).refused == srv::submit_refusal::none));
+    BOOST_REQUIRE(run(s->claim("w")));
+    std::this_thread::sleep_for(1ms);
+    finish(*s, "r2", "w");
+    BOOST_TEST(run(s->delete_run("r1")));
+    BOOST_TEST(run(s->get_thread("tmp")), "r2 still names the thread");
+    // A third finished run trims nothing (two are kept): the thread stays with r2.
+    queue(*s, "r3", "other");
+    BOOST_REQUIRE(run(s->claim("w")));
+    std::this_thread::sleep_for(1ms);
+    finish(*s, "r3", "w");
+    BOOST_TEST(run(s->get_thread("tmp")));
+    BOOST_TEST(run(s->delete_run("r2")));
+    BOOST_TEST(!run(s->get_thread("tmp")), "its last run deleted, the temporary thread goes");
+    BOOST_TEST(run(s->get_thread("other"))); // not temporary: stays
 }
 
 // -- several stores on one database ---------------------------------------------------------------

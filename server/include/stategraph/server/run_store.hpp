@@ -331,6 +331,10 @@ public:
     /// `max_attempts` is failed instead (its error names the run and the count) and the next is
     /// looked for. nullopt: nothing to start.
     boost::asio::awaitable<std::optional<run_record>> claim(std::string worker);
+    /// @brief `claim` for up to `most` runs at once (at most one per thread), oldest first, in
+    /// one transaction: a busy instance reads the queue once for many runs. Empty: nothing to
+    /// start.
+    boost::asio::awaitable<std::vector<run_record>> claim_some(std::string worker, std::size_t most);
     /// @brief When the next delayed run becomes startable (microseconds), or nullopt.
     boost::asio::awaitable<std::optional<std::int64_t>> next_due();
     /// @brief Renews `worker`'s claims on `runs`; returns the runs of those it no longer holds
