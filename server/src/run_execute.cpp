@@ -302,6 +302,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
         self->record(*run, "metadata", json::object{{"run_id", rec.run_id}, {"thread_id", rec.thread_id}, {"usage", *usage}});
     }
     co_await net::this_coro::reset_cancellation_state();
+    bool hand_over = false;
     try {
         co_await self->flush_all(run);
         if (crashed) {
@@ -368,11 +369,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                 });
             }
             if (removed_by_rollback) (void)co_await self->store->delete_run(rec.run_id);
-            else if (ended_here && self->run_end_watch.count(rec.run_id)) {
-                // what finish stored (the waiter answers with its result or error)
-                if (self->ended_here.size() >= 4096) self->ended_here.clear(); // waiters gone: they read the store
-                self->ended_here.insert_or_assign(rec.run_id, rec);
-            }
+            else hand_over = ended_here; // what finish stored: a waiter here answers with it (below)
             // A stateless run's thread: its checkpoints go now; its record stays (unlisted) with
             // the run's, which a waiter still reads, and goes with them (run_store's trimming).
             if (th && th->temporary && !flag_of(rec.spec, "keep_thread"))
@@ -384,8 +381,13 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
     } catch (const std::exception& e) {
         self->log_line("run '" + rec.run_id + "': its end could not be stored: " + e.what());
     }
-    self->local.erase(rec.run_id);
-    self->wake_run(rec.run_id);
+    const std::string id = rec.run_id;
+    if (hand_over && self->run_end_watch.count(id)) {
+        if (self->ended_here.size() >= 4096) self->ended_here.clear(); // their waiters gone: a waiter reads the store
+        self->ended_here.insert_or_assign(id, std::move(rec));
+    }
+    self->local.erase(id); // `rec` goes with it
+    self->wake_run(id);
     self->wake(self->runs_changed);
     self->wake(self->dispatch_wake);
     self->wake(self->drained_wake);

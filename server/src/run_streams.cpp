@@ -212,8 +212,12 @@ awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool crea
                 co_return;
             }
             if (r->finished()) {
-                const json::value result = result_of(*r);
-                co_await answer(result);
+                if (r->error.is_null()) {
+                    co_await answer(r->result); // not copied
+                } else {
+                    const json::value result = result_of(*r);
+                    co_await answer(result);
+                }
                 co_return;
             }
         }
