@@ -197,7 +197,8 @@ private:
             int rc = SQLITE_OK;
             if (const auto* n = std::get_if<std::int64_t>(&params[i])) rc = sqlite3_bind_int64(st, at, *n);
             else if (const auto* s = std::get_if<std::string>(&params[i]))
-                rc = sqlite3_bind_text(st, at, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+                // not copied: `params` outlives its use (`reset` unbinds them before this returns)
+                rc = sqlite3_bind_text(st, at, s->data(), static_cast<int>(s->size()), SQLITE_STATIC);
             else rc = sqlite3_bind_null(st, at);
             if (rc != SQLITE_OK) fail("cannot bind parameter " + std::to_string(at), rc);
         }
