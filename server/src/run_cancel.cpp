@@ -86,6 +86,8 @@ awaitable<void> server::impl::cancel_and_maybe_wait(call& c, run_record run, std
             if (!now || now->finished()) break;
             co_await wait_run(run.run_id, news_interval(), true);
         }
+        // Its record, handed over for the waiters here at its end, is not kept for nobody.
+        if (!run_end_watch.count(run.run_id)) ended_here.erase(run.run_id);
         reply(c, 204, nullptr);
     } else {
         reply(c, 202, nullptr);
