@@ -141,6 +141,16 @@ srv::run_record queue(srv::run_store& s, const std::string& run_id, const std::s
     return r;
 }
 
+/// Submits `run_id` as a stateless run does: on a temporary thread `key`, made when missing.
+srv::submit_result submit_stateless(srv::run_store& s, const std::string& run_id, const std::string& key) {
+    auto temp = make_thread(key);
+    temp.temporary = true;
+    auto rules = rules_for();
+    rules.create = &temp;
+    auto r = make_run(run_id, key);
+    return run(s.submit(r, rules));
+}
+
 srv::run_record stored(srv::run_store& s, const std::string& run_id) {
     auto r = run(s.get_run(run_id));
     BOOST_REQUIRE_MESSAGE(r, "run " << run_id << " is not stored");
@@ -961,12 +971,7 @@ RUN_STORE_CASE(a_temporary_thread_goes_with_its_last_run) {
     srv::run_store_options o;
     o.max_finished_runs = 1;
     auto s = db.open(o);
-    auto temp = make_thread("tmp");
-    temp.temporary = true;
-    auto rules = rules_for();
-    rules.create = &temp;
-    auto r1 = make_run("r1", "tmp");
-    BOOST_REQUIRE(run(s->submit(r1, rules)).created_thread);
+    BOOST_REQUIRE(submit_stateless(*s, "r1", "tmp").created_thread);
     BOOST_REQUIRE(run(s->claim("w")));
     finish(*s, "r1", "w");
     BOOST_TEST(run(s->get_thread("tmp"))); // its run is kept
@@ -1009,16 +1014,11 @@ RUN_STORE_CASE(a_temporary_thread_goes_with_its_deleted_run_and_only_then) {
     srv::run_store_options o;
     o.max_finished_runs = 2;
     auto s = db.open(o);
-    auto temp = make_thread("tmp");
-    temp.temporary = true;
-    auto rules = rules_for();
-    rules.create = &temp;
-    auto r1 = make_run("r1", "tmp");
-    BOOST_REQUIRE(run(s->submit(r1, rules)).created_thread);
+    BOOST_REQUIRE(submit_stateless(*s, "r1", "tmp").created_thread);
     BOOST_REQUIRE(run(s->claim("w")));
     finish(*s, "r1", "w");
-    auto r2 = make_run("r2", "tmp"); // a second run of the same thread
-    BOOST_REQUIRE((run(s->submit(r2, rules)).refused == srv::submit_refusal::none));
+    // a second run of the same thread
+    BOOST_REQUIRE((submit_stateless(*s, "r2", "tmp").refused == srv::submit_refusal::none));
     BOOST_REQUIRE(run(s->claim("w")));
     std::this_thread::sleep_for(1ms);
     finish(*s, "r2", "w");
