@@ -148,7 +148,7 @@ boost::asio::awaitable<json_snapshot> json_graph::get_state(std::string thread_i
 boost::asio::awaitable<json_snapshot> json_graph::get_state(std::string thread_id, state_options o) const {
     (void)g();
     auto req = state_request_of(core_, std::move(thread_id));
-    req->checkpoint_id = std::move(o.checkpoint_id);
+    if (o.checkpoint_id) req->checkpoint_id = o.checkpoint_id.str();
     req->subgraphs = o.subgraphs;
     return state_json_of(std::move(req));
 }

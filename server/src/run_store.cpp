@@ -437,14 +437,14 @@ awaitable<bool> run_store::delete_thread(std::string key) {
 awaitable<std::vector<thread_record>> run_store::list_threads(thread_query q) {
     static const std::vector<std::string> sortable = {"created_at", "updated_at", "state_updated_at", "thread_id", "status"};
     if (std::find(sortable.begin(), sortable.end(), q.sort_by) == sortable.end())
-        throw std::invalid_argument("run_store::list_threads: cannot sort by '" + q.sort_by + "'");
+        throw std::invalid_argument("run_store::list_threads: cannot sort by '" + q.sort_by.str() + "'");
     std::string sql = "SELECT " + std::string(thread_cols) + " FROM sg_threads WHERE owner = ?1 AND is_temporary = 0";
-    params p{q.owner};
-    if (q.status) {
+    params p{q.owner.str()};
+    if (!q.status.empty()) {
         sql += " AND status = ?2";
-        p.emplace_back(*q.status);
+        p.emplace_back(q.status.str());
     }
-    sql += " ORDER BY " + q.sort_by + (q.ascending ? " ASC" : " DESC") + ", key";
+    sql += " ORDER BY " + q.sort_by.str() + (q.ascending ? " ASC" : " DESC") + ", key";
     auto rows = co_await be_->query(sql, std::move(p));
     std::vector<thread_record> out;
     out.reserve(rows.size());

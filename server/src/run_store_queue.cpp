@@ -86,7 +86,7 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
                 th = thread_of(made.front());
             }
         }
-        const std::string graph = th->graph_id.empty() ? rules.graph_id : th->graph_id;
+        const std::string graph = th->graph_id.empty() ? rules.graph_id.str() : th->graph_id;
         if (!rules.graph_id.empty() && !th->graph_id.empty() && th->graph_id != rules.graph_id) {
             out.refused = submit_refusal::other_graph;
             out.graph_id = th->graph_id;
@@ -110,7 +110,7 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
         if (!rules.cancel_others.empty())
             for (const auto& q : queue) {
                 if (!q.text(1).empty()) continue;
-                params cp{q.text(0), rules.cancel_others, when};
+                params cp{q.text(0), rules.cancel_others.str(), when};
                 co_await s.exec("UPDATE sg_runs SET cancel = ?2, updated_at = ?3 WHERE run_id = ?1", std::move(cp));
                 out.cancelled.push_back(q.text(0));
             }
@@ -163,7 +163,8 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
         json::object meta = th->metadata;
         if (th->graph_id.empty() && !graph.empty()) {
             meta["graph_id"] = graph;
-            for (const auto& [k, v] : rules.graph_metadata) meta[k] = v;
+            if (rules.graph_metadata)
+                for (const auto& [k, v] : *rules.graph_metadata) meta[k] = v;
         }
         params up{run.thread_key, graph, text_of(meta), when};
         co_await s.exec("UPDATE sg_threads SET status = 'busy', graph_id = ?2, metadata = ?3, updated_at = ?4 WHERE key = ?1",

@@ -340,7 +340,8 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     if (run.multitask == "interrupt" || run.multitask == "rollback") rules.cancel_others = run.multitask;
     if (to_create) rules.create = &*to_create;
     rules.graph_id = a->spec.graph_id;
-    rules.graph_metadata = json::object{{"assistant_id", a->assistant_id}};
+    const json::object graph_metadata{{"assistant_id", a->assistant_id}};
+    rules.graph_metadata = &graph_metadata;
     auto res = co_await store->submit(run, rules);
     switch (res.refused) {
     case submit_refusal::none: break;
@@ -355,7 +356,7 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
                                   " runs pending or running, the most one thread may queue (max_queued_runs_per_thread); "
                                   "wait for one to finish");
     }
-    for (const auto& id : res.cancelled) cancel_local(id, rules.cancel_others);
+    for (const auto& id : res.cancelled) cancel_local(id, run.multitask);
     wake(dispatch_wake);
     wake(runs_changed);
     if (how == "stream") {

@@ -371,14 +371,15 @@ awaitable<void> server::impl::route_threads(call& c) {
             throw http_error(422, "field 'status' must be one of idle, busy, interrupted, error (got '" + *status + "')");
         thread_query q;
         q.owner = c.owner;
-        q.status = status;
+        if (status) q.status = *status;
+        std::vector<std::string> keys;
         if (auto* v = field(body, "ids")) {
             if (!v->is_array()) wrong_type("ids", "a list of thread ids", *v);
-            q.keys.emplace();
             for (const auto& x : v->get_array()) {
                 if (!x.is_string()) wrong_type("ids[]", "a string", x);
-                q.keys->push_back(storage_id(c.owner, std::string(x.get_string())));
+                keys.push_back(storage_id(c.owner, std::string(x.get_string())));
             }
+            q.keys = &keys;
         }
         auto limit = opt_int(body, "limit", 10, 1, 10000), offset = opt_int(body, "offset", 0, 0, INT64_MAX);
         q.sort_by = one_of(body, "sort_by", {"created_at", "updated_at", "state_updated_at", "thread_id", "status"});

@@ -6,6 +6,7 @@
 // ASan + UBSan in CI: a double destruction fails it.
 #include <stategraph/stategraph.hpp>
 #include <stategraph/checkpoint/memory_saver.hpp>
+#include <stategraph/json_graph.hpp>
 
 #include <boost/test/unit_test.hpp>
 
@@ -122,6 +123,46 @@ boost::asio::awaitable<void> newcomer(sg::compiled_graph<ask_state> app, sg::com
     // A saver call with temporaries.
     auto t = co_await app.checkpointer()->get("t1", "", std::nullopt);
     BOOST_TEST(t.has_value());
+
+    // get_state with braced options: an id longer than the small-string buffer, made inline.
+    const std::string cp_id = r1.checkpoint_id;
+    auto s3 = co_await app.get_state("t1", {.checkpoint_id = std::string(cp_id), .subgraphs = true});
+    BOOST_TEST(s3.checkpoint_id == r1.checkpoint_id);
+    BOOST_TEST(s3.next == std::vector<std::string>{"ask"});
+
+    // Breakpoints of one call, braced inside co_await: a named list, a temporary one, an empty one
+    // (no breakpoint) and an unknown node (refused by name). (A list written `{"a", "b"}` inside
+    // co_await is g++ 12's bug 1, a compile error: name it, or build it with parentheses.)
+    const std::vector<std::string> before_ask{"ask"};
+    auto r6 = co_await app.invoke(sg::update<ask_state>{}.set<&ask_state::question>("b"), {.thread_id = "t4"}, {.before = before_ask});
+    BOOST_TEST(r6.interrupted());
+    BOOST_TEST(r6.interrupts.empty()); // a breakpoint, not ask's own interrupt
+    BOOST_TEST(r6.next == std::vector<std::string>{"ask"});
+    auto r7 = co_await app.invoke(sg::update<ask_state>{}.set<&ask_state::question>("b"), {.thread_id = "t5"},
+                                  sg::run_breakpoints{.before = std::vector<std::string>(1, "*")});
+    BOOST_TEST(r7.interrupts.empty());
+    BOOST_TEST(r7.next == std::vector<std::string>{"ask"});
+    auto r8 = co_await app.invoke(sg::update<ask_state>{}.set<&ask_state::question>("b"), {.thread_id = "t6"},
+                                  {.before = std::vector<std::string>{}});
+    BOOST_TEST(r8.interrupts.at(0).value.as_string() == "approve b?"); // ran into ask's own interrupt
+    std::string refused;
+    try {
+        (void)co_await app.invoke(sg::update<ask_state>{}.set<&ask_state::question>("b"), {.thread_id = "t7"},
+                                  {.after = std::vector<std::string>(1, std::string(40, 'x'))});
+    } catch (const sg::graph_error& e) {
+        refused = e.what();
+    }
+    BOOST_TEST(refused.find(std::string(40, 'x')) != std::string::npos, refused);
+
+    // The JSON face: its arguments are classes with constructors, safe as temporaries.
+    sg::json_graph jg(app);
+    auto js = co_await jg.get_state("t1", {.checkpoint_id = cp_id});
+    BOOST_TEST(js.checkpoint_id == r1.checkpoint_id);
+    sg::json_update u;
+    u.thread_id = "t1";
+    u.values = boost::json::object{{"answer", std::string(64, 'j')}};
+    auto jid = co_await jg.update_state(std::move(u));
+    BOOST_TEST(!jid.empty());
 }
 
 } // namespace

@@ -200,8 +200,8 @@ public:
     /// @return as `invoke(in, cfg)`; errors as there.
     boost::asio::awaitable<run_result<S>> invoke(input in, const run_config& cfg, run_breakpoints breakpoints) const {
         auto req = request(std::move(in), cfg, stream_mode::none, {});
-        req->interrupt_before = std::move(breakpoints.before);
-        req->interrupt_after = std::move(breakpoints.after);
+        if (breakpoints.before) req->interrupt_before.emplace(breakpoints.before->begin(), breakpoints.before->end());
+        if (breakpoints.after) req->interrupt_after.emplace(breakpoints.after->begin(), breakpoints.after->end());
         return detail::typed_run<S>(std::move(req));
     }
 
@@ -267,7 +267,7 @@ public:
         auto req = std::make_unique<detail::state_request>();
         req->graph = core_;
         req->thread_id = std::move(thread_id);
-        req->checkpoint_id = std::move(o.checkpoint_id);
+        if (o.checkpoint_id) req->checkpoint_id = o.checkpoint_id.str();
         req->subgraphs = o.subgraphs;
         return detail::typed_state<S>(std::move(req));
     }

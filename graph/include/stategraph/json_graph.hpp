@@ -9,7 +9,8 @@
 /// `values` use), so a field reads and writes here exactly as it is stored.
 ///
 /// Every call returns an awaitable and is a plain function: its arguments are moved into the
-/// call before anything is awaited, so temporaries are safe under g++ 12.
+/// call before anything is awaited. `json_run` and `json_update` are classes with a constructor
+/// (set their members by name), so a temporary of either is safe inside `co_await` under g++ 12.
 /// @code
 /// stategraph::json_graph g(app);                     // any compiled_graph<S>
 /// stategraph::json_run run;
@@ -24,6 +25,7 @@
 #include <stategraph/checkpoint/saver.hpp>
 #include <stategraph/command.hpp>
 #include <stategraph/compiled_graph.hpp>
+#include <stategraph/detail/gcc12.hpp>
 #include <stategraph/context.hpp>
 #include <stategraph/detail/engine.hpp>
 #include <stategraph/detail/graph_core.hpp>
@@ -58,6 +60,10 @@ struct json_command {
 /// @brief One call of `json_graph::invoke`: what goes in, how it runs, what it streams.
 /// Thread safety: a plain value, moved into the call.
 struct json_run {
+    /// A class, not an aggregate, on purpose: set its members by name. (g++ 12 destroys an
+    /// aggregate that owns memory twice when it is braced inside a `co_await` expression;
+    /// `json_run{...}` now calls this constructor, which is safe.)
+    json_run() = default;
     /// Continue the thread (`continue_run`), new values (the graph's input schema when it
     /// declares one, else state fields; read against the thread's state: a nested struct's
     /// members left out keep their values), a resume (one value, or values by interrupt id:
@@ -84,6 +90,8 @@ using json_snapshot = state_snapshot<boost::json::object>;
 /// @brief One call of `json_graph::update_state`.
 /// Thread safety: a plain value, moved into the call.
 struct json_update {
+    /// A class, not an aggregate, on purpose, as `json_run`.
+    json_update() = default;
     std::string thread_id;
     boost::json::object values;           ///< state fields (none: a checkpoint with no change); nested members left out kept
     std::optional<std::string> as_node;   ///< the node the values come from (default: the last writer)
@@ -94,6 +102,8 @@ struct json_update {
     /// against the subgraph's fields. Empty: the graph's own state.
     std::string ns;
 };
+static_assert(detail::safe_in_co_await<json_run> && detail::safe_in_co_await<json_update>,
+              "json_run and json_update must not be aggregates (g++ 12 destroys braced temporaries in co_await twice)");
 
 /// @brief A checkpoint namespace of a thread and its newest checkpoint there.
 struct namespace_head {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ostream>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 #include <string_view>
@@ -126,12 +127,16 @@ struct run_config {
     /// a new trace
     id_text traceparent;
 };
-/// @brief Breakpoints of one call (`compiled_graph::invoke(in, cfg, run_breakpoints{...})`): each
-/// one set replaces the graph's compiled breakpoints of its kind for the call; "*" is every node.
+/// @brief Breakpoints of one call (`co_await app.invoke(in, cfg, {.before = names})`): each one
+/// set replaces the graph's compiled breakpoints of its kind for the call; "*" is every node. It
+/// owns nothing (views of the caller's lists, copied by the call before anything runs), so the
+/// braced spelling is safe inside `co_await` under g++ 12.
 struct run_breakpoints {
-    std::optional<std::vector<std::string>> before;
-    std::optional<std::vector<std::string>> after;
+    std::optional<std::span<const std::string>> before;
+    std::optional<std::span<const std::string>> after;
 };
+static_assert(std::is_trivially_destructible_v<run_breakpoints>,
+              "run_breakpoints must own nothing (g++ 12 destroys braced temporaries in co_await twice)");
 
 static_assert(std::is_trivially_destructible_v<run_config>,
               "run_config must stay trivially destructible (g++ 12 destroys braced temporaries in co_await twice)");

@@ -7,6 +7,7 @@
 #include <stategraph/checkpoint/saver.hpp>
 #include <stategraph/command.hpp>
 #include <stategraph/context.hpp>
+#include <stategraph/detail/gcc12.hpp>
 #include <stategraph/detail/graph_core.hpp>
 #include <stategraph/detail/state_table.hpp>
 #include <stategraph/core/error.hpp>
@@ -58,11 +59,16 @@ struct subgraph_snapshot {
 };
 
 /// @brief Options of `get_state`: which checkpoint, and whether waiting subgraphs' states are
-/// read too (LangGraph's `get_state(config, subgraphs=True)`).
+/// read too (LangGraph's `get_state(config, subgraphs=True)`):
+/// `co_await app.get_state("t", {.checkpoint_id = id, .subgraphs = true})`. Trivially
+/// destructible (the id is held inline), so the braced spelling is safe inside `co_await` under
+/// g++ 12.
 struct state_options {
-    std::optional<std::string> checkpoint_id; ///< the latest when empty
-    bool subgraphs = false;                   ///< fill `task_snapshot::state` for subgraph nodes' tasks
+    id_text checkpoint_id; ///< the latest when empty
+    bool subgraphs = false; ///< fill `task_snapshot::state` for subgraph nodes' tasks
 };
+static_assert(detail::safe_in_co_await<state_options>,
+              "state_options must own nothing (g++ 12 destroys braced temporaries in co_await twice)");
 
 namespace detail {
 

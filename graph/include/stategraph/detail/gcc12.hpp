@@ -30,4 +30,13 @@ template <class P>
 inline constexpr bool gcc12_unsafe_temporary = false;
 #endif
 
+/// @brief True for an argument type a caller may build in place (`f({...})`, `f(T{...})`) inside
+/// a `co_await` expression under g++ 12: braces that call a constructor are safe, and so is an
+/// aggregate that owns nothing; an aggregate that owns memory is destroyed twice there (measured:
+/// `tests/graph/test_natural_spelling.cpp`). Every public argument type checks it in a
+/// `static_assert` beside its definition, on every compiler, so the library stays safe to build
+/// with g++ 12 whichever compiler its developers use.
+template <class T>
+inline constexpr bool safe_in_co_await = !std::is_aggregate_v<T> || std::is_trivially_destructible_v<T>;
+
 } // namespace stategraph::detail

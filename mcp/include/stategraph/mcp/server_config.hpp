@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace stategraph::mcp {
@@ -21,8 +22,12 @@ enum class transport_kind {
     http,  ///< @brief Streamable HTTP: JSON-RPC POSTed to `url`.
 };
 
-/// @brief One MCP server as a worker configures it.
+/// @brief One MCP server as a worker configures it: set its members by name (or parse them with
+/// `parse_server_configs`), then `co_await client::connect(config)`.
 struct server_config {
+    /// A class, not an aggregate, on purpose: g++ 12 destroys an aggregate that owns memory twice
+    /// when it is braced inside a `co_await` expression; `server_config{}` calls this constructor.
+    server_config() = default;
     std::string name;                           ///< @brief Names the server in errors (and, with a prefix, its tools).
     transport_kind type = transport_kind::stdio;
     std::string command;                        ///< @brief stdio: the program (looked up in PATH).
@@ -33,6 +38,8 @@ struct server_config {
     std::chrono::milliseconds timeout{60000};   ///< @brief Time limit of each request (the handshake included).
     std::string description;                    ///< @brief Free text (seed 004); not sent anywhere.
 };
+static_assert(!std::is_aggregate_v<server_config>,
+              "server_config must not be an aggregate (g++ 12 destroys braced temporaries in co_await twice)");
 
 /// @brief Parse a list of servers: a JSON array of objects, or an object whose `mcp_servers`
 /// member is one. Each object has `name`, `type` ("stdio" or "http"), then `command` and

@@ -21,6 +21,9 @@
 /// Thread safety: calls may come from any thread; each is a coroutine on the awaiting
 /// executor.
 
+#include <stategraph/detail/gcc12.hpp>
+#include <stategraph/run_config.hpp>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -128,9 +131,15 @@ public:
 
 // ---------------------------------------------------------------------------------------------
 // Records
+//
+// The records are classes with a constructor (build one and set its members), and the rules and
+// queries own nothing, so that any of them may be written in place inside a `co_await`
+// expression: g++ 12 destroys an aggregate that owns memory twice there
+// (`detail::safe_in_co_await`).
 
 /// @brief A thread as the server keeps it (its checkpoints are in the graph's checkpointer).
 struct thread_record {
+    thread_record() = default;
     std::string key;       ///< where it is kept (the storage id: per API key), the primary key
     std::string thread_id; ///< the client's id
     std::string owner;     ///< the API key's digest, "" without keys
@@ -147,6 +156,7 @@ struct thread_record {
 /// @brief An assistant made over the API (`POST /assistants`): a served graph with a config,
 /// context and metadata of its own, versioned (every update is a new version; one is the latest).
 struct assistant_record {
+    assistant_record() = default;
     std::string assistant_id;
     std::int64_t version = 1;
     std::string owner; ///< the API key's digest, "" without keys
@@ -157,6 +167,7 @@ struct assistant_record {
 
 /// @brief A run: what was asked, where it is, who runs it.
 struct run_record {
+    run_record() = default;
     std::string run_id;
     std::string thread_key, thread_id, assistant_id, graph_id, owner;
     std::int64_t seq = 0; ///< set by the store: runs are started in this order per thread
@@ -191,17 +202,21 @@ struct run_event {
 // ---------------------------------------------------------------------------------------------
 // The store
 
-/// @brief What `submit` must check and do, in the transaction that queues the run.
+/// @brief What `submit` must check and do, in the transaction that queues the run:
+/// `co_await store.submit(run, {.graph_id = "g"})`. Trivially destructible (its texts are held
+/// inline, its pointers name the caller's values, which must outlive the call), so the braced
+/// spelling is safe inside `co_await` under g++ 12.
 struct submit_rules {
     bool reject_if_busy = false;  ///< multitask "reject": a thread with a run pending or running refuses
     std::size_t max_queued = 100; ///< runs pending or running (not cancelled) on one thread, at most
-    std::string cancel_others;    ///< "", "interrupt" or "rollback": the thread's other runs are asked to stop
+    stategraph::id_text cancel_others; ///< "", "interrupt" or "rollback": the thread's other runs are asked to stop
     /// The thread's record to create when it does not exist yet (if_not_exists "create", a
     /// stateless run's thread); null: the thread must exist.
     const thread_record* create = nullptr;
     /// Set on the thread (graph chosen by this run) when not empty and its graph_id is empty.
-    std::string graph_id;
-    boost::json::object graph_metadata; ///< merged into its metadata along with graph_id
+    stategraph::id_text graph_id;
+    /// Merged into its metadata along with graph_id (null: nothing).
+    const boost::json::object* graph_metadata = nullptr;
 };
 
 /// @brief Why `submit` refused a run.
@@ -222,14 +237,23 @@ struct submit_result {
     bool created_thread = false;
 };
 
-/// @brief A page of thread records (search), sorted and filtered as asked.
+/// @brief A page of thread records (search), sorted and filtered as asked:
+/// `co_await store.list_threads({.owner = key, .status = "idle"})`. Trivially destructible (its
+/// texts are held inline; `keys` names the caller's list, which must outlive the call), so the
+/// braced spelling is safe inside `co_await` under g++ 12.
 struct thread_query {
-    std::string owner;
-    std::optional<std::string> status;
-    std::optional<std::vector<std::string>> keys; ///< only these (storage ids)
-    std::string sort_by = "created_at"; ///< created_at, updated_at, state_updated_at, thread_id, status
+    stategraph::id_text owner;
+    stategraph::id_text status; ///< only threads of this status; empty: any
+    const std::vector<std::string>* keys = nullptr; ///< only these (storage ids); null: any
+    stategraph::id_text sort_by = "created_at"; ///< created_at, updated_at, state_updated_at, thread_id, status
     bool ascending = false;
 };
+
+static_assert(detail::safe_in_co_await<thread_record> && detail::safe_in_co_await<assistant_record> &&
+                  detail::safe_in_co_await<run_record> &&
+                  detail::safe_in_co_await<submit_rules> && detail::safe_in_co_await<thread_query>,
+              "a run_store argument type must be a class with a constructor or own nothing: g++ 12 destroys "
+              "an aggregate that owns memory twice when it is built inside a co_await expression");
 
 /// @brief How long claims live and how often a run may be taken over.
 /// Thread safety: a plain value, copied by the store.
