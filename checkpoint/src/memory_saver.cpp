@@ -251,8 +251,8 @@ boost::asio::awaitable<std::vector<checkpoint_tuple>> memory_saver::list(std::st
     if (it == sh.threads.end()) co_return out;
     const auto& cps = it->second.checkpoints;
     for (auto c = cps.rbegin(); c != cps.rend(); ++c) {
-        if (options.before && !(c->id < *options.before)) continue;
-        if (options.source && c->source != *options.source) continue;
+        if (options.before && !(c->id < options.before.view())) continue;
+        if (options.source && c->source != options.source.view()) continue;
         if (options.step && c->step != *options.step) continue;
         if (options.limit && out.size() >= *options.limit) break;
         out.push_back(assemble(k, it->second, *c));

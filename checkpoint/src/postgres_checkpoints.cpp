@@ -447,9 +447,9 @@ asio::awaitable<std::vector<checkpoint_tuple>> postgres_saver::impl::list(const 
         batch.emplace_back(sql_list);
         auto& s = batch.back();
         s.text(thread).text(ns);
-        if (o.before) s.text(*o.before);
+        if (o.before) s.text(o.before.str());
         else s.null();
-        if (o.source) s.text(*o.source);
+        if (o.source) s.text(o.source.str());
         else s.null();
         if (o.step) s.integer(*o.step);
         else s.null();

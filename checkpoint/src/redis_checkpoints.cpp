@@ -279,7 +279,7 @@ command redis_saver::impl::read_command(const std::string& thread, const std::st
         read.push_back("");
     } else {
         read.push_back("range");
-        read.push_back(o.before ? "(" + join({ns, *o.before}) : "(" + ns + '\x01');
+        read.push_back(o.before ? "(" + join({ns, o.before.str()}) : "(" + ns + '\x01');
         read.push_back("[" + ns + '\0');
         read.push_back(o.limit && !o.source && !o.step ? std::to_string(*o.limit) : std::string());
     }
@@ -310,7 +310,7 @@ asio::awaitable<std::vector<checkpoint_tuple>> redis_saver::impl::load_from(std:
         if (!bytes) continue;
         const std::string id = fields[i].str.substr(ns.size() + 1);
         auto cp = read_entry(thread, ns, id, *bytes);
-        if (o.source && cp.source != *o.source) continue;
+        if (o.source && cp.source != o.source.view()) continue;
         if (o.step && cp.step != *o.step) continue;
         if (o.limit && cps.size() >= *o.limit) break;
         cps.push_back(std::move(cp));

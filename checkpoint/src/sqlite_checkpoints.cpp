@@ -307,9 +307,9 @@ std::vector<checkpoint_tuple> sqlite_saver::impl::list(const std::string& thread
     {
         stmt s(*this, sql_list, thread, "listing checkpoints");
         s.bind(1, thread).bind(2, ns);
-        if (o.before) s.bind(3, *o.before);
+        if (o.before) s.bind(3, o.before.view());
         else s.bind_null(3);
-        if (o.source) s.bind(4, *o.source);
+        if (o.source) s.bind(4, o.source.view());
         else s.bind_null(4);
         if (o.step) s.bind(5, *o.step);
         else s.bind_null(5);

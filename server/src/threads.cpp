@@ -571,7 +571,7 @@ awaitable<void> server::impl::route_threads(call& c) {
         json::array out;
         if (a) {
             checkpoint::list_options list_opts;
-            list_opts.before = before;
+            if (before) list_opts.before = *before;
             if (!meta) list_opts.limit = static_cast<std::size_t>(limit);
             auto list = co_await a->graph.get_state_history(th.key, std::move(list_opts));
             for (const auto& d : list) {

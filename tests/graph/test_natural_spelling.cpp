@@ -10,6 +10,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,21 @@ boost::asio::awaitable<void> newcomer(sg::compiled_graph<ask_state> app, sg::com
     auto s3 = co_await app.get_state("t1", {.checkpoint_id = std::string(cp_id), .subgraphs = true});
     BOOST_TEST(s3.checkpoint_id == r1.checkpoint_id);
     BOOST_TEST(s3.next == std::vector<std::string>{"ask"});
+
+    // History and a saver's list with braced filters (ids held inline).
+    auto everything = co_await app.get_state_history("t1");
+    const auto before_count = std::count_if(everything.begin(), everything.end(),
+                                            [&](const auto& snap) { return snap.checkpoint_id < cp_id; });
+    BOOST_TEST(before_count >= 1);
+    auto older = co_await app.get_state_history("t1", {.before = std::string(cp_id), .limit = 5});
+    BOOST_TEST(older.size() == static_cast<std::size_t>(std::min<std::ptrdiff_t>(before_count, 5)));
+    for (const auto& snap : older) BOOST_TEST(snap.checkpoint_id < cp_id);
+    auto newest = co_await app.get_state_history("t1", {.limit = 1});
+    BOOST_TEST(newest.size() == 1u);
+    BOOST_TEST(newest.at(0).checkpoint_id == everything.at(0).checkpoint_id);
+    auto loops = co_await app.checkpointer()->list("t1", "", {.limit = 1, .source = "loop"});
+    BOOST_TEST(loops.size() == 1u);
+    BOOST_TEST(loops.at(0).cp.source == "loop");
 
     // Breakpoints of one call, braced inside co_await: a named list, a temporary one, an empty one
     // (no breakpoint) and an unknown node (refused by name). (A list written `{"a", "b"}` inside

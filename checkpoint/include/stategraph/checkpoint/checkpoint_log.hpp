@@ -3,6 +3,8 @@
 /// @brief A saver's first concern: checkpoints and the pending writes of their tasks (`put`, `put_writes`,
 /// `get`, `list`), and the records they are made of.
 
+#include <stategraph/core/id_text.hpp>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -13,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace stategraph::checkpoint {
@@ -50,13 +53,17 @@ struct checkpoint_tuple {
     std::vector<pending_write> writes;
 };
 
-/// @brief Filters for `list()`. Results come newest first.
+/// @brief Filters for `list()` and `get_state_history`. Results come newest first:
+/// `co_await app.get_state_history("t", {.before = id, .limit = 5})`. Trivially destructible (the
+/// ids are held inline), so the braced spelling is safe inside `co_await` under g++ 12.
 struct list_options {
-    std::optional<std::string> before;   ///< only checkpoints older than this id
-    std::optional<std::size_t> limit;    ///< at most this many
-    std::optional<std::string> source;   ///< only this source ("loop", "update", ...)
-    std::optional<std::int64_t> step;    ///< only this step
+    id_text before;                   ///< only checkpoints older than this id (empty: any)
+    std::optional<std::size_t> limit; ///< at most this many
+    id_text source;                   ///< only this source ("loop", "update", ...; empty: any)
+    std::optional<std::int64_t> step; ///< only this step
 };
+static_assert(std::is_trivially_destructible_v<list_options>,
+              "list_options must own nothing (g++ 12 destroys braced temporaries in co_await twice)");
 
 /// @brief Checkpoints and pending writes, per thread and namespace: what the engine reads and writes
 /// during a run. Part of `saver`; code that only reads or writes checkpoints can take this interface.
