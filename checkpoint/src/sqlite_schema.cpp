@@ -153,6 +153,21 @@ CREATE TABLE cache (
     PRIMARY KEY (ns, key)
 ) WITHOUT ROWID;
 )sql";
+// Version 7: `leases` WITHOUT ROWID, one b-tree instead of a table and its primary-key index.
+// Taking a lease and giving it back each change one page, not two, so a run's two commits (the
+// lease taken with the read; the checkpoints written with the lease given back) write one WAL
+// frame less each: about 10% of an interrupt-and-resume on SQLite NORMAL. Leases held while the
+// file migrates are kept.
+constexpr const char* migration_v7 = R"sql(
+CREATE TABLE leases_v7 (
+    thread_id  TEXT PRIMARY KEY NOT NULL,
+    owner      TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO leases_v7(thread_id, owner, expires_at) SELECT thread_id, owner, expires_at FROM leases;
+DROP TABLE leases;
+ALTER TABLE leases_v7 RENAME TO leases;
+)sql";
 
 constexpr const char* sql_v1_checkpoints =
     "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
@@ -326,6 +341,7 @@ void sqlite_saver::impl::migrate() {
         {migration_v4},                                                             // -> v4
         {migration_v5},                                                             // -> v5
         {migration_v6},                                                             // -> v6
+        {migration_v7},                                                             // -> v7
     };
     static_assert(std::size(migrations) == sqlite_saver::schema_version,
                   "one migration per schema version: bump schema_version with the list");

@@ -2,6 +2,12 @@
 
 #include <stategraph/core/error.hpp>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <exception>
 #include <utility>
 
@@ -291,21 +297,29 @@ tiered_saver::acquire_and_get(const std::string& thread_id, const std::string& n
 boost::asio::awaitable<void> tiered_saver::check_front(std::string thread_id) {
     // A writer that died between the back's write and the front's left the front behind: with
     // the lease held, compare the counts and drop a front copy that differs (reads fall back).
-    // What is learnt (the front holds the thread, or only the back does) is kept for the lease.
+    // Both tiers are counted at once (one round trip's wait, not two), and the answer of
+    // `front_takes` follows from the counts, so the first write asks nothing: it is kept for the
+    // lease.
     std::string failure;
     try {
-        std::optional<bool> takes;
+        auto ex = co_await boost::asio::this_coro::executor;
         auto in_front = front_->stats(thread_id);
-        const auto f = co_await std::move(in_front);
+        auto in_back = back_->stats(thread_id);
+        auto both = boost::asio::experimental::make_parallel_group(
+            boost::asio::co_spawn(ex, std::move(in_front), boost::asio::deferred),
+            boost::asio::co_spawn(ex, std::move(in_back), boost::asio::deferred));
+        auto counted = std::move(both).async_wait(boost::asio::experimental::wait_for_all(), boost::asio::use_awaitable);
+        auto [order, front_error, f, back_error, b] = co_await std::move(counted);
+        (void)order;
+        if (front_error) std::rethrow_exception(front_error);
+        if (back_error) std::rethrow_exception(back_error);
+        bool takes = !holds_anything(b); // a front without the thread takes it only when it is new
         if (holds_anything(f)) {
-            auto in_back = back_->stats(thread_id);
-            const auto b = co_await std::move(in_back);
             if (f.checkpoints == b.checkpoints && f.writes == b.writes) {
                 takes = true;
             } else {
                 auto drop = front_->delete_thread(thread_id);
                 co_await std::move(drop);
-                if (holds_anything(b)) takes = false;
             }
         }
         std::lock_guard lock(mutex_);

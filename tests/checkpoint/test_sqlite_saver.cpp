@@ -535,10 +535,46 @@ BOOST_AUTO_TEST_CASE(a_v5_file_gains_the_cache_table) {
     }
     sqlite_saver s(options_for(path));
     raw_db raw(path);
-    BOOST_TEST(raw.integer("PRAGMA user_version") == 6);
+    BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
     h.check(s);
     run(s.cache_put("g:a", "k", boost::json::value(1), std::chrono::milliseconds(0)));
     BOOST_TEST(run(s.cache_get("g:a", "k")).has_value());
+}
+
+/// Version 7 makes `leases` a WITHOUT ROWID table (one page changed per lease taken or given
+/// back). A version-6 file keeps its history, and the leases held in it while it migrates: a
+/// lease of another host is still refused, an expired one is taken.
+BOOST_AUTO_TEST_CASE(a_v6_file_keeps_its_leases_in_a_without_rowid_table) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const history h = stored_history(path);
+    const auto far = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch() + std::chrono::hours(1))
+                         .count();
+    {
+        raw_db raw(path);
+        raw.exec("DROP TABLE leases");
+        raw.exec("CREATE TABLE leases (thread_id TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, "
+                 "expires_at INTEGER NOT NULL)"); // as versions 1 to 6 made it
+        raw.exec("INSERT INTO leases VALUES('held', 'another-host:1:abc:1', " + std::to_string(far) + ")");
+        raw.exec("INSERT INTO leases VALUES('expired', 'another-host:1:abc:1', 1)");
+        raw.exec("PRAGMA user_version = 6");
+        BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'leases' AND sql LIKE '%WITHOUT ROWID%'") == 0);
+    }
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'leases' AND sql LIKE '%WITHOUT ROWID%'") == 1);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM sqlite_schema WHERE name LIKE 'sqlite_autoindex_leases%'") == 0);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM leases") == 2);
+    h.check(s);
+    auto e = expect_error(errc::thread_busy, [&] { run(s.acquire("held")); });
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "held"), e->what());
+    run(s.acquire("expired"));
+    BOOST_TEST(raw.integer("SELECT count(*) FROM leases WHERE thread_id = 'expired' AND owner <> 'another-host:1:abc:1'") == 1);
+    run(s.release("expired"));
+    BOOST_TEST(raw.integer("SELECT count(*) FROM leases") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_tampered_or_moved_cache_entry_is_corrupt_by_name) {

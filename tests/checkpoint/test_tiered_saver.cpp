@@ -14,6 +14,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -212,6 +215,75 @@ BOOST_AUTO_TEST_CASE(writes_ask_the_front_cheaply) {
     BOOST_TEST(front->holds_calls.load() == 4);
     BOOST_TEST(run(redis->holds_thread("t")));
     BOOST_TEST(get(s, "t", "")->cp.id == cp2.id);
+}
+
+namespace {
+/// A back that says when a `stats` call has started.
+class marking_back : public forwarding_saver {
+public:
+    using forwarding_saver::forwarding_saver;
+    boost::asio::awaitable<thread_stats> stats(std::string thread_id) override {
+        entered = true;
+        co_return co_await inner().stats(std::move(thread_id));
+    }
+    std::atomic<bool> entered{false};
+};
+
+/// A front whose `stats` waits (at most 2 s) for the back's `stats` to start: it sees it start
+/// only when the tiered saver asks both at once.
+class waiting_front : public counting_front {
+public:
+    waiting_front(std::shared_ptr<saver> inner, std::shared_ptr<marking_back> back)
+        : counting_front(std::move(inner)), back_(std::move(back)) {}
+    boost::asio::awaitable<thread_stats> stats(std::string thread_id) override {
+        asio::steady_timer pause(co_await asio::this_coro::executor);
+        for (int i = 0; i < 200 && !back_->entered; ++i) {
+            pause.expires_after(10ms);
+            co_await pause.async_wait(asio::use_awaitable);
+        }
+        saw_back_started = back_->entered.load();
+        co_return co_await counting_front::stats(std::move(thread_id));
+    }
+    std::atomic<bool> saw_back_started{false};
+
+private:
+    std::shared_ptr<marking_back> back_;
+};
+} // namespace
+
+/// `acquire` counts the thread in both tiers at once, and what it learns settles whether the
+/// front takes the writes: the writes under the lease ask the front nothing more. A new thread
+/// goes to both tiers; a thread the back alone holds stays out of the front.
+BOOST_AUTO_TEST_CASE(acquire_counts_both_tiers_at_once_and_writes_ask_nothing) {
+    auto redis = redis_testing::make_saver(options_with(fresh_prefix()));
+    auto back = std::make_shared<marking_back>(pg::make_saver(pg::options_for(pg::fresh_schema())));
+    auto front = std::make_shared<waiting_front>(redis, back);
+    tiered_saver s(front, back);
+
+    run(s.acquire("new"));
+    BOOST_TEST(front->saw_back_started.load()); // asked at once, not one after the other
+    BOOST_TEST(front->stats_calls.load() == 1);
+    auto cp1 = next_cp(nullptr, 0, "input", json::object{{"a", 1}});
+    put(s, "new", "", cp1);
+    auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    put(s, "new", "", cp2);
+    BOOST_TEST(front->holds_calls.load() == 0);
+    BOOST_TEST(run(redis->holds_thread("new"))); // a new thread: the front has it from its first write
+    BOOST_TEST(run(redis->get("new", "", std::nullopt))->cp.id == cp2.id);
+    run(s.release("new"));
+
+    // Only the back holds "old" (the front lost it): the writes under the lease skip the front.
+    auto o1 = next_cp(nullptr, 0, "input", json::object{{"b", 1}});
+    put(*back, "old", "", o1);
+    back->entered = false;
+    run(s.acquire("old"));
+    BOOST_TEST(front->saw_back_started.load());
+    auto o2 = next_cp(&o1, 1, "loop", json::object{{"b", 2}});
+    put(s, "old", "", o2);
+    BOOST_TEST(front->holds_calls.load() == 0);
+    BOOST_TEST(!run(redis->holds_thread("old")));
+    BOOST_TEST(get(s, "old", "")->cp.id == o2.id); // read from the back
+    run(s.release("old"));
 }
 
 /// A front that cannot be reached fails the calls that ask it, writes included (they ask it

@@ -132,7 +132,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 6;
+    static constexpr int schema_version = 7;
     /// @brief Whether this build can encrypt (it was built with libsodium: `STATEGRAPH_WITH_SODIUM`).
     static bool encryption_available() noexcept;
 

@@ -10,9 +10,11 @@
 ///   ...) fails the call with nothing written to the front. Then the front gets the same write,
 ///   but only when it holds the thread (or the thread is new: the back had nothing of it either),
 ///   asked with `holds_thread` (on Redis one `EXISTS`; never `stats`, which reads every value).
-///   While this saver holds the thread's lease (`acquire` to `release`) the answer is asked once
-///   and kept, not asked again before every write: a step then costs one round trip to each tier,
-///   not two to the front. The kept answer is forgotten by this saver's own `delete_thread`,
+///   While this saver holds the thread's lease (`acquire` to `release`) the answer is known from
+///   the two tiers' counts, which `acquire` reads at once (both in one round trip's wait), and
+///   kept, not asked again before every write: a step then costs one round trip to each tier,
+///   not two to the front, and an invoke five round trips' waits (the lease and the back's read;
+///   the counts; the back's write; the front's; the lease given back). The kept answer is forgotten by this saver's own `delete_thread`,
 ///   `prune`, `rewind_thread`, `copy_thread` (its target), `sweep` and by a front write that
 ///   failed (the thread is then dropped from the front and stays out of it for the lease).
 ///   So the front holds, per thread, either everything the back holds or nothing at all: a thread
