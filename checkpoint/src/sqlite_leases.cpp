@@ -69,6 +69,7 @@ bool sqlite_saver::impl::leased(const std::string& thread, std::int64_t now) {
 }
 
 void sqlite_saver::impl::acquire(const std::string& thread) {
+    lease_only_commit unsynced(*this);
     transaction t(*this, true, thread, "taking the thread's lease");
     take_lease(thread);
     t.commit();
@@ -78,6 +79,7 @@ void sqlite_saver::impl::acquire(const std::string& thread) {
 
 std::optional<checkpoint_tuple> sqlite_saver::impl::acquire_and_get(const std::string& thread, const std::string& ns,
                                                                     const std::optional<std::string>& checkpoint_id) {
+    lease_only_commit unsynced(*this); // the read writes nothing
     transaction t(*this, true, thread, "taking the thread's lease");
     take_lease(thread);
     auto got = get(thread, ns, checkpoint_id); // its transaction nested in `t`
@@ -128,6 +130,7 @@ void sqlite_saver::impl::renew_held() noexcept {
         std::lock_guard lock(mutex);
         if (held.size() == lost.size()) return;
         static const std::string none;
+        lease_only_commit unsynced(*this);
         transaction t(*this, true, none, "renewing leases");
         const auto until = now_ms() + lease_ms();
         for (const auto& thread : held) {
@@ -143,6 +146,7 @@ void sqlite_saver::impl::renew_held() noexcept {
 }
 
 std::optional<std::string> sqlite_saver::impl::break_lease(const std::string& thread) {
+    lease_only_commit unsynced(*this);
     transaction t(*this, true, thread, "breaking the thread's lease");
     std::optional<std::string> holder;
     {
@@ -168,6 +172,7 @@ void sqlite_saver::impl::delete_lease(const std::string& thread) {
 }
 
 void sqlite_saver::impl::release(const std::string& thread) {
+    lease_only_commit unsynced(*this);
     transaction t(*this, true, thread, "releasing the thread's lease");
     delete_lease(thread);
     t.commit();

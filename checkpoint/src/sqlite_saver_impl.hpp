@@ -336,6 +336,34 @@ struct sqlite_saver::impl {
         bool done_ = false;
     };
 
+    /// Around a transaction that only takes, renews, gives back or breaks leases (declared
+    /// before it, so it outlives it): with `sync_mode::full` the commit skips its fsync
+    /// (`PRAGMA synchronous = NORMAL` for that one transaction). A lease needs no durability
+    /// across a power loss, which ends every holder with the host; the next data commit's fsync
+    /// covers its WAL frames anyway, and SQLite's WAL recovery drops a torn tail. Inside a
+    /// batch's transaction it does nothing: the batch commits as the file is set. Should setting
+    /// FULL back fail, the file takes no more writes (`damage`): none may commit unsynced.
+    class lease_only_commit {
+    public:
+        explicit lease_only_commit(impl& owner)
+            : im_(owner), lowered_(owner.opt.synchronous == sqlite_options::sync_mode::full &&
+                                   sqlite3_get_autocommit(owner.db.get()) &&
+                                   sqlite3_exec(owner.db.get(), "PRAGMA synchronous = NORMAL", nullptr, nullptr,
+                                                nullptr) == SQLITE_OK) {}
+        lease_only_commit(const lease_only_commit&) = delete;
+        lease_only_commit& operator=(const lease_only_commit&) = delete;
+        ~lease_only_commit() {
+            if (lowered_ &&
+                sqlite3_exec(im_.db.get(), "PRAGMA synchronous = FULL", nullptr, nullptr, nullptr) != SQLITE_OK &&
+                !im_.damage)
+                im_.damage = "setting PRAGMA synchronous = FULL back after a lease's commit failed";
+        }
+
+    private:
+        impl& im_;
+        bool lowered_;
+    };
+
     /// A graph version is in `graphs` once `t` committed: at once, or when the batch does.
     void graph_stored(const transaction& t, const std::string& version) {
         if (t.nested()) batch_graphs.push_back(version);

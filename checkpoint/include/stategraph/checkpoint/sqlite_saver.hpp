@@ -64,7 +64,9 @@ struct sqlite_options {
     /// (private to the saver, no WAL, no cross-process sharing).
     std::string path;
     /// @brief `PRAGMA synchronous`: `normal` is durable across process crashes in WAL mode;
-    /// `full` also across power loss; `off` leaves syncing to the OS.
+    /// `full` also across power loss; `off` leaves syncing to the OS. With `full`, a commit that
+    /// only takes, renews, gives back or breaks a lease is not synced (no holder outlives a power
+    /// loss, and the next data commit syncs its frames): one fsync per run, not two.
     enum class sync_mode { off, normal, full } synchronous = sync_mode::normal;
     /// @brief How long to wait for another connection's write lock before `thread_busy`.
     std::chrono::milliseconds busy_timeout{5000};
