@@ -193,7 +193,7 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
     inline_rows.clear();
 
     transaction t(*this, true, thread, "saving a checkpoint");
-    check_lease(thread, now_ms());
+    check_lease_once(thread, now_ms());
     {
         // Every buffer bound here outlives `s` (declared above it or owned by the caller).
         stmt s(*this, sql_put_checkpoint, thread, "saving a checkpoint");
@@ -245,6 +245,8 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
 
 void sqlite_saver::impl::put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
     transaction t(*this, true, thread, "saving checkpoints");
+    std::optional<one_lease_check> fenced;
+    if (!cps.empty()) fenced.emplace(*this, thread); // once for the whole batch
     const auto graphs_before = batch_graphs.size();
     for (const auto& cp : cps) put(thread, ns, cp); // each one's transaction nested in `t`
     t.commit();
@@ -257,7 +259,7 @@ void sqlite_saver::impl::put_many(const std::string& thread, const std::string& 
 void sqlite_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                     const std::vector<pending_write>& writes) {
     transaction t(*this, true, thread, "saving pending writes");
-    check_lease(thread, now_ms());
+    check_lease_once(thread, now_ms());
     for (const auto& w : writes) {
         const std::string text = protect(boost::json::serialize(w.value),
                                          {thread, ns, checkpoint_id, w.task_id, w.task_name, w.channel});
@@ -271,6 +273,8 @@ void sqlite_saver::impl::put_writes(const std::string& thread, const std::string
 
 void sqlite_saver::impl::end_call(const std::string& thread, const std::string& ns, const saver::call_end& end) {
     transaction t(*this, true, thread, "saving the call's last writes");
+    std::optional<one_lease_check> fenced;
+    if (!end.checkpoints.empty() || !end.writes.empty()) fenced.emplace(*this, thread); // once for them all
     const auto graphs_before = batch_graphs.size();
     for (const auto& cp : end.checkpoints) put(thread, ns, cp); // each one's transaction nested in `t`
     if (!end.writes.empty()) put_writes(thread, ns, end.writes_to, end.writes);

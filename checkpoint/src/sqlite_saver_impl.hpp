@@ -567,6 +567,35 @@ struct sqlite_saver::impl {
     /// thread's lease and it is no longer ours, with `thread_busy` while another owner holds a live
     /// lease (unless that owner is provably gone); renews our own.
     void check_lease(const std::string& thread, std::int64_t now);
+    /// `check_lease`, unless a call writing several things to `thread` in one transaction
+    /// checked it already (`one_lease_check`): inside the write transaction the lease cannot
+    /// change, so `end_call` and `put_many` read it once, not once per checkpoint.
+    void check_lease_once(const std::string& thread, std::int64_t now) {
+        if (lease_checked && *lease_checked == thread) return;
+        check_lease(thread, now);
+    }
+    /// The thread whose lease the current write transaction has checked (nullptr: none).
+    const std::string* lease_checked = nullptr;
+    /// Checks `thread`'s lease once for the writes made in its scope (inside their transaction).
+    class one_lease_check {
+    public:
+        one_lease_check(impl& owner, const std::string& thread) : im_(owner) {
+            im_.check_lease_once(thread, sqlite_detail::now_ms());
+            if (!im_.lease_checked) {
+                im_.lease_checked = &thread;
+                set_ = true;
+            }
+        }
+        one_lease_check(const one_lease_check&) = delete;
+        one_lease_check& operator=(const one_lease_check&) = delete;
+        ~one_lease_check() {
+            if (set_) im_.lease_checked = nullptr;
+        }
+
+    private:
+        impl& im_;
+        bool set_ = false;
+    };
 
     std::int64_t lease_ms() const {
         return std::chrono::duration_cast<std::chrono::milliseconds>(opt.lease_ttl).count();
