@@ -281,11 +281,22 @@ boost::asio::awaitable<size_result> measure_size(compiled_graph<St> g, counting_
 }
 
 // ---- supervisor: one complex turn, one blocking turn (interrupt, then resume) ---------------
+/// `counter` and `calls`: each turn's saver calls; `trips` and `trip_counts`: each turn's round
+/// trips to a server checkpointer (both untimed runs only).
 boost::asio::awaitable<samples> supervisor_once(compiled_graph<supervisor::state> g, bool has_saver,
                                                 counting_saver* counter = nullptr,
-                                                boost::json::object* calls = nullptr) {
+                                                boost::json::object* calls = nullptr,
+                                                const std::function<std::uint64_t()>* trips = nullptr,
+                                                boost::json::object* trip_counts = nullptr) {
     namespace sup = supervisor;
     samples out;
+    std::uint64_t trips_at = trips ? (*trips)() : 0;
+    auto count_trips = [&](const char* turn) {
+        if (!trips) return;
+        const auto now = (*trips)();
+        (*trip_counts)[turn] = now - trips_at;
+        trips_at = now;
+    };
     std::string t = fresh_thread("sup-complex");
     run_config cfg = invoke_config(t);
     auto in = sup::turn_input(sup::complex_message, t);
@@ -295,6 +306,7 @@ boost::asio::awaitable<samples> supervisor_once(compiled_graph<supervisor::state
     sup::check_complex_result(rc);
     out["us_complex_turn"] = t1 - t0;
     if (counter) (*calls)["complex_turn"] = counter->take_calls().json();
+    count_trips("complex_turn");
     if (!has_saver) co_return out;
 
     t = fresh_thread("sup-blocking");
@@ -311,6 +323,7 @@ boost::asio::awaitable<samples> supervisor_once(compiled_graph<supervisor::state
     sup::check_blocking_end(rr);
     out["us_blocking_turn"] = (t1 - t0) + (t3 - t2);
     if (counter) (*calls)["blocking_turn"] = counter->take_calls().json();
+    count_trips("blocking_turn");
     co_return out;
 }
 
@@ -519,17 +532,20 @@ void add_scenarios(std::vector<scenario>& out) {
             drive(*io, supervisor::validate(g, has_saver, fresh_thread("sup")));
             // One untimed complex turn and blocking turn through a counting saver.
             auto calls = std::make_shared<boost::json::object>();
+            auto trips = std::make_shared<boost::json::object>();
             if (has_saver) {
                 auto counter = std::make_shared<counting_saver>(ctx.cp->saver);
                 auto counted = supervisor::build(counter);
-                drive(*io, supervisor_once(counted, true, counter.get(), calls.get()));
+                const auto* rt = ctx.cp->round_trips ? &ctx.cp->round_trips : nullptr;
+                drive(*io, supervisor_once(counted, true, counter.get(), calls.get(), rt, trips.get()));
             }
             bench_run b;
             b.run = [io, g, has_saver] { return drive(*io, supervisor_once(g, has_saver)); };
-            b.detail = [calls] {
+            b.detail = [calls, trips] {
                 boost::json::object d;
                 d["validated"] = "complex, blocking and checked-only paths, checkpoint counts 23/14/16";
                 if (!calls->empty()) d["saver_calls_per_turn"] = *calls;
+                if (!trips->empty()) d["round_trips_per_turn"] = *trips;
                 return d;
             };
             return b;
