@@ -14,9 +14,10 @@
 ///   the two tiers' counts, which `acquire` reads at once (both in one round trip's wait), and
 ///   kept, not asked again before every write: a step then costs one round trip to each tier,
 ///   not two to the front, and an invoke five round trips' waits (the lease and the back's read;
-///   the counts; the back's write; the front's; the lease given back). The kept answer is forgotten by this saver's own `delete_thread`,
-///   `prune`, `rewind_thread`, `copy_thread` (its target), `sweep` and by a front write that
-///   failed (the thread is then dropped from the front and stays out of it for the lease).
+///   the counts; the back's write; the front's; the lease given back). The kept answer is
+///   forgotten by this saver's own `delete_thread`, `prune`, `rewind_thread`, `copy_thread` (its
+///   target), `sweep` and by a front write that failed (the thread is then dropped from the
+///   front and stays out of it for the lease).
 ///   So the front holds, per thread, either everything the back holds or nothing at all: a thread
 ///   that the front lost (evicted, `FLUSHDB`, its TTL) is not written there half again, and stays
 ///   served by the back. When the front fails a write after the back took it, the thread is
