@@ -6,17 +6,18 @@
 //
 //   node load.mjs --url http://127.0.0.1:PORT --side cpp|langgraphjs [--seconds 10] [--clients 64]
 //                 [--streams 200] [--stream-seconds 5]
-//                 [--warmup-seconds 2] [--smoke]
+//                 [--warmup-seconds 2] [--checkpointer memory] [--smoke]
 // Prints one JSON line in the shape of the other bench rows (scenario "server", checkpointer
-// "memory"). Every reply is checked (21 nodes ran, the complex turn's answer); a wrong answer or
-// an HTTP error fails the run.
+// as --checkpointer says: what the server behind the URL stores its checkpoints in). Every reply
+// is checked (21 nodes ran, the complex turn's answer); a wrong answer or an HTTP error fails the
+// run.
 import http from "node:http";
 import { createRequire } from "node:module";
 import "./hook.mjs";
 
 const { COMPLEX_MESSAGE } = await import("../langgraphjs/lib/supervisor.mjs");
 
-const a = { url: "", side: "", seconds: "10", clients: "64", streams: "200", "stream-seconds": "5", "warmup-seconds": "2", smoke: false };
+const a = { url: "", side: "", seconds: "10", clients: "64", streams: "200", "stream-seconds": "5", "warmup-seconds": "2", checkpointer: "memory", smoke: false };
 for (let i = 2; i < process.argv.length; i++) {
   const k = process.argv[i].replace(/^--/, "");
   if (k === "smoke") a.smoke = true;
@@ -145,7 +146,7 @@ const rate = lat.length / elapsed;
 const require = createRequire(import.meta.url);
 console.log(JSON.stringify({
   scenario: "server",
-  checkpointer: "memory",
+  checkpointer: a.checkpointer,
   side: a.side,
   metrics: [
     { metric: "runs_wait_per_s_64_clients", unit: "1/s", median: r3(rate), n: lat.length },

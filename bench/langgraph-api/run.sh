@@ -6,6 +6,13 @@
 #
 # Writes OUT_DIR/cpp/server.memory.json and OUT_DIR/js/server.memory.json (one JSON line each, the
 # shape of the other bench rows) and the servers' logs next to them. Exit 1 when a side fails.
+#
+# The C++ server also runs with its checkpoints in SQLite (STATEGRAPH_BENCH_SERVER_CHECKPOINTERS,
+# default "memory sqlite_normal postgres"; sqlite_normal is a file in OUT_DIR, postgres needs
+# STATEGRAPH_BENCH_POSTGRES), C++ only: the LangGraph JS server keeps its checkpoints in memory.
+# Before each C++ server, `stategraph_bench_server --in-process` measures the same graph on the
+# same kind of store invoked in process (OUT_DIR/cpp/server_in_process.KIND.json): the rate the
+# server's /runs/wait is compared with.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$1" out="$2"
@@ -21,10 +28,11 @@ load_opts=("$@")
 
 # run_side SIDE DIR CMD...: start CMD (it prints "listening PORT"), drive it with load.mjs and
 # the options given to this script, stop it.
+# run_side SIDE DIR KIND CMD...: as above, the row labelled with checkpointer KIND.
 run_side() {
-  local side="$1" dir="$2"
-  shift 2
-  local log="$out/$dir/server.memory.server-log"
+  local side="$1" dir="$2" kind="$3"
+  shift 3
+  local log="$out/$dir/server.$kind.server-log"
   "$@" >"$log" 2>&1 &
   pid=$!
   local port="" i
@@ -37,17 +45,45 @@ run_side() {
   if [ -z "$port" ]; then
     say "  $side server did not start: $(tail -n 3 "$log")"; stop_server; return 1
   fi
-  local f="$out/$dir/server.memory.json"
-  if ! (cd "$here" && node load.mjs --url "http://127.0.0.1:$port" --side "$side" "${load_opts[@]}") >"$f" 2>"$f.err"; then
+  local f="$out/$dir/server.$kind.json"
+  if ! (cd "$here" && node load.mjs --url "http://127.0.0.1:$port" --side "$side" --checkpointer "$kind" "${load_opts[@]}") >"$f" 2>"$f.err"; then
     say "  $side FAILED: $(tail -n 3 "$f.err")"; rm -f "$f"; stop_server; return 1
   fi
   stop_server
 }
 
+# The in-process rate for KIND (ARGS: the checkpointer's arguments), before its server runs.
+in_process() {
+  local kind="$1"
+  shift
+  local secs=4 f="$out/cpp/server_in_process.$kind.json"
+  [[ " ${load_opts[*]} " == *" --smoke "* ]] && secs=0.6
+  if ! "$bin" "$@" --label "$kind" --in-process "$secs" >"$f" 2>"$f.err"; then
+    say "  in process ($kind) FAILED: $(tail -n 3 "$f.err")"; rm -f "$f"; return 1
+  fi
+}
+
+kinds="${STATEGRAPH_BENCH_SERVER_CHECKPOINTERS:-memory sqlite_normal postgres}"
 failed=0
-say "server / memory (C++: stategraph_bench_server)"
-run_side cpp cpp "$bin" --port 0 || failed=1
-say "server / memory (LangGraph.js: @langchain/langgraph-api, in-memory)"
-# LOG_LEVEL=warn: the server's per-request info log off, in its favour.
-run_side langgraphjs js env LOG_LEVEL=warn node "$here/server.mjs" --port 0 || failed=1
+for kind in $kinds; do
+  args=()
+  case "$kind" in
+    memory) ;;
+    sqlite_normal) rm -f "$out/server-sqlite.db"*; args=(--checkpointer sqlite --db "$out/server-sqlite.db") ;;
+    postgres)
+      if [ -z "${STATEGRAPH_BENCH_POSTGRES:-}" ]; then say "server / postgres: no STATEGRAPH_BENCH_POSTGRES, skipped"; continue; fi
+      args=(--checkpointer postgres --postgres "$STATEGRAPH_BENCH_POSTGRES") ;;
+    *) say "server / $kind: unknown checkpointer (memory, sqlite_normal or postgres)"; failed=1; continue ;;
+  esac
+  say "server / $kind (C++: stategraph_bench_server; first the same graph in process)"
+  in_process "$kind" "${args[@]}" || failed=1
+  [ "$kind" = sqlite_normal ] && rm -f "$out/server-sqlite.db"*
+  run_side cpp cpp "$kind" "$bin" "${args[@]}" --port 0 || failed=1
+  if [ "$kind" = memory ]; then
+    say "server / memory (LangGraph.js: @langchain/langgraph-api, in-memory)"
+    # LOG_LEVEL=warn: the server's per-request info log off, in its favour.
+    run_side langgraphjs js memory env LOG_LEVEL=warn node "$here/server.mjs" --port 0 || failed=1
+  fi
+done
+rm -f "$out/server-sqlite.db"*
 exit "$failed"

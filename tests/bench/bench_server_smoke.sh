@@ -2,7 +2,9 @@
 # bench_server_smoke: stategraph_bench_server (the server rows' C++ side) serves the benchmark
 # supervisor graph: one stateless /runs/wait runs the complex turn (21 nodes, its answer), one
 # /runs/stream starts with the metadata event and ends with those values, a bad checkpointer is
-# refused with exit 2 naming it. The load itself (scripts/bench --only server) is not run here.
+# refused with exit 2 naming it, and --in-process (the rate the server rows are compared with)
+# runs the same turn on memory and on an SQLite file and prints both rates under its label. The
+# load itself (scripts/bench --only server) is not run here.
 #
 #   bench_server_smoke.sh STATEGRAPH_BENCH_SERVER WORK_DIR
 set -uo pipefail
@@ -40,4 +42,20 @@ grep -q 'synthesized 3 agent results' <<<"$stream_out" || fail "/runs/stream: th
 rc=$?
 [ "$rc" -eq 2 ] || fail "an unknown checkpointer exited $rc, not 2"
 grep -q "unknown checkpointer 'nonsense'" "$dir/bad.out" || fail "the usage error does not name the checkpointer: $(cat "$dir/bad.out")"
+# --in-process: one JSON line, both rates counted from turns that ran (each turn's answer is checked).
+for kind in memory sqlite; do
+  args=(--label "smoke_$kind" --in-process 0.4)
+  [ "$kind" = sqlite ] && { rm -f "$dir/in_process.db"*; args=(--checkpointer sqlite --db "$dir/in_process.db" "${args[@]}"); }
+  out="$("$bin" "${args[@]}" 2>"$dir/in_process.err")" || fail "--in-process on $kind: exit $?: $(tail -n 3 "$dir/in_process.err")"
+  grep -q "\"checkpointer\":\"smoke_$kind\"" <<<"$out" || fail "--in-process on $kind: not labelled smoke_$kind: $out"
+  for metric in in_process_runs_per_s in_process_runs_per_s_64_in_flight; do
+    n="$(grep -o "\"metric\":\"$metric\",[^}]*\"n\":[0-9]*" <<<"$out" | grep -o '[0-9]*$')"
+    [ -n "$n" ] && [ "$n" -gt 0 ] || fail "--in-process on $kind: no turns counted for $metric: $out"
+  done
+done
+rm -f "$dir/in_process.db"*
+"$bin" --checkpointer postgres --in-process 1 >"$dir/bad_pg.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "--checkpointer postgres without --postgres exited $rc, not 2"
+grep -Eq "needs --postgres URL|unknown checkpointer 'postgres'" "$dir/bad_pg.out" || fail "postgres without a URL: $(cat "$dir/bad_pg.out")"
 echo "bench_server_smoke: ok (port $port)"
