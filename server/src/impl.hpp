@@ -51,6 +51,12 @@ struct live_run {
     run_record rec;
     std::set<std::string> modes; ///< stream modes asked for (event names)
     bool subgraphs = false;
+    /// A /runs/wait run that asked for no stream mode and is not `stream_resumable`: the engine
+    /// builds no per-step event for it, and it records only its metadata, its final values (the
+    /// answer, with `__interrupt__` when it stopped at one) and an error. A stream joining it sees
+    /// those (LangGraph keeps no events of a run that is not resumable). Not quiet when a thread
+    /// stream watches its thread on the instance that claims it (`thread_watchers`).
+    bool quiet = false;
     std::shared_ptr<net::cancellation_signal> cancel = std::make_shared<net::cancellation_signal>();
     std::string cancel_action; ///< "", "interrupt", "rollback": asked to stop
     bool lost = false;         ///< another instance took the run over: write nothing more
@@ -89,6 +95,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
     /// waiter reads the store).
     std::map<std::string, run_record> ended_here;
     waiter_list runs_changed;  ///< thread streams: a run was queued or ended (here or, notified, elsewhere)
+    /// thread key -> how many thread streams (`GET /threads/{id}/stream`) are open on this
+    /// instance: a quiet run of such a thread that starts here records its steps' events.
+    std::map<std::string, int> thread_watchers;
     /// Waiters of single runs, besides their own `run_watch` list: news that names no run
     /// (claims expired, runs ended by a sweep). A waiter is not woken by other runs' news (with
     /// many clients waiting, each notification would otherwise re-read every waiting run).

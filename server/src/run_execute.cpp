@@ -70,7 +70,7 @@ awaitable<void> server::impl::flush_all(std::shared_ptr<live_run> run) {
 }
 
 void server::impl::on_engine_event(live_run& run, const stream_event& e) {
-    if (!run.cancel_action.empty() || run.lost) return;
+    if (!run.cancel_action.empty() || run.lost || run.quiet) return;
     if (!e.ns.empty() && !run.subgraphs) return;
     if (e.mode == stream_mode::messages && run.modes.count(legacy_messages_mode)) record_legacy_messages(run, e);
     if (e.mode == stream_mode::messages && !run.modes.count("messages")) {
@@ -214,12 +214,14 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                         if (n.is_string()) names.emplace_back(n.get_string());
                     (std::string_view(k) == "interrupt_before" ? req.interrupt_before : req.interrupt_after) = std::move(names);
                 }
-            req.modes = stream_mode::values | stream_mode::updates;
+            // A quiet run (a /runs/wait's) has no per-step events: its final values are recorded below.
+            req.modes = run->quiet ? stream_mode::none : stream_mode::values | stream_mode::updates;
             static const std::map<std::string, stream_mode> engine_modes = {
                 {"custom", stream_mode::custom}, {"tasks", stream_mode::tasks}, {"checkpoints", stream_mode::checkpoints},
                 {"debug", stream_mode::debug},   {"messages", stream_mode::messages}, {legacy_messages_mode, stream_mode::messages}};
-            for (const auto& m : run->modes)
-                if (auto it = engine_modes.find(m); it != engine_modes.end()) req.modes = req.modes | it->second;
+            if (!run->quiet)
+                for (const auto& m : run->modes)
+                    if (auto it = engine_modes.find(m); it != engine_modes.end()) req.modes = req.modes | it->second;
             if (run->langchain_events) {
                 req.modes = req.modes | stream_mode::tasks | stream_mode::messages;
                 const auto* in = rec.spec.if_contains("input");
@@ -243,6 +245,10 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     // The output schema when the graph declares one (as the values events show it).
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     v[reserved::interrupt] = interrupts_json(outcome.interrupts);
+                    self->record(*run, "values", v);
+                } else if (outcome.status == run_status::done && run->quiet && run->cancel_action.empty()) {
+                    // A quiet run: its answer, the final state, is its one values event.
+                    json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     self->record(*run, "values", v);
                 } else if (outcome.status == run_status::done && resumed && run->last_values.empty() &&
                            run->cancel_action.empty()) {

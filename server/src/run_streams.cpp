@@ -108,9 +108,32 @@ awaitable<bool> server::impl::relay_events(call& c, std::string run_id, std::set
     }
 }
 
+namespace {
+
+/// A thread stream open on this instance, counted in `impl::thread_watchers` while it lives.
+class thread_watch {
+public:
+    thread_watch(std::map<std::string, int>& watchers, std::string key) : watchers_(watchers), key_(std::move(key)) {
+        ++watchers_[key_];
+    }
+    thread_watch(const thread_watch&) = delete;
+    thread_watch& operator=(const thread_watch&) = delete;
+    ~thread_watch() {
+        if (auto it = watchers_.find(key_); it != watchers_.end() && --it->second <= 0) watchers_.erase(it);
+    }
+
+private:
+    std::map<std::string, int>& watchers_;
+    std::string key_;
+};
+
+} // namespace
+
 awaitable<void> server::impl::relay_thread(call& c, thread_record th, std::optional<std::set<std::string>> modes) {
     header_list none;
     c.keep_alive = false; // open until the client leaves or the server stops: no second request
+    // Counted before the first await: a quiet run of this thread claimed from now on records its steps.
+    const thread_watch watching(thread_watchers, th.key);
     if (!co_await begin_chunked(c, "text/event-stream", std::move(none))) co_return;
     // The runs queued after `last` are relayed in order, starting with the one in flight.
     std::int64_t last = 0;

@@ -68,6 +68,8 @@ awaitable<void> server::impl::dispatch_loop(std::shared_ptr<impl> self) {
                 live->rec = std::move(r);
                 live->modes = modes_of(live->rec.spec);
                 live->subgraphs = flag_of(live->rec.spec, "subgraphs");
+                // Quiet unless a thread stream watches its thread here (one elsewhere sees its end only).
+                live->quiet = flag_of(live->rec.spec, "quiet") && !self->thread_watchers.count(live->rec.thread_key);
                 live->langchain_events = live->modes.count("events") != 0;
                 self->local[live->rec.run_id] = live;
                 auto sig = live->cancel;

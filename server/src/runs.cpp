@@ -135,7 +135,13 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     run.assistant_id = a->assistant_id;
     run.graph_id = a->spec.graph_id;
     run.owner = c.owner;
+    const bool modes_asked = field(body, "stream_mode") != nullptr && !field(body, "stream_mode")->is_null();
     auto modes = parse_modes(field(body, "stream_mode"));
+    bool resumable = false;
+    if (auto* r = field(body, "stream_resumable"); r && !r->is_null()) {
+        if (!r->is_bool()) wrong_type("stream_resumable", "a boolean", *r);
+        resumable = r->get_bool();
+    }
     bool subgraphs = false;
     if (auto* s = field(body, "stream_subgraphs")) {
         if (!s->is_bool()) wrong_type("stream_subgraphs", "a boolean", *s);
@@ -315,6 +321,10 @@ awaitable<void> server::impl::create_run(call& c, bool stateless, const std::str
     for (const auto& m : modes) mode_list.push_back(json::string(m));
     spec["modes"] = mode_list;
     spec["subgraphs"] = subgraphs;
+    // A run made by /runs/wait, asking for no stream mode and not resumable, keeps no event of
+    // its steps: its caller waits for its end only. It records its metadata and its final values
+    // (the answer); the engine builds no per-step event for it (see live_run::quiet).
+    if (how == "wait" && !modes_asked && !resumable) spec["quiet"] = true;
     spec["stateless"] = stateless;
     spec["keep_thread"] = keep_thread;
     spec["cancel_on_disconnect"] = cancel_on_disconnect;

@@ -1766,6 +1766,99 @@ BOOST_AUTO_TEST_CASE(events_kept_per_run_are_bounded) {
     BOOST_TEST(get(s.port, "/threads/" + tid + "/runs/" + rid + "/stream", {{"Last-Event-ID", "2"}}).status == 200u);
 }
 
+// A run made by /runs/wait that asks for no stream mode and is not stream_resumable keeps no event
+// of its steps (LangGraph keeps no events of a run that is not resumable; its waiter needs the end
+// only): joined, its stream is its metadata and its final values, the answer, also while it runs.
+// stream_resumable, or a stream_mode given, keeps every step's events; an interrupted wait run's
+// one values event carries the interrupt; a stream_resumable that is not a boolean is a 422.
+BOOST_AUTO_TEST_CASE(a_wait_run_keeps_its_answer_not_its_steps) {
+    running_server s(test_options());
+    const auto run_of = [](const reply& r) {
+        const std::string loc = r.headers.count("Content-Location") ? r.headers.at("Content-Location") : std::string();
+        return loc.substr(loc.rfind('/') + 1);
+    };
+    const auto joined = [&](const std::string& tid, const std::string& rid, const std::string& query = "") {
+        auto r = get(s.port, "/threads/" + tid + "/runs/" + rid + "/stream" + query);
+        BOOST_TEST_REQUIRE(r.status == 200u, r.body);
+        return parse_sse(r.body);
+    };
+    const auto count = [](const std::vector<sse>& es, const std::string& name) {
+        return std::count_if(es.begin(), es.end(), [&](const sse& e) { return e.event == name; });
+    };
+
+    // Quiet: the answer, then a join that replays only the metadata and that answer.
+    auto tid = new_thread(s.port);
+    auto w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}});
+    BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+    const auto answer = json::parse(w.body);
+    BOOST_TEST(answer.at("log") == (json::array{"work", "ask"}));
+    auto events = joined(tid, run_of(w));
+    BOOST_TEST_REQUIRE(events.size() == 2u);
+    BOOST_TEST(events[0].event == "metadata");
+    BOOST_TEST(events[0].data.at("run_id").as_string() == run_of(w));
+    BOOST_TEST(events[1].event == "values");
+    BOOST_TEST(events[1].data == answer);
+    BOOST_TEST(count(joined(tid, run_of(w), "?stream_mode=updates"), "updates") == 0); // none kept
+    BOOST_TEST(get(s.port, "/threads/" + tid + "/state").json().at("values") == answer); // the thread's values follow
+
+    // stream_resumable: every step's values and updates are kept.
+    tid = new_thread(s.port);
+    w = post(s.port, "/threads/" + tid + "/runs/wait",
+             json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"stream_resumable", true}});
+    BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+    BOOST_TEST(json::parse(w.body) == answer);
+    events = joined(tid, run_of(w));
+    BOOST_TEST(count(events, "values") == 3); // the input, work, ask
+    BOOST_TEST(events.back().data == answer);
+    BOOST_TEST(count(joined(tid, run_of(w), "?stream_mode=updates"), "updates") == 2);
+
+    // A stream mode asked for: its events are kept too.
+    tid = new_thread(s.port);
+    w = post(s.port, "/threads/" + tid + "/runs/wait",
+             json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"stream_mode", json::array{"updates"}}});
+    BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+    BOOST_TEST(json::parse(w.body) == answer);
+    BOOST_TEST(count(joined(tid, run_of(w)), "updates") == 2);
+
+    // Interrupted: the one values event is the answer with its interrupt; the resume is quiet too.
+    tid = new_thread(s.port);
+    w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "ask"}}}});
+    BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+    const auto stopped = json::parse(w.body);
+    BOOST_TEST(stopped.at("__interrupt__").at(0).at("value").as_string() == "approve?");
+    events = joined(tid, run_of(w));
+    BOOST_TEST_REQUIRE(events.size() == 2u);
+    BOOST_TEST(events[1].data == stopped);
+    w = post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"command", json::object{{"resume", "yes"}}}});
+    BOOST_TEST_REQUIRE(w.status == 200u, w.body);
+    BOOST_TEST(json::parse(w.body).at("answer").as_string() == "yes");
+    BOOST_TEST(joined(tid, run_of(w)).size() == 2u);
+
+    // Joined while it runs (work takes a second on "slow"): the metadata, then the final values.
+    tid = new_thread(s.port);
+    auto waiting = std::async(std::launch::async, [&, tid] {
+        return post(s.port, "/threads/" + tid + "/runs/wait", json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "slow"}}}});
+    });
+    std::string rid;
+    for (int i = 0; i < 200 && rid.empty(); ++i) { // bounded: 2 s
+        auto runs = get(s.port, "/threads/" + tid + "/runs").json().as_array();
+        if (!runs.empty()) rid = std::string(runs[0].at("run_id").as_string());
+        else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    BOOST_TEST_REQUIRE(!rid.empty());
+    events = joined(tid, rid);
+    auto slow = waiting.get();
+    BOOST_TEST_REQUIRE(slow.status == 200u, slow.body);
+    BOOST_TEST_REQUIRE(events.size() == 2u);
+    BOOST_TEST(events[0].event == "metadata");
+    BOOST_TEST(events[1].data == json::parse(slow.body));
+
+    auto bad = post(s.port, "/threads/" + new_thread(s.port) + "/runs/wait",
+                    json::object{{"assistant_id", "chat"}, {"input", json::object{{"question", "hi"}}}, {"stream_resumable", "yes"}});
+    BOOST_TEST(bad.status == 422u);
+    BOOST_TEST(bad.detail().find("stream_resumable") != std::string::npos, bad.detail());
+}
+
 BOOST_AUTO_TEST_CASE(runs_queued_per_thread_are_bounded) {
     auto o = test_options();
     o.max_queued_runs_per_thread = 2;
