@@ -219,6 +219,63 @@ BOOST_AUTO_TEST_CASE(acquire_and_get_is_one_round_trip_before_the_values) {
     check_acquire_and_get_round_trips(*s, *other);
 }
 
+/// Checkpoints and values go in with plain INSERTs (no ON CONFLICT probe per row): new rows cost
+/// one round trip. A batch meeting a row already stored (an id put again, in put_many or in
+/// end_call) is refused by the server, undone whole (a ROLLBACK), and sent again as an upsert:
+/// three round trips, and the later copy is what is read, with nothing half-written in between.
+BOOST_AUTO_TEST_CASE(rows_met_again_are_replaced_after_the_plain_insert_is_refused) {
+    auto o = options_for(fresh_schema());
+    o.lease_ttl = std::chrono::seconds(60); // no renewal among the round trips counted
+    auto s = make_saver(o);
+    run(s->acquire("t"));
+    std::vector<cp_t> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", boost::json::object{{"a", 1}}));
+    cps.push_back(next_cp(&cps.back(), 0, "loop", boost::json::object{{"a", 2}, {"b", "x"}}));
+    auto before = s->round_trips();
+    run(s->put_many("t", "", cps));
+    BOOST_TEST(s->round_trips() - before == 1u);
+
+    // The second checkpoint again, its values changed, after a new one: the batch is refused
+    // once and stored whole as an upsert.
+    auto next = next_cp(&cps.back(), 1, "loop", boost::json::object{{"c", 3}});
+    auto again = cps.back();
+    again.values["a"] = 20;
+    again.metadata["note"] = "rewritten";
+    before = s->round_trips();
+    run(s->put_many("t", "", std::vector<cp_t>{again, next}));
+    BOOST_TEST(s->round_trips() - before == 3u);
+    auto got = run(s->get("t", "", again.id));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.metadata.at("note") == "rewritten");
+    BOOST_TEST(got->cp.values.at("a") == 20);
+    got = run(s->get("t", "", std::nullopt));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.id == next.id);
+    BOOST_TEST(got->cp.values.at("c") == 3);
+
+    // The same through end_call, with its writes and the lease's release in the transaction.
+    saver::call_end end;
+    auto last = next;
+    last.metadata["note"] = "ended";
+    const std::vector<cp_t> ending{last};
+    end.checkpoints = ending;
+    end.writes_to = last.id;
+    end.writes.push_back(write_of("task1", "node", "a", 7));
+    end.release = true;
+    before = s->round_trips();
+    run(s->end_call("t", "", end));
+    BOOST_TEST(s->round_trips() - before == 3u);
+    got = run(s->get("t", "", std::nullopt));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.metadata.at("note") == "ended");
+    BOOST_TEST_REQUIRE(got->writes.size() == 1u);
+    BOOST_TEST(got->writes[0].value == 7);
+    BOOST_TEST(run(s->list("t", "", {})).size() == 3u);
+    auto other = make_saver(s->options()); // the lease was given back in the same transaction
+    BOOST_TEST(run(other->acquire_and_get("t", "", std::nullopt)).has_value());
+    run(other->release("t"));
+}
+
 /// Skips a case when the tests were not given a way to restart the server.
 boost::test_tools::assertion_result restart_configured(boost::unit_test::test_unit_id) {
     const char* cmd = std::getenv("STATEGRAPH_TEST_POSTGRES_RESTART");
