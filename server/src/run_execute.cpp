@@ -246,16 +246,14 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     v[reserved::interrupt] = interrupts_json(outcome.interrupts);
                     self->record(*run, "values", v);
-                } else if (outcome.status == run_status::done && run->quiet && run->cancel_action.empty()) {
-                    // A quiet run: its answer, the final state, is its one values event.
-                    json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
-                    self->record(*run, "values", v);
-                } else if (outcome.status == run_status::done && resumed && run->last_values.empty() &&
-                           run->cancel_action.empty()) {
-                    // Taken over after the earlier worker had committed every step but before it
-                    // stored their events (events are written apart from checkpoints): this attempt
-                    // ran nothing, so its stream would end on the last values the dead worker had
-                    // stored. The final state closes it instead.
+                } else if (outcome.status == run_status::done && run->cancel_action.empty() &&
+                           (run->quiet || (resumed && run->last_values.empty()))) {
+                    // The final state as the run's last values event, when no step recorded it:
+                    // - a quiet run (a /runs/wait's) records no per-step events: this is its answer;
+                    // - a run taken over after the earlier worker had committed every step but
+                    //   before it stored their events (events are written apart from checkpoints):
+                    //   this attempt ran nothing, and its stream would otherwise end on the last
+                    //   values the dead worker had stored.
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     self->record(*run, "values", v);
                 }

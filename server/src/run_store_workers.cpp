@@ -151,22 +151,24 @@ awaitable<bool> run_store::finish(const run_record& run, std::string worker, con
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
         held = false;
         const auto when = now();
-        params p{run.run_id, worker};
-        auto rows = co_await s.query("SELECT status FROM sg_runs WHERE run_id = ?1 AND worker = ?2 AND status = 'running'" +
-                                         std::string(be_->lock_rows()),
-                                     std::move(p));
-        if (rows.empty()) co_return;
-        held = true;
+        // One statement both checks the run is still this worker's and ends it. The spec is
+        // written again only when it gained the run's token usage (spec.usage, known only now).
+        const bool with_usage = run.spec.contains("usage");
         params u{run.run_id,
                  run.status,
                  run.result.is_null() ? sql_value{} : sql_value{text_of(run.result)},
                  run.error.is_null() ? sql_value{} : sql_value{text_of(run.error)},
                  when,
-                 text_of(run.spec)};
-        // spec too: the run's token usage (spec.usage) is known only now
-        co_await s.exec("UPDATE sg_runs SET status = ?2, result = ?3, error = ?4, updated_at = ?5, finished_at = ?5, worker = '', "
-                        "spec = ?6 WHERE run_id = ?1",
-                        std::move(u));
+                 worker};
+        if (with_usage) u.push_back(text_of(run.spec));
+        held = co_await s.exec(with_usage ? "UPDATE sg_runs SET status = ?2, result = ?3, error = ?4, updated_at = ?5, "
+                                            "finished_at = ?5, worker = '', spec = ?7 "
+                                            "WHERE run_id = ?1 AND worker = ?6 AND status = 'running'"
+                                          : "UPDATE sg_runs SET status = ?2, result = ?3, error = ?4, updated_at = ?5, "
+                                            "finished_at = ?5, worker = '' "
+                                            "WHERE run_id = ?1 AND worker = ?6 AND status = 'running'",
+                               std::move(u)) > 0;
+        if (!held) co_return;
         if (thread) {
             thread_record t = *thread;
             t.updated_at = when;
