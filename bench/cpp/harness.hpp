@@ -77,6 +77,8 @@ struct checkpointer {
     boost::json::object config; ///< journal_mode, synchronous, sqlite version
     /// Server checkpointers: round trips to their servers so far (null for the others).
     std::function<std::uint64_t()> round_trips;
+    /// The same, per server ("postgres", "redis"): a tiered saver's go to both.
+    std::function<std::map<std::string, std::uint64_t>()> round_trips_by_server;
     /// Server checkpointers: the loopback round trip to each server, measured now with
     /// `round_trips` requests (null for the others); see server_floor.cpp.
     std::function<boost::json::object(int round_trips)> floor;

@@ -109,6 +109,7 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         auto s = postgres();
         cp->saver = s;
         cp->round_trips = [s] { return s->round_trips(); };
+        cp->round_trips_by_server = [s] { return std::map<std::string, std::uint64_t>{{"postgres", s->round_trips()}}; };
         cp->floor = floor_of("postgres", postgres_url(), postgres_floor);
         return cp;
     }
@@ -127,6 +128,7 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         auto s = redis();
         cp->saver = s;
         cp->round_trips = [s] { return s->round_trips(); };
+        cp->round_trips_by_server = [s] { return std::map<std::string, std::uint64_t>{{"redis", s->round_trips()}}; };
         cp->floor = floor_of("redis", redis_url(), redis_floor);
         return cp;
     }
@@ -136,6 +138,9 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
         auto back = postgres();
         auto front = redis();
         cp->round_trips = [back, front] { return back->round_trips() + front->round_trips(); };
+        cp->round_trips_by_server = [back, front] {
+            return std::map<std::string, std::uint64_t>{{"postgres", back->round_trips()}, {"redis", front->round_trips()}};
+        };
         cp->floor = [pg = floor_of("postgres", postgres_url(), postgres_floor),
                      rd = floor_of("redis", redis_url(), redis_floor)](int n) {
             auto o = pg(n);

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -280,22 +281,39 @@ boost::asio::awaitable<size_result> measure_size(compiled_graph<St> g, counting_
     co_return out;
 }
 
+/// Round trips to each server between two counts (`round_trips_by_server`).
+boost::json::object trips_since(const std::map<std::string, std::uint64_t>& before,
+                                const std::map<std::string, std::uint64_t>& now) {
+    boost::json::object o;
+    for (const auto& [server, n] : now) {
+        auto it = before.find(server);
+        o[server] = n - (it == before.end() ? 0 : it->second);
+    }
+    return o;
+}
+
 // ---- supervisor: one complex turn, one blocking turn (interrupt, then resume) ---------------
 /// `counter` and `calls`: each turn's saver calls; `trips` and `trip_counts`: each turn's round
 /// trips to a server checkpointer (both untimed runs only).
 boost::asio::awaitable<samples> supervisor_once(compiled_graph<supervisor::state> g, bool has_saver,
                                                 counting_saver* counter = nullptr,
                                                 boost::json::object* calls = nullptr,
-                                                const std::function<std::uint64_t()>* trips = nullptr,
+                                                const checkpointer* server = nullptr,
                                                 boost::json::object* trip_counts = nullptr) {
     namespace sup = supervisor;
     samples out;
-    std::uint64_t trips_at = trips ? (*trips)() : 0;
+    using by_server = std::map<std::string, std::uint64_t>;
+    std::uint64_t trips_at = server ? server->round_trips() : 0;
+    by_server by_at = server && server->round_trips_by_server ? server->round_trips_by_server() : by_server{};
     auto count_trips = [&](const char* turn) {
-        if (!trips) return;
-        const auto now = (*trips)();
+        if (!server) return;
+        const auto now = server->round_trips();
         (*trip_counts)[turn] = now - trips_at;
         trips_at = now;
+        if (!server->round_trips_by_server) return;
+        auto now_by = server->round_trips_by_server();
+        (*trip_counts)[std::string(turn) + "_by_server"] = trips_since(by_at, now_by);
+        by_at = std::move(now_by);
     };
     std::string t = fresh_thread("sup-complex");
     run_config cfg = invoke_config(t);
@@ -409,6 +427,8 @@ void add_scenarios(std::vector<scenario>& out) {
                 // (the first invoke opens them).
                 if (ctx.cp->round_trips) drive(*io, chain_once(g, 20, bench_durability(), "us_per_node"));
                 const std::uint64_t before = ctx.cp->round_trips ? ctx.cp->round_trips() : 0;
+                const auto before_by = ctx.cp->round_trips_by_server ? ctx.cp->round_trips_by_server()
+                                                                     : std::map<std::string, std::uint64_t>{};
                 drive(*io, chain_once(counted, 20, bench_durability(), "us_per_node"));
                 const auto c = counter->take_calls();
                 *calls = c.json();
@@ -416,6 +436,7 @@ void add_scenarios(std::vector<scenario>& out) {
                     const auto n = ctx.cp->round_trips() - before;
                     (*trips)["per_invoke"] = n;
                     (*trips)["per_checkpoint"] = c.put ? static_cast<double>(n) / static_cast<double>(c.put) : 0.0;
+                    if (ctx.cp->round_trips_by_server) (*trips)["per_invoke_by_server"] = trips_since(before_by, ctx.cp->round_trips_by_server());
                 }
             }
             bench_run b;
@@ -536,8 +557,8 @@ void add_scenarios(std::vector<scenario>& out) {
             if (has_saver) {
                 auto counter = std::make_shared<counting_saver>(ctx.cp->saver);
                 auto counted = supervisor::build(counter);
-                const auto* rt = ctx.cp->round_trips ? &ctx.cp->round_trips : nullptr;
-                drive(*io, supervisor_once(counted, true, counter.get(), calls.get(), rt, trips.get()));
+                const checkpointer* server = ctx.cp->round_trips ? ctx.cp : nullptr;
+                drive(*io, supervisor_once(counted, true, counter.get(), calls.get(), server, trips.get()));
             }
             bench_run b;
             b.run = [io, g, has_saver] { return drive(*io, supervisor_once(g, has_saver)); };
