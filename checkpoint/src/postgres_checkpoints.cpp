@@ -141,58 +141,93 @@ asio::awaitable<void> run_puts(pg::connection& conn, std::vector<pg::statement>&
 
 /// Fetches the stored values `wanted` (channel, version) of (thread, ns) into `values`, with
 /// every version their appended items extend; `__graph__` values from the shared graphs
-/// first. Missing ones are simply absent. The first round trip asks for `wanted` exactly; when
-/// appended items extend versions not read yet, the next asks, per channel, for every version
-/// up to the newest such link, so a chain of any length costs one more round trip, not one
-/// per link.
+/// first. Missing ones are simply absent. The first round trip asks for `wanted` exactly, except
+/// a channel this saver met as a chain (`chain_hints`), whose every version up to the one wanted
+/// it asks for at once; when appended items still extend versions not read, the next asks, per
+/// channel, for every version up to the newest such link, so a chain of any length costs at most
+/// one more round trip, not one per link. A graph shape read before is not asked again.
 /// `also` (when given) rides in the first round trip; its rows come back in `also_rows`.
 asio::awaitable<void> postgres_saver::impl::fetch_values(pg::connection& conn, const std::string& thread,
                                                          const std::string& ns,
                                                          std::set<std::pair<std::string, std::string>> wanted,
                                                          value_map& values, const pg::statement* also,
                                                          pg::result* also_rows) {
-    if (also && wanted.empty()) {
-        std::vector<pg::statement> alone{*also};
-        auto res = co_await conn.run(alone, query_timeout());
-        *also_rows = std::move(res.back());
-        co_return;
+    std::vector<std::pair<std::pair<std::string, std::string>, std::string>> known_graphs; // sealed bytes
+    if (!wanted.empty()) {
+        std::lock_guard lock(mutex);
+        for (auto it = wanted.begin(); it != wanted.end();) {
+            auto g = it->first == graph_channel ? read_graphs.find(it->second) : read_graphs.end();
+            if (g == read_graphs.end()) {
+                ++it;
+                continue;
+            }
+            known_graphs.push_back({*it, g->second});
+            it = wanted.erase(it);
+        }
     }
     std::set<std::pair<std::string, std::string>> asked;
-    for (bool first = true; !wanted.empty(); first = false) {
-        std::vector<std::string> channels, versions, graphs;
-        std::map<std::string, std::string> upto; // later rounds: channel -> newest link missing
-        for (const auto& k : wanted) {
-            asked.insert(k);
-            if (first) {
+    for (bool first = true; first || !wanted.empty(); first = false) {
+        std::vector<std::string> channels, versions, graphs, chain_channels, chain_versions;
+        std::map<std::string, std::string> upto; // channel -> newest version to read with its links
+        {
+            std::lock_guard lock(mutex);
+            for (const auto& k : wanted) {
+                asked.insert(k);
+                const bool chain = !first || (k.first != graph_channel && chain_hints.count({thread, ns, k.first}));
+                if (chain) {
+                    if (auto& u = upto[k.first]; u < k.second) u = k.second;
+                    continue;
+                }
                 channels.push_back(k.first);
                 versions.push_back(k.second);
                 if (k.first == graph_channel) graphs.push_back(k.second);
-            } else if (auto& u = upto[k.first]; u < k.second) {
-                u = k.second;
             }
         }
         for (const auto& [channel, version] : upto) {
-            channels.push_back(channel);
-            versions.push_back(version);
+            chain_channels.push_back(channel);
+            chain_versions.push_back(version);
         }
         std::vector<pg::statement> batch;
-        batch.emplace_back(first ? sql_get_blobs : sql_get_chains);
-        batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+        int exact_at = -1, chains_at = -1, graphs_at = -1, also_at = -1;
+        if (!channels.empty()) {
+            exact_at = static_cast<int>(batch.size());
+            batch.emplace_back(sql_get_blobs);
+            batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+        }
+        if (!chain_channels.empty()) {
+            chains_at = static_cast<int>(batch.size());
+            batch.emplace_back(sql_get_chains);
+            batch.back().text(thread).text(ns).text(text_array(chain_channels)).text(text_array(chain_versions));
+        }
         if (!graphs.empty()) {
+            graphs_at = static_cast<int>(batch.size());
             batch.emplace_back(sql_get_graphs);
             batch.back().text(text_array(graphs));
         }
-        if (first && also) batch.push_back(*also);
-        auto res = co_await conn.run(batch, query_timeout());
         if (first && also) {
-            *also_rows = std::move(res.back());
-            res.pop_back();
+            also_at = static_cast<int>(batch.size());
+            batch.push_back(*also);
         }
+        std::vector<pg::result> res;
+        if (!batch.empty()) res = co_await conn.run(batch, query_timeout());
+        if (also_at >= 0) *also_rows = std::move(res[static_cast<std::size_t>(also_at)]);
         std::vector<std::pair<std::pair<std::string, std::string>, std::string_view>> got;
-        if (res.size() > 1)
-            for (int i = 0; i < res[1].rows(); ++i)
-                got.push_back({{std::string(graph_channel), res[1].text(i, 0)}, res[1].bytes(i, 1)});
-        for (int i = 0; i < res[0].rows(); ++i) got.push_back({{res[0].text(i, 0), res[0].text(i, 1)}, res[0].bytes(i, 2)});
+        if (first)
+            for (const auto& [key, bytes] : known_graphs) got.push_back({key, bytes}); // (kept until the end)
+        if (graphs_at >= 0) {
+            const auto& r = res[static_cast<std::size_t>(graphs_at)];
+            std::lock_guard lock(mutex);
+            for (int i = 0; i < r.rows(); ++i) {
+                got.push_back({{std::string(graph_channel), r.text(i, 0)}, r.bytes(i, 1)});
+                if (read_graphs.size() >= max_read_graphs) read_graphs.clear();
+                read_graphs.emplace(r.text(i, 0), std::string(r.bytes(i, 1))); // checked at each use, as read
+            }
+        }
+        for (const int at : {exact_at, chains_at}) {
+            if (at < 0) continue;
+            const auto& r = res[static_cast<std::size_t>(at)];
+            for (int i = 0; i < r.rows(); ++i) got.push_back({{r.text(i, 0), r.text(i, 1)}, r.bytes(i, 2)});
+        }
         wanted.clear();
         for (auto& [key, stored] : got) {
             if (values.count(key)) continue; // a graph shape before a thread's own copy
@@ -201,6 +236,7 @@ asio::awaitable<void> postgres_saver::impl::fetch_values(pg::connection& conn, c
             try {
                 payload = std::string(codec::unseal(stored, {channel, version}));
                 if (auto ext = codec::split_value(payload, version).extends) {
+                    hint_chain(thread, ns, channel);
                     std::pair<std::string, std::string> link{channel, *ext};
                     if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
                 }
@@ -320,6 +356,7 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
             const std::string& version = v == cp.versions.end() ? cp.id : v->second;
             auto x = cp.extends.find(name);
             const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
+            if (extends) hint_chain(thread, ns, name); // read back with its links at once
             auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
             // A `__graph__` value keyed by the graph signature is one row for all threads.
             if (codec::shared_shape(name, extends, version, cp.id)) {

@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -101,11 +102,25 @@ struct postgres_saver::impl {
     std::string owner;
     pg::pool pool;
 
-    std::mutex mutex; ///< guards `held`, `lost`, `stored_graphs`
+    std::mutex mutex; ///< guards `held`, `lost`, `stored_graphs`, `read_graphs`, `chain_hints`
     /// Threads whose lease this saver took and has not released; `lost`: those another owner
     /// took over (or broke). Writes on a thread in `held` must find our lease.
     std::set<std::string> held, lost;
     std::set<std::string> stored_graphs;
+    /// Graph shapes read, by version (the stored bytes, sealed, checked again at each use): a row
+    /// of `stategraph_graphs` never changes once written, so a process reads each shape once.
+    std::map<std::string, std::string> read_graphs;
+    /// (thread, ns, channel) whose values this saver met as appended chains (written with an
+    /// `extends`, or read as one): a read asks for such a channel's links with its first round
+    /// trip instead of with a second. Only a hint: forgotten when it grows large.
+    std::set<std::tuple<std::string, std::string, std::string>> chain_hints;
+    static constexpr std::size_t max_chain_hints = 4096, max_read_graphs = 64;
+    /// Notes a chain of `channel` in (thread, ns) (`mutex` not held).
+    void hint_chain(const std::string& thread, const std::string& ns, const std::string& channel) {
+        std::lock_guard lock(mutex);
+        if (chain_hints.size() >= max_chain_hints) chain_hints.clear();
+        chain_hints.emplace(thread, ns, channel);
+    }
 
     /// The lease keeper: one thread with an io_context of its own, renewing the leases in `held`
     /// every third of their time to live (started by the first `acquire`).

@@ -276,6 +276,45 @@ BOOST_AUTO_TEST_CASE(rows_met_again_are_replaced_after_the_plain_insert_is_refus
     run(other->release("t"));
 }
 
+/// A channel stored as appended items (`checkpoint::extends`) reads its links with the rest of
+/// the values when the saver met it as a chain before (it wrote it, or read it once): a resume
+/// is then one round trip for the lease and the row and one for the values. A saver meeting
+/// the chain for the first time needs one more for the links, and not one per link.
+BOOST_AUTO_TEST_CASE(appended_channels_are_read_with_their_links_in_one_round_trip) {
+    auto o = options_for(fresh_schema());
+    o.lease_ttl = std::chrono::seconds(60); // no renewal among the round trips counted
+    auto writer = make_saver(o);
+    std::vector<cp_t> cps;
+    cps.push_back(next_cp(nullptr, 0, "loop", boost::json::object{{"log", boost::json::array{"a"}}, {"n", 1}}));
+    for (int i = 1; i < 6; ++i) {
+        cps.push_back(next_cp(&cps.back(), i, "loop", boost::json::object{{"log", boost::json::array{std::string(1, char('a' + i))}}}));
+        cps.back().extends["log"] = cps[cps.size() - 2].id;
+    }
+    run(writer->put_many("t", "", cps));
+    const boost::json::array whole{"a", "b", "c", "d", "e", "f"};
+
+    auto before = writer->round_trips();
+    auto got = run(writer->acquire_and_get("t", "", std::nullopt));
+    BOOST_TEST(writer->round_trips() - before == 2u); // the writer knows "log" is a chain
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("log") == whole);
+    run(writer->release("t"));
+
+    auto reader = make_saver(writer->options());
+    before = reader->round_trips();
+    got = run(reader->acquire_and_get("t", "", std::nullopt));
+    BOOST_TEST(reader->round_trips() - before == 3u); // met for the first time: one more, for all the links
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("log") == whole);
+    run(reader->release("t"));
+    before = reader->round_trips();
+    got = run(reader->acquire_and_get("t", "", std::nullopt));
+    BOOST_TEST(reader->round_trips() - before == 2u); // and now it knows
+    BOOST_TEST(got->cp.values.at("log") == whole);
+    BOOST_TEST(got->cp.values.at("n") == 1);
+    run(reader->release("t"));
+}
+
 /// Skips a case when the tests were not given a way to restart the server.
 boost::test_tools::assertion_result restart_configured(boost::unit_test::test_unit_id) {
     const char* cmd = std::getenv("STATEGRAPH_TEST_POSTGRES_RESTART");
