@@ -139,6 +139,96 @@ asio::awaitable<void> run_puts(pg::connection& conn, std::vector<pg::statement>&
 
 } // namespace
 
+void postgres_saver::impl::value_fetch::add_round(std::vector<pg::statement>& batch) {
+    exact_at = chains_at = graphs_at = -1;
+    std::vector<std::string> channels, versions, graphs, chain_channels, chain_versions;
+    std::map<std::string, std::string> upto; // channel -> newest version to read with its links
+    {
+        std::lock_guard lock(self.mutex);
+        if (first) // graph shapes read before: not asked again
+            for (auto it = wanted.begin(); it != wanted.end();) {
+                auto g = it->first == graph_channel ? self.read_graphs.find(it->second) : self.read_graphs.end();
+                if (g == self.read_graphs.end()) {
+                    ++it;
+                    continue;
+                }
+                asked.insert(*it);
+                known_graphs.push_back({*it, g->second});
+                it = wanted.erase(it);
+            }
+        for (const auto& k : wanted) {
+            asked.insert(k);
+            const bool chain = !first || (k.first != graph_channel && self.chain_hints.count({thread, ns, k.first}));
+            if (chain) {
+                if (auto& u = upto[k.first]; u < k.second) u = k.second;
+                continue;
+            }
+            channels.push_back(k.first);
+            versions.push_back(k.second);
+            if (k.first == graph_channel) graphs.push_back(k.second);
+        }
+    }
+    wanted.clear();
+    for (const auto& [channel, version] : upto) {
+        chain_channels.push_back(channel);
+        chain_versions.push_back(version);
+    }
+    if (!channels.empty()) {
+        exact_at = static_cast<int>(batch.size());
+        batch.emplace_back(sql_get_blobs);
+        batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
+    }
+    if (!chain_channels.empty()) {
+        chains_at = static_cast<int>(batch.size());
+        batch.emplace_back(sql_get_chains);
+        batch.back().text(thread).text(ns).text(text_array(chain_channels)).text(text_array(chain_versions));
+    }
+    if (!graphs.empty()) {
+        graphs_at = static_cast<int>(batch.size());
+        batch.emplace_back(sql_get_graphs);
+        batch.back().text(text_array(graphs));
+    }
+}
+
+void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>& res) {
+    std::vector<std::pair<std::pair<std::string, std::string>, std::string_view>> got;
+    if (first)
+        for (const auto& [key, bytes] : known_graphs) got.push_back({key, bytes}); // (kept until the end)
+    first = false;
+    if (graphs_at >= 0) {
+        const auto& r = res[static_cast<std::size_t>(graphs_at)];
+        std::lock_guard lock(self.mutex);
+        for (int i = 0; i < r.rows(); ++i) {
+            got.push_back({{std::string(graph_channel), r.text(i, 0)}, r.bytes(i, 1)});
+            if (self.read_graphs.size() >= max_read_graphs) self.read_graphs.clear();
+            self.read_graphs.emplace(r.text(i, 0), std::string(r.bytes(i, 1))); // checked at each use, as read
+        }
+    }
+    for (const int at : {exact_at, chains_at}) {
+        if (at < 0) continue;
+        const auto& r = res[static_cast<std::size_t>(at)];
+        for (int i = 0; i < r.rows(); ++i) got.push_back({{r.text(i, 0), r.text(i, 1)}, r.bytes(i, 2)});
+    }
+    for (auto& [key, stored] : got) {
+        if (values.count(key)) continue; // a graph shape before a thread's own copy
+        const auto& [channel, version] = key;
+        std::string payload;
+        try {
+            payload = std::string(codec::unseal(stored, {channel, version}));
+            if (auto ext = codec::split_value(payload, version).extends) {
+                self.hint_chain(thread, ns, channel);
+                std::pair<std::string, std::string> link{channel, *ext};
+                if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
+            }
+        } catch (const std::exception& e) {
+            self.corrupt(thread, ns, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
+                         {thread, channel});
+        }
+        values.emplace(key, std::move(payload));
+    }
+    std::erase_if(wanted, [&](const auto& k) { return values.count(k) != 0; }); // came in this round
+}
+
 /// Fetches the stored values `wanted` (channel, version) of (thread, ns) into `values`, with
 /// every version their appended items extend; `__graph__` values from the shared graphs
 /// first. Missing ones are simply absent. The first round trip asks for `wanted` exactly, except
@@ -152,101 +242,25 @@ asio::awaitable<void> postgres_saver::impl::fetch_values(pg::connection& conn, c
                                                          std::set<std::pair<std::string, std::string>> wanted,
                                                          value_map& values, const pg::statement* also,
                                                          pg::result* also_rows) {
-    std::vector<std::pair<std::pair<std::string, std::string>, std::string>> known_graphs; // sealed bytes
-    if (!wanted.empty()) {
-        std::lock_guard lock(mutex);
-        for (auto it = wanted.begin(); it != wanted.end();) {
-            auto g = it->first == graph_channel ? read_graphs.find(it->second) : read_graphs.end();
-            if (g == read_graphs.end()) {
-                ++it;
-                continue;
-            }
-            known_graphs.push_back({*it, g->second});
-            it = wanted.erase(it);
-        }
-    }
-    std::set<std::pair<std::string, std::string>> asked;
-    for (bool first = true; first || !wanted.empty(); first = false) {
-        std::vector<std::string> channels, versions, graphs, chain_channels, chain_versions;
-        std::map<std::string, std::string> upto; // channel -> newest version to read with its links
-        {
-            std::lock_guard lock(mutex);
-            for (const auto& k : wanted) {
-                asked.insert(k);
-                const bool chain = !first || (k.first != graph_channel && chain_hints.count({thread, ns, k.first}));
-                if (chain) {
-                    if (auto& u = upto[k.first]; u < k.second) u = k.second;
-                    continue;
-                }
-                channels.push_back(k.first);
-                versions.push_back(k.second);
-                if (k.first == graph_channel) graphs.push_back(k.second);
-            }
-        }
-        for (const auto& [channel, version] : upto) {
-            chain_channels.push_back(channel);
-            chain_versions.push_back(version);
-        }
+    value_fetch f{*this, thread, ns, values, std::move(wanted)};
+    co_await f.finish(conn, also, also_rows);
+}
+
+asio::awaitable<void> postgres_saver::impl::value_fetch::finish(pg::connection& conn, const pg::statement* also,
+                                                                pg::result* also_rows) {
+    while (first || !wanted.empty()) {
         std::vector<pg::statement> batch;
-        int exact_at = -1, chains_at = -1, graphs_at = -1, also_at = -1;
-        if (!channels.empty()) {
-            exact_at = static_cast<int>(batch.size());
-            batch.emplace_back(sql_get_blobs);
-            batch.back().text(thread).text(ns).text(text_array(channels)).text(text_array(versions));
-        }
-        if (!chain_channels.empty()) {
-            chains_at = static_cast<int>(batch.size());
-            batch.emplace_back(sql_get_chains);
-            batch.back().text(thread).text(ns).text(text_array(chain_channels)).text(text_array(chain_versions));
-        }
-        if (!graphs.empty()) {
-            graphs_at = static_cast<int>(batch.size());
-            batch.emplace_back(sql_get_graphs);
-            batch.back().text(text_array(graphs));
-        }
-        if (first && also) {
+        add_round(batch);
+        int also_at = -1;
+        if (also) {
             also_at = static_cast<int>(batch.size());
             batch.push_back(*also);
+            also = nullptr; // the first round only
         }
         std::vector<pg::result> res;
-        if (!batch.empty()) res = co_await conn.run(batch, query_timeout());
+        if (!batch.empty()) res = co_await conn.run(batch, self.query_timeout());
         if (also_at >= 0) *also_rows = std::move(res[static_cast<std::size_t>(also_at)]);
-        std::vector<std::pair<std::pair<std::string, std::string>, std::string_view>> got;
-        if (first)
-            for (const auto& [key, bytes] : known_graphs) got.push_back({key, bytes}); // (kept until the end)
-        if (graphs_at >= 0) {
-            const auto& r = res[static_cast<std::size_t>(graphs_at)];
-            std::lock_guard lock(mutex);
-            for (int i = 0; i < r.rows(); ++i) {
-                got.push_back({{std::string(graph_channel), r.text(i, 0)}, r.bytes(i, 1)});
-                if (read_graphs.size() >= max_read_graphs) read_graphs.clear();
-                read_graphs.emplace(r.text(i, 0), std::string(r.bytes(i, 1))); // checked at each use, as read
-            }
-        }
-        for (const int at : {exact_at, chains_at}) {
-            if (at < 0) continue;
-            const auto& r = res[static_cast<std::size_t>(at)];
-            for (int i = 0; i < r.rows(); ++i) got.push_back({{r.text(i, 0), r.text(i, 1)}, r.bytes(i, 2)});
-        }
-        wanted.clear();
-        for (auto& [key, stored] : got) {
-            if (values.count(key)) continue; // a graph shape before a thread's own copy
-            const auto& [channel, version] = key;
-            std::string payload;
-            try {
-                payload = std::string(codec::unseal(stored, {channel, version}));
-                if (auto ext = codec::split_value(payload, version).extends) {
-                    hint_chain(thread, ns, channel);
-                    std::pair<std::string, std::string> link{channel, *ext};
-                    if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
-                }
-            } catch (const std::exception& e) {
-                corrupt(thread, ns, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
-                        {thread, channel});
-            }
-            values.emplace(key, std::move(payload));
-        }
-        std::erase_if(wanted, [&](const auto& k) { return values.count(k) != 0; }); // came in this round
+        take_round(res);
     }
 }
 
@@ -272,7 +286,12 @@ asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::
     writes.text(thread).text(ns).text(text_array(ids));
     pg::result w;
     co_await fetch_values(conn, thread, ns, std::move(wanted), values, &writes, &w);
+    fill_tuples(tuples, values, w);
+}
 
+void postgres_saver::impl::fill_tuples(std::vector<checkpoint_tuple>& tuples, const value_map& values, const pg::result& w) {
+    const std::string& thread = tuples.front().thread_id;
+    const std::string& ns = tuples.front().ns;
     std::map<std::pair<std::string, std::string>, json::value> whole; // resolved once per list
     for (auto& t : tuples) {
         for (const auto& [channel, version] : t.cp.versions) {
@@ -418,8 +437,18 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
         co_return true;
     };
     (void)co_await with_retry<bool>(c, body);
+    note_written(thread, ns, cps);
     std::lock_guard lock(mutex);
     stored_graphs.insert(graphs.begin(), graphs.end());
+}
+
+void postgres_saver::impl::note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
+    // The newest is the greatest id (as `sql_get_latest` orders them), not always the last put.
+    const auto& cp = *std::max_element(cps.begin(), cps.end(), [](const checkpoint& a, const checkpoint& b) { return a.id < b.id; });
+    written w{cp.id, {cp.versions.begin(), cp.versions.end()}};
+    std::lock_guard lock(mutex);
+    if (last_written.size() >= max_last_written) last_written.clear();
+    last_written.insert_or_assign({thread, ns}, std::move(w));
 }
 
 void postgres_saver::impl::add_writes(std::vector<pg::statement>& batch, const std::string& thread, const std::string& ns,
@@ -458,6 +487,7 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
         co_return true;
     };
     (void)co_await with_retry<bool>(c, body);
+    if (!end.checkpoints.empty()) note_written(thread, ns, end.checkpoints);
     std::lock_guard lock(mutex);
     stored_graphs.insert(graphs.begin(), graphs.end());
     if (end.release) { // given back: no longer renewed or fenced by this saver
@@ -508,8 +538,16 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
     // lease held nobody else writes the thread, so its values are read after it without a
     // snapshot around both; should a value be missing (a prune or delete by hand in between), the
     // call is not settled and the thread is read again as `get` does, in one snapshot.
+    // When this saver stored the thread's newest checkpoint itself (`last_written`), the guess
+    // that it is still the latest asks for its values and writes in the same round trip; the
+    // guess is used only when the row read is that checkpoint.
     enum class outcome { taken, read_again, not_free };
     std::vector<checkpoint_tuple> tuples;
+    std::optional<written> guess;
+    if (!id) {
+        std::lock_guard lock(mutex);
+        if (auto it = last_written.find({thread, ns}); it != last_written.end()) guess = it->second;
+    }
     call c{thread, "taking the thread's lease and reading it", {}};
     auto body = [&](pg::connection& conn, call&) -> asio::awaitable<outcome> {
         std::vector<pg::statement> batch;
@@ -518,12 +556,35 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
         batch.emplace_back(id ? sql_get_by_id : sql_get_latest);
         batch.back().text(thread).text(ns);
         if (id) batch.back().text(*id);
+        value_map values;
+        std::set<std::pair<std::string, std::string>> guessed;
+        if (guess)
+            for (const auto& [channel, version] : guess->versions)
+                if (!version.empty()) guessed.emplace(channel, version);
+        value_fetch f{*this, thread, ns, values, std::move(guessed)};
+        std::size_t writes_at = 0;
+        if (guess) {
+            f.add_round(batch);
+            writes_at = batch.size();
+            batch.emplace_back(sql_get_writes);
+            const std::vector<std::string> ids{guess->id};
+            batch.back().text(thread).text(ns).text(text_array(ids));
+        }
         auto res = co_await conn.run(batch, query_timeout());
         if (res[0].rows() == 0) co_return outcome::not_free;
         tuples.clear();
         try {
             if (res[1].rows() > 0) tuples.push_back(checkpoint_tuple{thread, ns, read_row(res[1], 0, 0, thread, ns), {}});
-            co_await assemble(conn, tuples);
+            if (guess && !tuples.empty() && tuples.front().cp.id == guess->id) {
+                f.take_round(res);
+                for (const auto& [channel, version] : tuples.front().cp.versions) // the row's own, should they differ
+                    if (!version.empty() && !values.count({channel, version}) && !f.asked.count({channel, version}))
+                        f.wanted.emplace(channel, version);
+                co_await f.finish(conn, nullptr, nullptr);
+                fill_tuples(tuples, values, res[writes_at]);
+            } else {
+                co_await assemble(conn, tuples);
+            }
         } catch (const checkpoint_error& e) {
             if (e.kind() != errc::corrupt_checkpoint) throw;
             co_return outcome::read_again;

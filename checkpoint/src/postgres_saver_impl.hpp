@@ -114,7 +114,17 @@ struct postgres_saver::impl {
     /// `extends`, or read as one): a read asks for such a channel's links with its first round
     /// trip instead of with a second. Only a hint: forgotten when it grows large.
     std::set<std::tuple<std::string, std::string, std::string>> chain_hints;
-    static constexpr std::size_t max_chain_hints = 4096, max_read_graphs = 64;
+    static constexpr std::size_t max_chain_hints = 4096, max_read_graphs = 64, max_last_written = 1024;
+    /// The newest checkpoint this saver stored, per (thread, ns): its id and versions (see
+    /// `start_call`). Only a guess: forgotten when it grows large.
+    struct written {
+        std::string id;
+        std::vector<std::pair<std::string, std::string>> versions;
+    };
+    std::map<std::pair<std::string, std::string>, written> last_written;
+    /// Notes the newest of `cps` (not empty), just stored, as the newest checkpoint of (thread,
+    /// ns) this saver stored (`mutex` not held).
+    void note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
     /// Notes a chain of `channel` in (thread, ns) (`mutex` not held).
     void hint_chain(const std::string& thread, const std::string& ns, const std::string& channel) {
         std::lock_guard lock(mutex);
@@ -288,12 +298,35 @@ struct postgres_saver::impl {
     }
 
     // -- checkpoints and pending writes (postgres_checkpoints.cpp) --------------------------------
+    /// Reading values round by round (see `fetch_values`): `add_round` appends the statements
+    /// asking for `wanted` to a batch (which may hold other statements), `take_round` reads their
+    /// rows into `values` and leaves in `wanted` the links still missing; `finish` runs rounds
+    /// until nothing is missing.
+    struct value_fetch {
+        impl& self;
+        const std::string& thread;
+        const std::string& ns;
+        value_map& values;
+        std::set<std::pair<std::string, std::string>> wanted;
+        std::set<std::pair<std::string, std::string>> asked = {};
+        std::vector<std::pair<std::pair<std::string, std::string>, std::string>> known_graphs = {}; ///< sealed bytes
+        int exact_at = -1, chains_at = -1, graphs_at = -1; ///< the last round's statements in its batch
+        bool first = true;
+
+        void add_round(std::vector<pg::statement>& batch);
+        void take_round(const std::vector<pg::result>& res);
+        /// Runs the remaining rounds (`also`, when given, in the next one; its rows in `also_rows`).
+        asio::awaitable<void> finish(pg::connection& conn, const pg::statement* also, pg::result* also_rows);
+    };
     asio::awaitable<void> fetch_values(pg::connection& conn, const std::string& thread, const std::string& ns,
                                        std::set<std::pair<std::string, std::string>> wanted, value_map& values,
                                        const pg::statement* also, pg::result* also_rows);
     json::value parse(std::string_view text, const std::string& thread, const std::string& ns, const std::string& what,
                       std::vector<std::string> names) const;
     asio::awaitable<void> assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples);
+    /// The values of `tuples` (one thread and namespace) resolved from `values`, and their
+    /// pending writes from `w` (rows of `sql_get_writes`).
+    void fill_tuples(std::vector<checkpoint_tuple>& tuples, const value_map& values, const pg::result& w);
     asio::awaitable<void> put(const std::string& thread, const std::string& ns, const checkpoint& cp);
     /// `cps` in one transaction, sent in one round trip.
     asio::awaitable<void> put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
