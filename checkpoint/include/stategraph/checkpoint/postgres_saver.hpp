@@ -90,8 +90,10 @@ public:
     /// keeps the lease.
     boost::asio::awaitable<void> end_call(const std::string& thread_id, const std::string& ns, call_end& end) override;
     /// @brief The lease and the checkpoint's row in one round trip, its values and writes in one
-    /// more (the lease held keeps other writers out in between). A thread held by another owner
-    /// is `thread_busy`; a read that fails gives the lease back.
+    /// more (the lease held keeps other writers out in between). When this saver stored the
+    /// thread's newest checkpoint itself, the values and writes of that checkpoint ride in the
+    /// first round trip, and are used when the row read is that checkpoint: one round trip in
+    /// all. A thread held by another owner is `thread_busy`; a read that fails gives the lease back.
     boost::asio::awaitable<std::optional<checkpoint_tuple>>
     acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) override;
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
