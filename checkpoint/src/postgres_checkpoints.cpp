@@ -219,6 +219,8 @@ void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>
                 self.hint_chain(thread, ns, channel);
                 std::pair<std::string, std::string> link{channel, *ext};
                 if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
+            } else if (channel != graph_channel && asked.count(key)) {
+                self.unhint_chain(thread, ns, channel); // a whole value was asked for: no chain to read
             }
         } catch (const std::exception& e) {
             self.corrupt(thread, ns, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),

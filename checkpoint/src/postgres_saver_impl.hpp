@@ -125,6 +125,11 @@ struct postgres_saver::impl {
     /// Notes the newest of `cps` (not empty), just stored, as the newest checkpoint of (thread,
     /// ns) this saver stored (`mutex` not held).
     void note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
+    /// Forgets a chain of `channel` in (thread, ns): its value asked for is whole (`mutex` not held).
+    void unhint_chain(const std::string& thread, const std::string& ns, const std::string& channel) {
+        std::lock_guard lock(mutex);
+        chain_hints.erase({thread, ns, channel});
+    }
     /// Notes a chain of `channel` in (thread, ns) (`mutex` not held).
     void hint_chain(const std::string& thread, const std::string& ns, const std::string& channel) {
         std::lock_guard lock(mutex);
