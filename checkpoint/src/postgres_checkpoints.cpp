@@ -209,6 +209,7 @@ void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>
         const auto& r = res[static_cast<std::size_t>(at)];
         for (int i = 0; i < r.rows(); ++i) got.push_back({{r.text(i, 0), r.text(i, 1)}, r.bytes(i, 2)});
     }
+    std::set<std::string> chains, whole;
     for (auto& [key, stored] : got) {
         if (values.count(key)) continue; // a graph shape before a thread's own copy
         const auto& [channel, version] = key;
@@ -216,11 +217,11 @@ void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>
         try {
             payload = std::string(codec::unseal(stored, {channel, version}));
             if (auto ext = codec::split_value(payload, version).extends) {
-                self.hint_chain(thread, ns, channel);
+                chains.insert(channel);
                 std::pair<std::string, std::string> link{channel, *ext};
                 if (!asked.count(link) && !values.count(link)) wanted.insert(std::move(link));
             } else if (channel != graph_channel && asked.count(key)) {
-                self.unhint_chain(thread, ns, channel); // a whole value was asked for: no chain to read
+                whole.insert(channel); // a whole value was asked for: no chain to read
             }
         } catch (const std::exception& e) {
             self.corrupt(thread, ns, "channel " + quote(channel) + " (version " + version + ") cannot be read: " + e.what(),
@@ -228,6 +229,8 @@ void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>
         }
         values.emplace(key, std::move(payload));
     }
+    for (const auto& c : chains) whole.erase(c);
+    self.hint_chains(thread, ns, chains, whole);
     std::erase_if(wanted, [&](const auto& k) { return values.count(k) != 0; }); // came in this round
 }
 
@@ -357,6 +360,7 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
     std::map<std::string, std::size_t> row_of;
     std::vector<std::string> channels, versions, stored;
     std::map<std::pair<std::string, std::string>, std::size_t> value_of;
+    std::set<std::string> chains; // channels written as appended items
     for (const auto& cp : cps) {
         auto record = seal_record(codec::encode_record(cp), thread, ns, cp);
         if (auto [it, fresh] = row_of.emplace(cp.id, ids.size()); !fresh) {
@@ -377,7 +381,7 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
             const std::string& version = v == cp.versions.end() ? cp.id : v->second;
             auto x = cp.extends.find(name);
             const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
-            if (extends) hint_chain(thread, ns, name); // read back with its links at once
+            if (extends) chains.insert(name); // read back with its links at once
             auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
             // A `__graph__` value keyed by the graph signature is one row for all threads.
             if (codec::shared_shape(name, extends, version, cp.id)) {
@@ -400,6 +404,7 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
             stored.push_back(std::move(bytes));
         }
     }
+    hint_chains(thread, ns, chains);
     if (!ids.empty()) {
         using a = binary_array;
         batch.emplace_back(sql_insert_checkpoints);

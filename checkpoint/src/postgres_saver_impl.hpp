@@ -125,16 +125,19 @@ struct postgres_saver::impl {
     /// Notes the newest of `cps` (not empty), just stored, as the newest checkpoint of (thread,
     /// ns) this saver stored (`mutex` not held).
     void note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
-    /// Forgets a chain of `channel` in (thread, ns): its value asked for is whole (`mutex` not held).
-    void unhint_chain(const std::string& thread, const std::string& ns, const std::string& channel) {
+    /// Notes the channels of (thread, ns) met as chains, and forgets those whose value asked for
+    /// was whole (`mutex` not held; one lock for a whole batch or read).
+    void hint_chains(const std::string& thread, const std::string& ns, const std::set<std::string>& chains,
+                     const std::set<std::string>& whole = {}) {
+        if (chains.empty() && whole.empty()) return;
         std::lock_guard lock(mutex);
-        chain_hints.erase({thread, ns, channel});
-    }
-    /// Notes a chain of `channel` in (thread, ns) (`mutex` not held).
-    void hint_chain(const std::string& thread, const std::string& ns, const std::string& channel) {
-        std::lock_guard lock(mutex);
-        if (chain_hints.size() >= max_chain_hints) chain_hints.clear();
-        chain_hints.emplace(thread, ns, channel);
+        for (const auto& channel : whole) chain_hints.erase({thread, ns, channel});
+        for (const auto& channel : chains) {
+            auto key = std::make_tuple(thread, ns, channel);
+            if (chain_hints.count(key)) continue;
+            if (chain_hints.size() >= max_chain_hints) chain_hints.clear();
+            chain_hints.insert(std::move(key));
+        }
     }
 
     /// The lease keeper: one thread with an io_context of its own, renewing the leases in `held`
