@@ -24,6 +24,7 @@
 #include <chrono>
 #include <climits>
 #include <random>
+#include <system_error>
 #include <type_traits>
 
 namespace stategraph::checkpoint {
@@ -105,6 +106,15 @@ sqlite_saver::impl::impl(sqlite_options o) : opt(std::move(o)), owner(lease_owne
                                    ": " + msg);
     }
     sqlite3_extended_result_codes(db.get(), 1);
+    // The leases' file locks (sqlite_saver_impl.hpp, `locks`): every writable saver of a file
+    // takes them, so that a run holding a thread by its lock alone is seen by all.
+    if (!opt.read_only && opt.path != ":memory:" && detail::thread_locks::available()) {
+        try {
+            locks.emplace(opt.path + "-leases");
+        } catch (const std::system_error& e) {
+            throw checkpoint_error(errc::storage_failure, std::string("sqlite_saver: ") + e.what() + where());
+        }
+    }
     sqlite3_busy_timeout(db.get(), static_cast<int>(std::min<std::int64_t>(opt.busy_timeout.count(), INT_MAX)));
 
     // Several processes opening one fresh file race to create it, switch it to WAL and
@@ -213,6 +223,7 @@ void sqlite_saver::impl::write_batch(std::vector<std::unique_ptr<job>>& jobs) {
     static const std::string none;
     batch_graphs.clear();
     batch_leases.clear();
+    batch_locks.clear();
     if (jobs.size() == 1) {
         try {
             jobs.front()->run();
@@ -231,12 +242,15 @@ void sqlite_saver::impl::write_batch(std::vector<std::unique_ptr<job>>& jobs) {
             stmt(*this, sql_savepoint, who, what).run();
             const auto graphs_before = batch_graphs.size();
             const auto leases_before = batch_leases.size();
+            const auto locks_before = batch_locks.size();
             try {
                 j->run();
             } catch (...) {
                 j->error = std::current_exception();
                 batch_graphs.resize(graphs_before);
                 batch_leases.resize(leases_before);
+                for (auto k = locks_before; k < batch_locks.size(); ++k) drop_lease_lock(batch_locks[k]);
+                batch_locks.resize(locks_before);
                 inline_rows.clear();
                 // SQLite rolled the whole transaction back (an I/O error, a full disk): the
                 // batch fails; otherwise only this call's work is undone.
@@ -247,17 +261,16 @@ void sqlite_saver::impl::write_batch(std::vector<std::unique_ptr<job>>& jobs) {
         }
         t.commit();
         stored_graphs.insert(batch_graphs.begin(), batch_graphs.end());
-        for (const auto& thread : batch_leases) {
-            held.insert(thread);
-            lost.erase(thread);
-        }
+        for (const auto& [thread, row] : batch_leases) lease_held(thread, row);
     } catch (...) {
         const auto e = std::current_exception();
         for (auto& j : jobs)
             if (!j->error) j->error = batch_error(e, j->thread ? *j->thread : none, jobs.size());
+        for (const auto& thread : batch_locks) drop_lease_lock(thread); // their leases were not taken
     }
     batch_graphs.clear();
     batch_leases.clear();
+    batch_locks.clear();
     inline_rows.clear();
 }
 

@@ -15,6 +15,7 @@
 #include "cipher.hpp"
 #include "codec.hpp"
 #include "saver_common.hpp"
+#include "thread_locks.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -141,13 +142,36 @@ struct sqlite_saver::impl {
     bool flush_posted = false; ///< a flush is posted and has not started (guarded by `queue_mutex`)
     /// Graph versions stored by the batch's transaction so far; they join `stored_graphs` when it commits.
     std::vector<std::string> batch_graphs;
-    /// Leases taken by `acquire` calls inside the batch's transaction so far; they join `held`
-    /// when it commits (a batch that fails to commit took no lease).
-    std::vector<std::string> batch_leases;
+    /// Leases taken by `acquire` calls inside the batch's transaction so far, and whether each
+    /// wrote its row; they join `held` when it commits (a batch that fails to commit took no lease).
+    std::vector<std::pair<std::string, bool>> batch_leases;
 
     /// Threads whose lease this saver took and has not released (guarded by `mutex`); `lost`:
     /// those of them another owner took over. Writes on a thread in `held` must find our lease.
     std::set<std::string> held, lost;
+    /// The file locks of leases (`<path>-leases`; none for ":memory:", a read-only saver or a
+    /// system without open-file-description locks). Every lease of a file saver takes its
+    /// thread's lock when it can; a run that finds the lock free and no row takes the lease by
+    /// the lock alone and writes no row (`unwritten`): the call's start is then a read, not a
+    /// commit. The keeper writes the row of a lease held past one tick (its time to live and its
+    /// holder's name then show, as for any lease); a call that ends sooner never writes one.
+    std::optional<detail::thread_locks> locks;
+    /// Held threads whose lease is the file lock alone, with no row yet (a subset of `held`),
+    /// and when each was taken (milliseconds since the epoch): the keeper writes the row of one
+    /// held for a third of `lease_ttl`.
+    std::map<std::string, std::int64_t> unwritten;
+    /// Lease locks taken inside the batch's transaction by its calls so far (`batch_leases`'
+    /// companions): dropped again when the call or the batch fails.
+    std::vector<std::string> batch_locks;
+    /// Locks to drop once the outermost transaction ends (committed or rolled back): a write's
+    /// lock on a thread it does not lease, and a released lease's (never before its writes commit).
+    std::vector<std::pair<std::string, detail::thread_locks::use>> end_unlocks;
+    /// Drops `end_unlocks` (called when the outermost transaction ends).
+    void transaction_over() noexcept {
+        if (locks)
+            for (const auto& [thread, use] : end_unlocks) locks->drop(thread, use);
+        end_unlocks.clear();
+    }
     /// The lease keeper: renews the leases in `held` every third of their time to live, on a
     /// thread of its own, so that a lease outlives a node however long it runs (and however busy
     /// the caller's threads are). Started by the first `acquire`.
@@ -324,8 +348,10 @@ struct sqlite_saver::impl {
         /// Whether the batch's transaction, not this one, commits the work.
         bool nested() const noexcept { return nested_; }
         ~transaction() {
-            if (!nested_ && !done_ && !sqlite3_get_autocommit(im_.db.get()))
+            if (nested_) return;
+            if (!done_ && !sqlite3_get_autocommit(im_.db.get()))
                 sqlite3_exec(im_.db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            im_.transaction_over();
         }
 
     private:
@@ -370,14 +396,27 @@ struct sqlite_saver::impl {
         else stored_graphs.insert(version);
     }
 
-    /// The lease of `thread` is ours once `t` committed: at once, or when the batch does.
-    void lease_taken(const transaction& t, const std::string& thread) {
+    /// How `take_lease` took a lease.
+    struct lease_taking {
+        bool fresh_lock = false; ///< the file lock was taken for it (not held before)
+        bool row = true;         ///< its row was written (false: the lock alone holds it)
+    };
+    /// The lease of `thread` is ours once `t` committed: at once, or when the batch does (a
+    /// file lock taken for it is dropped again should the batch fail).
+    void lease_taken(const transaction& t, const std::string& thread, const lease_taking& took) {
         if (t.nested()) {
-            batch_leases.push_back(thread);
+            batch_leases.emplace_back(thread, took.row);
+            if (took.fresh_lock) batch_locks.push_back(thread);
             return;
         }
+        lease_held(thread, took.row);
+    }
+    /// `thread`'s lease is ours (`row`: with its row written; otherwise by its file lock alone).
+    void lease_held(const std::string& thread, bool row) {
         held.insert(thread);
         lost.erase(thread);
+        if (row) unwritten.erase(thread);
+        else unwritten.emplace(thread, sqlite_detail::now_ms());
     }
 
     // -- stored bytes: sealed or encrypted, and read back -------------------------------
@@ -613,8 +652,18 @@ struct sqlite_saver::impl {
     /// `acquire` and `get` in one transaction (or in the batch's).
     std::optional<checkpoint_tuple> acquire_and_get(const std::string& thread, const std::string& ns,
                                                     const std::optional<std::string>& checkpoint_id);
-    /// The lease's row taken for this saver inside the caller's transaction (throws `thread_busy`).
-    void take_lease(const std::string& thread);
+    /// The lease taken for this saver inside the caller's transaction (throws `thread_busy`): the
+    /// thread's file lock when free, and its row, unless `lock_alone` and the lock was free and
+    /// no row is there. On a throw, a lock taken for it is dropped again.
+    lease_taking take_lease(const std::string& thread, bool lock_alone);
+    /// A write's check of a thread it holds no lease on: refused while another saver's run holds
+    /// the thread's file lock (`thread_busy`); the lock taken is held until the transaction ends.
+    void fence_locked(const std::string& thread);
+    [[noreturn]] void throw_busy_locked(const std::string& thread) const;
+    /// The file lock of a lease taken but not kept (its call or batch failed).
+    void drop_lease_lock(const std::string& thread) noexcept {
+        if (locks) locks->drop(thread, detail::thread_locks::use::lease);
+    }
 
     /// Starts the lease keeper once (called with `mutex` held).
     void start_keeper();

@@ -169,6 +169,11 @@ DROP TABLE leases;
 ALTER TABLE leases_v7 RENAME TO leases;
 )sql";
 
+// Version 8: a lease may be held by its thread's file lock alone (`<file>-leases`), with no row
+// until the run has held it for a tick of the keeper. Earlier builds, which know only rows, would
+// take such a thread: the version keeps them out.
+constexpr const char* migration_v8 = "-- leases may be file locks without a row from now on";
+
 constexpr const char* sql_v1_checkpoints =
     "SELECT thread_id, ns, id, parent_id, step, source, versions, frontier, metadata, signature FROM checkpoints";
 constexpr const char* sql_v2_put_checkpoint =
@@ -342,6 +347,7 @@ void sqlite_saver::impl::migrate() {
         {migration_v5},                                                             // -> v5
         {migration_v6},                                                             // -> v6
         {migration_v7},                                                             // -> v7
+        {migration_v8},                                                             // -> v8
     };
     static_assert(std::size(migrations) == sqlite_saver::schema_version,
                   "one migration per schema version: bump schema_version with the list");

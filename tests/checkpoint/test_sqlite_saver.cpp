@@ -1,6 +1,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
@@ -23,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <optional>
@@ -1281,10 +1285,9 @@ BOOST_AUTO_TEST_CASE(thread_busy_across_processes) {
 }
 
 // A killed holder on this host is noticed at once (its pid is gone): no waiting out its lease.
-BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_is_taken_over_at_once) {
-    temp_dir dir;
-    const auto path = dir.file("db");
-    { sqlite_saver create(options_for(path)); }
+/// A child process that opens `path` (leases of `ttl`), takes thread "t" with `take` and stays
+/// there until killed; returns its pid once it holds the thread.
+pid_t holder_process(const std::string& path, std::chrono::milliseconds ttl, void (*take)(sqlite_saver&)) {
     int ready[2];
     BOOST_REQUIRE(pipe(ready) == 0);
     pid_t pid = fork();
@@ -1293,20 +1296,28 @@ BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_is_taken_over_at_once) {
         close(ready[0]);
         try {
             auto o = options_for(path);
-            o.lease_ttl = std::chrono::seconds(1);
+            o.lease_ttl = ttl;
             sqlite_saver child(o);
-            run(child.acquire("t"));
+            take(child);
             write_byte(ready[1], 'h');
-            for (;;) pause(); // killed here, lease still held
+            for (;;) pause(); // killed here, the thread still held
         } catch (...) {
         }
         _exit(1);
     }
     close(ready[1]);
     BOOST_REQUIRE(read_byte(ready[0]) == 'h');
+    close(ready[0]);
+    return pid;
+}
+
+BOOST_AUTO_TEST_CASE(lease_of_a_killed_process_is_taken_over_at_once) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    { sqlite_saver create(options_for(path)); }
+    const pid_t pid = holder_process(path, std::chrono::seconds(1), [](sqlite_saver& s) { run(s.acquire("t")); });
     kill(pid, SIGKILL);
     BOOST_TEST(wait_child(pid) == 128 + SIGKILL);
-    close(ready[0]);
     sqlite_saver parent(options_for(path));
     run(parent.acquire("t"));
 }
@@ -1881,6 +1892,198 @@ BOOST_AUTO_TEST_CASE(writers_on_two_threads_share_commits_and_lose_nothing) {
         BOOST_TEST(head->writes.size() == 1u);
     }
     BOOST_TEST_MESSAGE("two threads, " << runs * steps * 2 << " writes in " << commit_frames(path + "-wal") << " commits");
+}
+
+// ---- leases held by their thread's file lock alone (schema version 8) ----------------------------
+// A call's start (acquire_and_get) outside a batch takes the thread's lock on `<file>-leases` and,
+// finding no row there, writes none: it is a read, not a commit. Everything a row did still holds.
+
+/// A call's start on `thread` (the engine's first saver call of an invoke).
+std::optional<checkpoint_tuple> start_call(sqlite_saver& s, const std::string& thread) {
+    const std::optional<std::string> newest;
+    return run(s.acquire_and_get(thread, "", newest));
+}
+
+/// A call's end on `thread`: `cp` stored and the lease given back, in one transaction.
+void end_call_with(sqlite_saver& s, const std::string& thread, const checkpoint& cp) {
+    std::vector<checkpoint> cps{cp};
+    saver::call_end end;
+    end.checkpoints = cps;
+    end.release = true;
+    run(s.end_call(thread, "", end));
+}
+
+std::int64_t lease_rows(const std::string& path) { return raw_db(path).integer("SELECT COUNT(*) FROM leases"); }
+
+BOOST_AUTO_TEST_CASE(a_call_start_holds_its_thread_by_the_file_lock_alone) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    put(a, "warm", "", next_cp(nullptr, 0, "loop", json::object{})); // the WAL exists
+    const auto before = commit_frames(path + "-wal");
+    BOOST_TEST(!start_call(a, "t").has_value());
+    BOOST_TEST(commit_frames(path + "-wal") == before); // no commit
+    BOOST_TEST(lease_rows(path) == 0);
+    BOOST_TEST(fs::exists(path + "-leases"));
+
+    // Another saver (here: the same process; across processes below) finds the thread busy,
+    // for a lease, a call's start, a write and a deletion alike, and says why.
+    auto e = expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "thread 't' is busy: held by a run of another saver on this host"), e->what());
+    BOOST_TEST(contains(e->what(), path + "-leases"), e->what());
+    BOOST_TEST(has_name(*e, "t"));
+    expect_error(errc::thread_busy, [&] { start_call(b, "t"); });
+    expect_error(errc::thread_busy, [&] { put(b, "t", "", next_cp(nullptr, 0, "loop", json::object{{"by", "b"}})); });
+    expect_error(errc::thread_busy, [&] { run(b.delete_thread("t")); });
+    BOOST_TEST(!get(b, "t", "").has_value()); // reads are never blocked
+    BOOST_TEST(!start_call(b, "u").has_value()); // other threads are free
+    end_call_with(b, "u", next_cp(nullptr, 0, "loop", json::object{{"by", "b"}}));
+
+    // The holder's end stores its checkpoint and gives the lock back, in one commit.
+    end_call_with(a, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "a"}}));
+    BOOST_TEST(lease_rows(path) == 0);
+    auto got = start_call(b, "t");
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("by") == "a");
+    // A saver holding the lock may still write the thread outside its call (its own lease).
+    put(b, "t", "", next_cp(&got->cp, 1, "loop", json::object{{"by", "b"}}));
+    run(b.release("t"));
+    run(a.acquire("t"));
+    run(a.release("t"));
+}
+
+BOOST_AUTO_TEST_CASE(a_file_lock_lease_is_seen_across_processes_and_goes_with_its_holder) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    { sqlite_saver create(options_for(path)); } // no connection is open across fork()
+    const pid_t pid = holder_process(path, std::chrono::seconds(60), [](sqlite_saver& s) { (void)start_call(s, "t"); });
+    sqlite_saver parent(options_for(path));
+    expect_error(errc::thread_busy, [&] { start_call(parent, "t"); });
+    expect_error(errc::thread_busy, [&] { put(parent, "t", "", next_cp(nullptr, 0, "loop", json::object{})); });
+    BOOST_TEST(lease_rows(path) == 0);
+    kill(pid, SIGKILL);
+    BOOST_TEST(wait_child(pid) == 128 + SIGKILL);
+    // The kernel dropped the dead run's lock: the thread is free at once.
+    (void)start_call(parent, "t");
+    end_call_with(parent, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "parent"}}));
+}
+
+BOOST_AUTO_TEST_CASE(breaking_a_file_lock_lease_fences_its_run) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    (void)start_call(a, "t");
+    auto holder = run(b.break_lease("t"));
+    BOOST_TEST_REQUIRE(holder.has_value());
+    BOOST_TEST(contains(*holder, "a run of another saver on this host"), *holder);
+    // The lock cannot be taken from a's run; an expired row of no one's stands in its place,
+    // so b takes the thread over as from any expired lease, and a's end is refused.
+    (void)start_call(b, "t");
+    auto e = expect_error(errc::lease_lost, [&] { end_call_with(a, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "a"}})); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(has_name(*e, "t"));
+    BOOST_TEST(!get(b, "t", "").has_value()); // nothing of a's stored
+    end_call_with(b, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "b"}}));
+    BOOST_TEST(get(a, "t", "")->cp.values.at("by") == "b");
+    run(a.release("t")); // a lets go of its lock
+    (void)start_call(a, "t");
+    BOOST_TEST(lease_rows(path) == 0); // the stand-in row went with b's release
+    run(a.release("t"));
+}
+
+BOOST_AUTO_TEST_CASE(a_file_lock_lease_held_past_a_tick_gets_its_row) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    auto o = options_for(path);
+    o.lease_ttl = std::chrono::milliseconds(300); // the keeper ticks every 100 ms
+    sqlite_saver a(o), b(o);
+    (void)start_call(a, "t");
+    BOOST_TEST(lease_rows(path) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    BOOST_TEST(raw_db(path).text("SELECT owner FROM leases WHERE thread_id = 't'") == a.owner());
+    // Its holder now shows, and it is renewed like any lease.
+    auto e = expect_error(errc::thread_busy, [&] { run(b.acquire("t")); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), a.owner()), e->what());
+    end_call_with(a, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "a"}}));
+    BOOST_TEST(lease_rows(path) == 0);
+    (void)start_call(b, "t");
+    run(b.release("t"));
+}
+
+/// One run on `thread` as the engine makes it: its start, a step's checkpoint (a write that
+/// waits for a group commit), then its end with a second checkpoint and the lease given back.
+/// `started` counts the starts; the run waits until all `runs` started before it ends.
+boost::asio::awaitable<void> one_run(sqlite_saver& s, std::string thread, int runs, int* started, int* failed) {
+    const std::string ns;
+    const std::optional<std::string> newest;
+    try {
+        auto start = s.acquire_and_get(thread, ns, newest);
+        (void)co_await std::move(start);
+        ++*started;
+        const auto first = next_cp(nullptr, 0, "loop", json::object{{"k", 0}});
+        co_await s.put(thread, ns, first);
+        auto ex = co_await boost::asio::this_coro::executor;
+        boost::asio::steady_timer wait(ex);
+        for (int k = 0; k < 1000 && *started < runs; ++k) {
+            wait.expires_after(std::chrono::milliseconds(1));
+            co_await wait.async_wait(boost::asio::use_awaitable);
+        }
+        std::vector<checkpoint> cps{next_cp(&first, 1, "loop", json::object{{"k", 1}})};
+        saver::call_end end;
+        end.checkpoints = cps;
+        end.release = true;
+        co_await s.end_call(thread, ns, end);
+    } catch (...) {
+        ++*failed;
+    }
+}
+
+// Runs starting while another commit is under way join its transaction (group commit): their
+// starts are then part of a write transaction, and still take their leases by the lock alone.
+BOOST_AUTO_TEST_CASE(call_starts_inside_a_group_commit_hold_their_threads_by_the_lock_alone) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    constexpr int runs = 24;
+    int started = 0, failed = 0;
+    boost::asio::io_context io;
+    for (int i = 0; i < runs; ++i)
+        boost::asio::co_spawn(io, one_run(a, "t" + std::to_string(i), runs, &started, &failed), boost::asio::detached);
+    // While they run (all started, none ended), every thread is a's.
+    int busy = 0, checked = 0;
+    boost::asio::steady_timer probe(io);
+    std::function<void(boost::system::error_code)> look = [&](boost::system::error_code) {
+        if (started < runs) {
+            probe.expires_after(std::chrono::microseconds(200));
+            probe.async_wait(look);
+            return;
+        }
+        BOOST_TEST(lease_rows(path) == 0);
+        for (int i = 0; i < runs; ++i, ++checked) {
+            try {
+                run(b.acquire("t" + std::to_string(i)));
+            } catch (const stategraph::checkpoint_error& e) {
+                if (e.kind() == errc::thread_busy) ++busy;
+            }
+        }
+    };
+    probe.expires_after(std::chrono::microseconds(200));
+    probe.async_wait(look);
+    io.run();
+    BOOST_TEST(failed == 0);
+    BOOST_TEST(checked == runs);
+    BOOST_TEST(busy == runs);
+    BOOST_TEST(lease_rows(path) == 0);
+    for (int i = 0; i < runs; ++i) { // all given back, each thread's two checkpoints stored
+        const auto t = "t" + std::to_string(i);
+        auto got = start_call(b, t);
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("k") == 1);
+        BOOST_TEST(list(b, t, "", list_options{}).size() == 2u);
+        run(b.release(t));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_key_is_refused_in_a_build_without_libsodium, *boost::unit_test::precondition(encryption_not_built)) {

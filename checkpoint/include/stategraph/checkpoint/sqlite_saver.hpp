@@ -24,7 +24,16 @@
 /// - `writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq)`: pending
 ///   writes (JSON text); a task's write to a channel replaces its earlier one (same `seq`);
 /// - `leases(thread_id, owner, expires_at)`: the single-writer lease of a thread across
-///   processes (`expires_at` in milliseconds since the Unix epoch);
+///   processes (`expires_at` in milliseconds since the Unix epoch). Since schema version 8 a
+///   lease is also its thread's lock on one byte of the side file `<path>-leases` (a Linux
+///   open-file-description lock, dropped by the kernel when its holder dies), taken by every
+///   writable saver of the file. A call's start (`acquire_and_get`, outside a group commit) that
+///   finds the lock free and no row there holds the thread by the lock alone and writes no row:
+///   the start of a run is then a read, not a commit. The lease's row is written once its run
+///   has held it for a third of `lease_ttl` (the keeper's tick), so a long run's holder shows
+///   and its lease expires should it freeze, as before; a run that ends sooner never writes one.
+///   A run holding a thread by the lock alone that freezes (SIGSTOP) before that tick keeps the
+///   thread until it is thawed or killed. `acquire` always writes the row.
 /// - `settings(name, value)` (version 4): facts about the whole file; `encryption` holds, in an
 ///   encrypted file, a known text encrypted with the file's key, so that opening it with another
 ///   key, or without one, fails at once with `key_mismatch` (and a key given for a file that holds
@@ -43,6 +52,10 @@
 /// one transaction: a row that cannot be converted fails the open with `corrupt_checkpoint` and
 /// leaves the file at version 1. Processes still running a version-1 stategraph on the same
 /// file must be stopped first.
+///
+/// The side file `<path>-leases` holds no data (nothing is ever written to it; copying or
+/// deleting it while no saver has the file open changes nothing). Earlier stategraph builds,
+/// which know only lease rows, refuse a file of version 8 (`schema_too_new`).
 ///
 /// Semantics are those of `memory_saver`. Writes (`put`, `put_writes`, `prune`,
 /// `delete_thread`, `copy_thread` on its target) are refused with `thread_busy` while another owner holds a live lease on
@@ -134,7 +147,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 7;
+    static constexpr int schema_version = 8;
     /// @brief Whether this build can encrypt (it was built with libsodium: `STATEGRAPH_WITH_SODIUM`).
     static bool encryption_available() noexcept;
 
