@@ -24,7 +24,7 @@ class counting_saver final : public checkpoint::forwarding_saver {
 public:
     struct calls {
         std::size_t put = 0, put_many = 0, in_batches = 0, put_writes = 0, get = 0, list = 0, acquire = 0, release = 0,
-                    end_call = 0;
+                    end_call = 0, acquire_and_get = 0;
         boost::json::object json() const {
             boost::json::object o;
             o["put"] = put; // checkpoints, whether put alone or in a put_many
@@ -33,7 +33,8 @@ public:
             o["put_writes"] = put_writes;
             o["get"] = get;
             o["list"] = list;
-            o["acquire"] = acquire;
+            o["acquire"] = acquire;                 // leases asked for alone
+            o["acquire_and_get"] = acquire_and_get; // a call's start: its lease and its read
             o["release"] = release;
             o["end_call"] = end_call; // a call's last checkpoints, writes and release: one commit
             return o;
@@ -72,10 +73,10 @@ public:
         }
         co_await inner().put_writes(std::move(thread_id), std::move(ns), std::move(checkpoint_id), std::move(writes));
     }
-    /// Forwarded whole (the inner saver's one transaction): counted as an acquire and a get.
+    /// Forwarded whole (the inner saver's one transaction): counted as itself and a get.
     boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>>
     acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& id) override {
-        bump(&calls::acquire);
+        bump(&calls::acquire_and_get);
         bump(&calls::get);
         co_return co_await inner().acquire_and_get(thread_id, ns, id);
     }
