@@ -89,18 +89,29 @@ void sqlite_saver::impl::throw_busy(const std::string& thread, const std::string
 
 bool sqlite_saver::impl::leased(const std::string& thread, std::int64_t now) {
     if (held.count(thread) && !lost.count(thread)) return true;
-    stmt s(*this, sql_get_lease, thread, "reading the thread's lease");
-    s.bind(1, thread);
-    if (!s.step()) {
-        try {
-            return locks && locks->held_elsewhere(thread);
-        } catch (const std::system_error& e) {
-            throw checkpoint_error(errc::storage_failure, "thread " + quote(thread) + ": " + e.what() + where(), {thread});
+    bool row = false;
+    {
+        stmt s(*this, sql_get_lease, thread, "reading the thread's lease");
+        s.bind(1, thread);
+        if (s.step()) {
+            row = true;
+            const auto holder = s.text(0);
+            const auto expires = s.integer(1);
+            if (expires > now && (holder == owner || !lease_owner::is_gone(holder))) return true;
         }
     }
-    const auto holder = s.text(0);
-    const auto expires = s.integer(1);
-    return expires > now && (holder == owner || !lease_owner::is_gone(holder));
+    if (!locks) return false;
+    // No live row: a run may hold the thread by its file lock alone. The lock is taken for the
+    // caller's transaction, so that no run starts on the thread before that transaction ends; a
+    // lock held with an expired row is a frozen holder's, whose lease is over.
+    bool taken = false;
+    try {
+        taken = locks->take(thread, detail::thread_locks::use::write);
+    } catch (const std::system_error& e) {
+        throw checkpoint_error(errc::storage_failure, "thread " + quote(thread) + ": " + e.what() + where(), {thread});
+    }
+    if (taken) end_unlocks.emplace_back(thread, detail::thread_locks::use::write);
+    return !taken && !row;
 }
 
 void sqlite_saver::impl::acquire(const std::string& thread) {

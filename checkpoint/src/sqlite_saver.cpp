@@ -17,6 +17,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,8 +110,10 @@ sqlite_saver::impl::impl(sqlite_options o) : opt(std::move(o)), owner(lease_owne
     // The leases' file locks (sqlite_saver_impl.hpp, `locks`): every writable saver of a file
     // takes them, so that a run holding a thread by its lock alone is seen by all.
     if (!opt.read_only && opt.path != ":memory:" && detail::thread_locks::available()) {
+        struct stat file {};
+        const unsigned mode = ::stat(opt.path.c_str(), &file) == 0 ? static_cast<unsigned>(file.st_mode) : 0644u;
         try {
-            locks.emplace(opt.path + "-leases");
+            locks.emplace(opt.path + "-leases", mode);
         } catch (const std::system_error& e) {
             throw checkpoint_error(errc::storage_failure, std::string("sqlite_saver: ") + e.what() + where());
         }

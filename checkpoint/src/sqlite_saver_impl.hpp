@@ -645,7 +645,9 @@ struct sqlite_saver::impl {
     [[noreturn]] void throw_busy(const std::string& thread, const std::string& holder, std::int64_t expires) const;
 
     /// Whether a run holds the thread's lease: this saver (it acquired the thread and did not lose
-    /// it), or another owner whose lease is live and who is not provably gone.
+    /// it), another owner whose lease is live and who is not provably gone, or a run of another
+    /// saver holding the thread's file lock alone. When none does, the thread's file lock is held
+    /// until the caller's transaction ends (no run starts on it meanwhile).
     bool leased(const std::string& thread, std::int64_t now);
 
     void acquire(const std::string& thread);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <fcntl.h>
 #include <system_error>
+#include <sys/types.h>
 #include <unistd.h>
 
 namespace stategraph::checkpoint::detail {
@@ -18,8 +19,8 @@ bool thread_locks::available() noexcept {
 #endif
 }
 
-thread_locks::thread_locks(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+thread_locks::thread_locks(std::string path, unsigned mode) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, static_cast<mode_t>(mode & 0777u));
     if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "cannot open the lease lock file " + path_);
 }
 

@@ -23,9 +23,11 @@ public:
     /// @brief Whether this build and system have open-file-description locks (Linux 3.15+).
     static bool available() noexcept;
 
-    /// @brief Opens `path` (made when missing, mode 0644 less the umask).
+    /// @brief Opens `path`, made when missing with permission bits `mode` (less the umask; give
+    /// the database file's, as SQLite does for its `-wal` and `-shm`, so that whoever may write
+    /// the database may lock here too).
     /// @throws std::system_error when it cannot be opened.
-    explicit thread_locks(std::string path);
+    thread_locks(std::string path, unsigned mode);
     ~thread_locks();
     thread_locks(const thread_locks&) = delete;
     thread_locks& operator=(const thread_locks&) = delete;

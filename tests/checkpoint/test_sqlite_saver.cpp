@@ -35,6 +35,7 @@
 #include <utility>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1967,6 +1968,43 @@ BOOST_AUTO_TEST_CASE(a_file_lock_lease_is_seen_across_processes_and_goes_with_it
     // The kernel dropped the dead run's lock: the thread is free at once.
     (void)start_call(parent, "t");
     end_call_with(parent, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "parent"}}));
+}
+
+// The side file takes the database's permission bits, as SQLite's -wal and -shm do: whoever may
+// write the database may take its leases.
+BOOST_AUTO_TEST_CASE(the_lease_lock_file_has_the_database_files_permissions) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    { sqlite_saver create(options_for(path)); }
+    fs::remove(path + "-leases");
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write);
+    const mode_t old_mask = umask(0);
+    { sqlite_saver again(options_for(path)); }
+    umask(old_mask);
+    BOOST_TEST(static_cast<int>(fs::status(path + "-leases").permissions() & fs::perms::all) == 0660);
+}
+
+// A sweep never removes a thread a run holds by its file lock alone, and while the sweep looks at a
+// thread no run starts on it.
+BOOST_AUTO_TEST_CASE(a_sweep_leaves_a_thread_held_by_its_file_lock) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    (void)start_call(a, "t");
+    end_call_with(a, "t", next_cp(nullptr, 0, "loop", json::object{{"by", "a"}}));
+    auto again = start_call(a, "t"); // the next turn, under way
+    BOOST_TEST_REQUIRE(again.has_value());
+    auto swept = run(b.sweep({.older_than = std::chrono::milliseconds(0)}));
+    BOOST_TEST(swept.expired == 1u);
+    BOOST_TEST(swept.skipped_busy == 1u);
+    BOOST_TEST(swept.deleted == 0u);
+    end_call_with(a, "t", next_cp(&again->cp, 1, "loop", json::object{{"by", "a, again"}}));
+    BOOST_TEST(list(b, "t", "", list_options{}).size() == 2u);
+    swept = run(b.sweep({.older_than = std::chrono::milliseconds(0)}));
+    BOOST_TEST(swept.deleted == 1u);
+    BOOST_TEST(!get(b, "t", "").has_value());
+    (void)start_call(a, "t"); // the sweep's lock went with its transaction
+    run(a.release("t"));
 }
 
 BOOST_AUTO_TEST_CASE(breaking_a_file_lock_lease_fences_its_run) {
