@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iterator>
 #include <system_error>
 
 namespace stategraph::checkpoint {
@@ -56,17 +55,22 @@ void sqlite_saver::impl::check_lease(const std::string& thread, std::int64_t now
     r.run();
 }
 
-void sqlite_saver::impl::fence_locked(const std::string& thread) {
-    if (!locks) return;
-    bool taken = false;
+bool sqlite_saver::impl::take_lock(const std::string& thread, detail::thread_locks::use u) {
     try {
-        taken = locks->take(thread, detail::thread_locks::use::write);
+        return locks->take(thread, u);
     } catch (const std::system_error& e) {
-        throw checkpoint_error(errc::storage_failure,
-                               "thread " + quote(thread) + ": " + e.what() + where(), {thread});
+        throw checkpoint_error(errc::storage_failure, "thread " + quote(thread) + ": " + e.what() + where(), {thread});
     }
-    if (!taken) throw_busy_locked(thread);
+}
+
+bool sqlite_saver::impl::lock_for_transaction(const std::string& thread) {
+    if (!take_lock(thread, detail::thread_locks::use::write)) return false;
     end_unlocks.emplace_back(thread, detail::thread_locks::use::write);
+    return true;
+}
+
+void sqlite_saver::impl::fence_locked(const std::string& thread) {
+    if (locks && !lock_for_transaction(thread)) throw_busy_locked(thread);
 }
 
 void sqlite_saver::impl::throw_busy_locked(const std::string& thread) const {
@@ -104,14 +108,7 @@ bool sqlite_saver::impl::leased(const std::string& thread, std::int64_t now) {
     // No live row: a run may hold the thread by its file lock alone. The lock is taken for the
     // caller's transaction, so that no run starts on the thread before that transaction ends; a
     // lock held with an expired row is a frozen holder's, whose lease is over.
-    bool taken = false;
-    try {
-        taken = locks->take(thread, detail::thread_locks::use::write);
-    } catch (const std::system_error& e) {
-        throw checkpoint_error(errc::storage_failure, "thread " + quote(thread) + ": " + e.what() + where(), {thread});
-    }
-    if (taken) end_unlocks.emplace_back(thread, detail::thread_locks::use::write);
-    return !taken && !row;
+    return !lock_for_transaction(thread) && !row;
 }
 
 void sqlite_saver::impl::acquire(const std::string& thread) {
@@ -173,11 +170,7 @@ sqlite_saver::impl::lease_taking sqlite_saver::impl::take_lease(const std::strin
     bool locked = !locks; // no file locks: rows alone
     if (locks) {
         took.fresh_lock = !locks->leased(thread);
-        try {
-            locked = locks->take(thread, use::lease);
-        } catch (const std::system_error& e) {
-            throw checkpoint_error(errc::storage_failure, "thread " + quote(thread) + ": " + e.what() + where(), {thread});
-        }
+        locked = take_lock(thread, use::lease);
         if (!locked) took.fresh_lock = false;
     }
     try {

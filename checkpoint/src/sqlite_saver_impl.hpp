@@ -658,6 +658,11 @@ struct sqlite_saver::impl {
     /// thread's file lock when free, and its row, unless `lock_alone` and the lock was free and
     /// no row is there. On a throw, a lock taken for it is dropped again.
     lease_taking take_lease(const std::string& thread, bool lock_alone);
+    /// `thread`'s file lock taken for `u` (false: another saver's run holds it); a failure of the
+    /// lock itself is `storage_failure`.
+    bool take_lock(const std::string& thread, detail::thread_locks::use u);
+    /// `thread`'s file lock taken until the outermost transaction ends (false: another saver's run holds it).
+    bool lock_for_transaction(const std::string& thread);
     /// A write's check of a thread it holds no lease on: refused while another saver's run holds
     /// the thread's file lock (`thread_busy`); the lock taken is held until the transaction ends.
     void fence_locked(const std::string& thread);
