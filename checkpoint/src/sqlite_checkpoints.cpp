@@ -155,13 +155,16 @@ void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo) {
 
 void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
     // Everything is encoded before the write lock is taken: the transaction only binds and steps.
-    const std::string record = seal_record(codec::encode_record(cp), thread, ns, cp);
+    std::string plain_record = codec::encode_record(cp);
+    const std::string record = seal_record(plain_record, thread, ns, cp);
+    const bool noting = noting_paused(thread, ns); // the unsealed bytes then go to the thread's entry
     struct encoded {
         std::string_view channel;
         const std::string* version;
         std::string bytes;
         bool shared; // a `__graph__` value keyed by the graph signature: one row for all threads
     };
+    paused_write noted; // with `noting`
     std::vector<encoded> values;
     values.reserve(cp.values.size());
     for (const auto& [channel, value] : cp.values) {
@@ -173,9 +176,12 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         // A `__graph__` value versioned by this checkpoint's own id (an engine that keeps the shape per
         // thread) or holding appended items stays with the thread's blobs.
         const bool shared = codec::shared_shape(name, extends, version, cp.id);
-        if (shared && stored_graphs.count(version)) continue; // stored once per graph, already there
-        values.push_back({channel, &version, protect(codec::encode_value(value, extends, version), {channel, version}),
-                          shared});
+        std::string plain = codec::encode_value(value, extends, version);
+        const bool stored = shared && stored_graphs.count(version); // stored once per graph, already there
+        std::string bytes = stored ? std::string() : protect(plain, {channel, version});
+        if (noting) noted.values.emplace_back(channel, std::move(plain));
+        if (stored) continue;
+        values.push_back({channel, &version, std::move(bytes), shared});
     }
     // This checkpoint's own small values go into its row, the rest into `blobs`.
     std::vector<std::pair<std::string_view, std::string_view>> inline_values;
@@ -238,6 +244,12 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         s.bind_blob_static(5, v.bytes);
         s.run();
     }
+    if (noting) {
+        noted.thread = &thread;
+        noted.cp = &cp;
+        noted.record = std::move(plain_record);
+        note_paused(std::move(noted));
+    }
     t.commit();
     for (const auto& v : values)
         if (v.shared) graph_stored(t, *v.version);
@@ -268,16 +280,36 @@ void sqlite_saver::impl::put_writes(const std::string& thread, const std::string
         s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
         s.run();
     }
+    if (noting_paused(thread, ns)) {
+        paused_write noted;
+        noted.thread = &thread;
+        noted.writes_to = &checkpoint_id;
+        noted.writes = &writes;
+        note_paused(std::move(noted));
+    }
     t.commit();
 }
 
 void sqlite_saver::impl::end_call(const std::string& thread, const std::string& ns, const saver::call_end& end) {
+    // A call that pauses leaves its state remembered for the resume (sqlite_paused.cpp); one that
+    // does not is over with the thread, and its writes are not noted.
+    const bool pauses = std::any_of(end.writes.begin(), end.writes.end(),
+                                    [](const pending_write& w) { return w.channel == reserved::interrupt; });
+    if (!pauses) forget(thread);
     transaction t(*this, true, thread, "saving the call's last writes");
     std::optional<one_lease_check> fenced;
     if (!end.checkpoints.empty() || !end.writes.empty()) fenced.emplace(*this, thread); // once for them all
     const auto graphs_before = batch_graphs.size();
     for (const auto& cp : end.checkpoints) put(thread, ns, cp); // each one's transaction nested in `t`
     if (!end.writes.empty()) put_writes(thread, ns, end.writes_to, end.writes);
+    if (pauses && !t.nested() && noting_paused(thread, ns)) {
+        // Known current at this data version: the call's lease kept every other writer out.
+        paused_write noted;
+        noted.thread = &thread;
+        noted.call_end = true;
+        noted.data_version = data_version();
+        note_paused(std::move(noted));
+    }
     if (end.release) delete_lease(thread); // after the writes: they are fenced by the lease
     t.commit();
     if (!t.nested()) {

@@ -152,7 +152,8 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::acquire_and_get(const std::s
     }
     std::optional<checkpoint_tuple> got;
     try {
-        got = get(thread, ns, checkpoint_id); // its transaction nested in `t`
+        // its transaction nested in `t`; the latest checkpoint may be remembered (sqlite_paused.cpp)
+        got = checkpoint_id ? get(thread, ns, checkpoint_id) : recall_or_get(thread, ns);
         t->commit();
     } catch (...) {
         if (took.fresh_lock) drop_lease_lock(thread);

@@ -239,6 +239,7 @@ void sqlite_saver::impl::write_batch(std::vector<std::unique_ptr<job>>& jobs) {
         // A damaged file takes no more writes: the batch then only reads, and each write in
         // it is refused by its own (nested) transaction.
         transaction t(*this, !opt.read_only && !damage, none, "saving the work of several calls at once");
+        in_batch = true; // until `t` ends: its calls' writes to remembered threads are forgotten
         for (auto& j : jobs) {
             const std::string& who = j->thread ? *j->thread : none;
             const char* what = j->what ? j->what : "running a call";
@@ -339,6 +340,14 @@ sqlite_saver::~sqlite_saver() = default;
 
 const std::string& sqlite_saver::owner() const noexcept { return impl_->owner; }
 const std::string& sqlite_saver::path() const noexcept { return impl_->opt.path; }
+
+sqlite_saver::paused_memory sqlite_saver::remembered() const {
+    std::lock_guard lock(impl_->mutex);
+    paused_memory m;
+    m.recalled = impl_->paused_recalled;
+    for (const auto& [thread, e] : impl_->paused) m.threads += e.paused ? 1 : 0;
+    return m;
+}
 
 namespace {
 /// The value a call hands back, and the moment its completion was posted (see `call::complete`).

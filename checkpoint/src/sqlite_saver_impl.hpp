@@ -166,11 +166,13 @@ struct sqlite_saver::impl {
     /// Locks to drop once the outermost transaction ends (committed or rolled back): a write's
     /// lock on a thread it does not lease, and a released lease's (never before its writes commit).
     std::vector<std::pair<std::string, detail::thread_locks::use>> end_unlocks;
-    /// Drops `end_unlocks` (called when the outermost transaction ends).
-    void transaction_over() noexcept {
+    /// Drops `end_unlocks` and settles `paused_log` (called when the outermost transaction ends).
+    void transaction_over(bool committed) noexcept {
         if (locks)
             for (const auto& [thread, use] : end_unlocks) locks->drop(thread, use);
         end_unlocks.clear();
+        if (!paused_log.empty()) settle_paused(committed && !in_batch);
+        in_batch = false;
     }
     /// The lease keeper: renews the leases in `held` every third of their time to live, on a
     /// thread of its own, so that a lease outlives a node however long it runs (and however busy
@@ -190,6 +192,56 @@ struct sqlite_saver::impl {
     /// Rows' inline values read during one operation, by (ns, checkpoint id); cleared by each
     /// operation that reads values (a put may change them).
     std::map<std::pair<std::string, std::string>, std::optional<std::string>> inline_rows;
+
+    /// Threads this saver's runs left paused at an interrupt (sqlite_paused.cpp), by thread
+    /// (the root namespace only): the thread's latest checkpoint as this saver wrote it, so that
+    /// the resume, by the process that paused the thread, reads no rows of values back. Also a
+    /// thread whose call's start found no checkpoint (`started` false): its run's writes then make
+    /// up the whole state. Kept as the encoded bytes the saver stored (moved, not copied, as each
+    /// write commits); decoded when a call's start uses the entry.
+    struct paused_thread {
+        bool started = false;    ///< the thread has a checkpoint (else: none)
+        std::string id, parent_id, source;
+        std::int64_t step = -1;
+        std::string record;      ///< codec::encode_record of the latest checkpoint (unsealed)
+        /// Per channel, its stored values (codec::encode_value, unsealed) by version, oldest
+        /// first: the newest, and the ones its appended items extend.
+        std::map<std::string, std::vector<std::pair<std::string, std::string>>, std::less<>> values;
+        std::vector<pending_write> writes; ///< the pending writes of the latest checkpoint
+        bool paused = false;     ///< left so by a call that paused (not a run under way)
+        /// PRAGMA data_version when the entry was last known current: it is used only while no
+        /// other connection committed to the file since (this connection's commits leave it alone).
+        std::int64_t data_version = 0;
+        std::uint64_t used = 0; ///< when last used (`paused_clock`): the least recently used goes first
+    };
+    std::map<std::string, paused_thread, std::less<>> paused;
+    std::uint64_t paused_clock = 0;
+    std::uint64_t paused_recalled = 0; ///< call starts served from `paused` (sqlite_saver::remembered)
+    /// The data version the entries in `paused` were last checked against.
+    std::int64_t paused_version = -1;
+    /// At most this many threads' states are kept, each with at most `paused_links` stored
+    /// values per channel (a channel appended to by many runs is forgotten beyond).
+    static constexpr std::size_t paused_max = 32, paused_links = 64;
+    /// The writes of the outermost transaction to remembered threads, applied to their entries
+    /// once it commits (forgotten if it does not, or if it is a batch's, where one call's work
+    /// may be undone alone). The pointers are the caller's arguments, alive until then.
+    struct paused_write {
+        const std::string* thread = nullptr;
+        const checkpoint* cp = nullptr;     ///< a checkpoint put (id, parent, step, source)
+        std::string record;                 ///< ... its record, unsealed
+        std::vector<std::pair<std::string_view, std::string>> values; ///< ... its values, unsealed
+        const std::string* writes_to = nullptr; ///< or pending writes put against this checkpoint
+        const std::vector<pending_write>* writes = nullptr;
+        bool call_end = false;              ///< or the end of a call that paused, at this data version
+        std::int64_t data_version = 0;
+    };
+    std::vector<paused_write> paused_log;
+    /// Whether the outermost transaction is a batch's (several calls' work in one commit).
+    bool in_batch = false;
+    /// Graph shapes (`__graph__` values, stored once per graph in `graphs`, never changed) by
+    /// version, as read for remembered states (a run carries its graph's shape only the first
+    /// time the engine writes it); at most `paused_max`.
+    std::map<std::string, boost::json::value, std::less<>> shapes;
 
     // -- errors (the throwing ones in sqlite_saver.cpp) ----------------------------------
     std::string where() const { return " (file " + opt.path + ")"; }
@@ -344,6 +396,7 @@ struct sqlite_saver::impl {
         void commit() {
             if (!nested_) stmt(im_, sqlite_detail::sql_commit, thread_, what_).run();
             done_ = true;
+            committed_ = !nested_;
         }
         /// Whether the batch's transaction, not this one, commits the work.
         bool nested() const noexcept { return nested_; }
@@ -351,7 +404,7 @@ struct sqlite_saver::impl {
             if (nested_) return;
             if (!done_ && !sqlite3_get_autocommit(im_.db.get()))
                 sqlite3_exec(im_.db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-            im_.transaction_over();
+            im_.transaction_over(committed_);
         }
 
     private:
@@ -360,6 +413,7 @@ struct sqlite_saver::impl {
         const char* what_;
         bool nested_;
         bool done_ = false;
+        bool committed_ = false;
     };
 
     /// Around a transaction that only takes, renews, gives back or breaks leases (declared
@@ -571,6 +625,29 @@ struct sqlite_saver::impl {
                                         const std::optional<std::string>& checkpoint_id);
 
     std::vector<checkpoint_tuple> list(const std::string& thread, const std::string& ns, const list_options& o);
+
+    // -- paused threads' states (sqlite_paused.cpp) -----------------------------------------
+    /// PRAGMA data_version: changes when another connection commits to the file (and then every
+    /// entry of `paused` is dropped).
+    std::int64_t data_version();
+    /// Forgets the remembered state of `thread` (everything when empty).
+    void forget(const std::string& thread) noexcept;
+    /// A call's start: the thread's latest checkpoint, from `paused` when its entry is current,
+    /// else read as `get` does (a thread with no checkpoint is then remembered as such).
+    std::optional<checkpoint_tuple> recall_or_get(const std::string& thread, const std::string& ns);
+    /// Whether a write of this saver to (thread, ns) now is to be noted (`note_paused`): the
+    /// thread is remembered and this saver holds its lease. A thread remembered whose lease this
+    /// saver does not hold is forgotten: another saver may write it before the next call's start.
+    bool noting_paused(const std::string& thread, const std::string& ns) noexcept;
+    /// Notes a write (inside its transaction): applied to the thread's entry when the
+    /// transaction commits.
+    void note_paused(paused_write w);
+    /// The entry's state as `get` returns it; none when it cannot be made (the entry is then dropped).
+    std::optional<checkpoint_tuple> recall(const std::string& thread, const std::string& ns, const paused_thread& e);
+    /// Applies `paused_log` to the entries (`apply`), or forgets its threads.
+    void settle_paused(bool apply) noexcept;
+    /// One write applied to `e`; false when it does not follow from it (the entry is then dropped).
+    bool advance_paused(paused_thread& e, paused_write& w);
 
     // -- thread maintenance (sqlite_threads.cpp) ------------------------------------------
     void delete_thread(const std::string& thread);

@@ -94,6 +94,7 @@ void sqlite_saver::impl::delete_thread(const std::string& thread) {
 }
 
 void sqlite_saver::impl::delete_rows(const std::string& thread, std::int64_t now) {
+    forget(thread);
     for (auto sql : {sql_delete_writes, sql_delete_blobs, sql_delete_checkpoints}) {
         stmt s(*this, sql, thread, "deleting the thread");
         s.bind(1, thread);
@@ -108,6 +109,7 @@ std::size_t sqlite_saver::impl::rewind_thread(const std::string& thread, const s
     const char* what = "rewinding the thread";
     transaction t(*this, true, thread, what);
     check_lease(thread, now_ms());
+    forget(thread);
     {
         stmt s(*this, sql_rewind_target, thread, what);
         s.bind_static(1, thread).bind_static(2, checkpoint_id);
@@ -128,6 +130,7 @@ void sqlite_saver::impl::copy_thread(const std::string& from, const std::string&
     const char* what = "copying the thread";
     transaction t(*this, true, to, what);
     check_lease(to, now_ms());
+    forget(to);
     {
         stmt s(*this, sql_thread_exists, to, what);
         s.bind_static(1, to);
@@ -274,6 +277,7 @@ void sqlite_saver::impl::sweep_thread(const std::string& thread, const std::stri
                                       sweep_result& result) {
     const char* what = "sweeping threads";
     transaction t(*this, true, thread, what);
+    forget(thread);
     std::size_t before = 0;
     {
         stmt s(*this, sql_thread_newest, thread, what);
@@ -309,6 +313,7 @@ void sqlite_saver::impl::prune(const std::string& thread, std::size_t keep_last)
 }
 
 void sqlite_saver::impl::prune_thread(const std::string& thread, std::size_t keep_last) {
+    forget(thread);
     if (keep_last == 0) keep_last = 1;
     const auto keep = static_cast<std::int64_t>(std::min<std::size_t>(keep_last, INT64_MAX));
     std::vector<std::string> namespaces;

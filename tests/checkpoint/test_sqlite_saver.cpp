@@ -2124,6 +2124,207 @@ BOOST_AUTO_TEST_CASE(call_starts_inside_a_group_commit_hold_their_threads_by_the
     }
 }
 
+// ---- paused threads' states kept in memory (sqlite_paused.cpp) ----------------------------------
+// A call that ends paused at an interrupt leaves the thread's state in the saver's memory; the
+// resume's start by the same saver takes it from there, only while it is what the file holds.
+
+/// Everything a call's start returns, as one JSON text (to compare two reads in one assertion).
+std::string dump(const std::optional<checkpoint_tuple>& t) {
+    if (!t) return "none";
+    json::object o;
+    o["thread"] = t->thread_id;
+    o["ns"] = t->ns;
+    o["id"] = t->cp.id;
+    o["parent"] = t->cp.parent_id;
+    o["step"] = t->cp.step;
+    o["source"] = t->cp.source;
+    json::object versions;
+    for (const auto& [channel, version] : t->cp.versions) versions[channel] = version;
+    o["versions"] = std::move(versions);
+    o["values"] = t->cp.values;
+    o["extends"] = t->cp.extends.size();
+    o["frontier"] = t->cp.frontier;
+    o["metadata"] = t->cp.metadata;
+    o["signature"] = t->cp.signature;
+    json::array writes;
+    for (const auto& w : t->writes) {
+        json::array one;
+        one.emplace_back(w.task_id);
+        one.emplace_back(w.task_name);
+        one.emplace_back(w.channel);
+        one.push_back(w.value);
+        writes.push_back(std::move(one));
+    }
+    o["writes"] = std::move(writes);
+    return json::serialize(o);
+}
+
+/// A call's end as the engine makes one: `cps` stored, then (with `pause`) an interrupt of task
+/// "ask" against the last of them, and the lease given back.
+void end_run(sqlite_saver& s, const std::string& thread, const std::vector<checkpoint>& cps, bool pause,
+             const std::string& writes_to = "") {
+    saver::call_end end;
+    end.checkpoints = cps;
+    if (pause) {
+        end.writes_to = writes_to.empty() ? cps.back().id : writes_to;
+        end.writes.push_back(write_of("task-ask", "ask", "__interrupt__", json::array{json::object{{"value", "which?"}}}));
+    }
+    end.release = true;
+    run(s.end_call(thread, "", end));
+}
+
+/// The checkpoint after `prev` appending `items` to the "log" channel (stored as the items alone).
+checkpoint appending(const checkpoint& prev, std::int64_t step, json::array items, json::object more = {}) {
+    auto cp = next_cp(&prev, step, "loop", more);
+    cp.values["log"] = std::move(items);
+    cp.extends["log"] = prev.versions.at("log");
+    cp.versions["log"] = cp.id;
+    return cp;
+}
+
+/// A thread paused by a run of `s`: its input, a step put while the run went on (as async
+/// durability does), and the step that paused. Returns the checkpoints.
+std::vector<checkpoint> paused_run(sqlite_saver& s, const std::string& thread) {
+    BOOST_REQUIRE(!start_call(s, thread).has_value());
+    std::vector<checkpoint> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"question", "continue?"}, {"log", json::array{"in"}}}));
+    put(s, thread, "", cps.back());
+    cps.push_back(appending(cps.back(), 0, json::array{"prep"}, json::object{{"count", 1}}));
+    end_run(s, thread, {cps.back()}, true);
+    return cps;
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_thread_resumes_from_memory_as_the_file_holds_it) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    const auto cps = paused_run(a, "t");
+    BOOST_TEST(a.remembered().threads == 1u);
+    BOOST_TEST(a.remembered().recalled == 0u);
+    const auto stored = dump(get(b, "t", "")); // read from the file by another connection
+
+    const auto resumed = start_call(a, "t");
+    BOOST_TEST(a.remembered().recalled == 1u);
+    BOOST_TEST(dump(resumed) == stored);
+    BOOST_REQUIRE(resumed.has_value());
+    BOOST_TEST(resumed->cp.values.at("log") == (json::array{"in", "prep"}));
+    BOOST_TEST(resumed->cp.values.at("question") == "continue?");
+    BOOST_REQUIRE_EQUAL(resumed->writes.size(), 1u);
+    BOOST_TEST(resumed->writes.front().channel == "__interrupt__");
+
+    // The resume pauses again: its resume value and the new step are in memory too.
+    auto again = appending(cps.back(), 1, json::array{"ask"});
+    run(a.put_writes("t", "", cps.back().id, {write_of("task-ask", "ask", "__resume__", json::array{"yes"})}));
+    end_run(a, "t", {again}, true);
+    BOOST_TEST(a.remembered().threads == 1u);
+    const auto stored_again = dump(get(b, "t", ""));
+    BOOST_TEST(dump(start_call(a, "t")) == stored_again);
+    BOOST_TEST(a.remembered().recalled == 2u);
+
+    // A call that ends without pausing is over with the thread: nothing stays in memory.
+    end_run(a, "t", {appending(again, 2, json::array{"done"})}, false);
+    BOOST_TEST(a.remembered().threads == 0u);
+    const auto last = start_call(a, "t");
+    BOOST_TEST(a.remembered().recalled == 2u);
+    BOOST_TEST(dump(last) == dump(get(b, "t", "")));
+    run(a.release("t"));
+}
+
+// Another connection's commit, to this thread or to any other, makes the memory stale: the
+// next start reads the file.
+BOOST_AUTO_TEST_CASE(another_savers_commit_makes_a_paused_threads_memory_stale) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    const auto cps = paused_run(a, "t");
+    const auto by_b = appending(cps.back(), 1, json::array{"b"});
+    put(b, "t", "", by_b); // b writes the paused thread (a released it)
+    const auto resumed = start_call(a, "t");
+    BOOST_TEST(a.remembered().recalled == 0u);
+    BOOST_REQUIRE(resumed.has_value());
+    BOOST_TEST(resumed->cp.id == by_b.id);
+    BOOST_TEST(dump(resumed) == dump(get(b, "t", "")));
+    run(a.release("t"));
+
+    (void)paused_run(a, "u");
+    put(b, "elsewhere", "", next_cp(nullptr, 0, "loop", json::object{{"x", 1}})); // another thread
+    BOOST_TEST(dump(start_call(a, "u")) == dump(get(b, "u", "")));
+    BOOST_TEST(a.remembered().recalled == 0u);
+    run(a.release("u"));
+}
+
+// Each of this saver's own writes to the thread outside its run makes it forget the thread; the
+// next start reads what the file holds.
+BOOST_DATA_TEST_CASE(this_savers_writes_outside_the_run_forget_a_paused_thread,
+                     boost::unit_test::data::make({"put", "put_writes", "delete_thread", "prune", "rewind_thread", "sweep"}),
+                     op) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    const auto cps = paused_run(a, "t");
+    BOOST_TEST(a.remembered().threads == 1u);
+    const std::string what = op;
+    if (what == "put") put(a, "t", "", appending(cps.back(), 1, json::array{"put"}));
+    if (what == "put_writes")
+        run(a.put_writes("t", "", cps.back().id, {write_of("task-ask", "ask", "__resume__", json::array{"late"})}));
+    if (what == "delete_thread") run(a.delete_thread("t"));
+    if (what == "prune") run(a.prune("t", 1));
+    if (what == "rewind_thread") BOOST_TEST(run(a.rewind_thread("t", cps.front().id)) == 1u);
+    if (what == "sweep") BOOST_TEST(run(a.sweep(ttl_policy{})).deleted >= 1u); // every thread written before
+    BOOST_TEST(a.remembered().threads == 0u, what);
+    const auto resumed = start_call(a, "t");
+    BOOST_TEST(a.remembered().recalled == 0u, what);
+    BOOST_TEST(dump(resumed) == dump(get(b, "t", "")), what);
+    run(a.release("t"));
+}
+
+// Pauses whose calls ended inside a group commit (one transaction for several calls, any of
+// which may be undone alone) are not kept; their resumes read the file and find every pause.
+BOOST_AUTO_TEST_CASE(paused_runs_ended_in_a_group_commit_resume_from_the_file) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    constexpr int runs = 16;
+    std::vector<std::vector<checkpoint>> made(runs);
+    int failed = 0;
+    boost::asio::io_context io;
+    for (int i = 0; i < runs; ++i) {
+        boost::asio::co_spawn(
+            io,
+            [&, i]() -> boost::asio::awaitable<void> {
+                const std::string thread = "g" + std::to_string(i), ns;
+                const std::optional<std::string> newest;
+                try {
+                    auto start = a.acquire_and_get(thread, ns, newest);
+                    (void)co_await std::move(start);
+                    auto& cps = made[static_cast<std::size_t>(i)];
+                    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"log", json::array{"in"}}, {"i", i}}));
+                    cps.push_back(appending(cps.back(), 0, json::array{"step"}));
+                    saver::call_end end;
+                    end.checkpoints = cps;
+                    end.writes_to = cps.back().id;
+                    end.writes.push_back(write_of("task-ask", "ask", "__interrupt__", json::array{i}));
+                    end.release = true;
+                    co_await a.end_call(thread, ns, end);
+                } catch (...) {
+                    ++failed;
+                }
+            },
+            boost::asio::detached);
+    }
+    io.run();
+    BOOST_TEST(failed == 0);
+    for (int i = 0; i < runs; ++i) {
+        const auto thread = "g" + std::to_string(i);
+        const auto resumed = start_call(a, thread);
+        BOOST_REQUIRE(resumed.has_value());
+        BOOST_TEST(resumed->cp.values.at("log") == (json::array{"in", "step"}));
+        BOOST_TEST(resumed->cp.values.at("i") == i);
+        BOOST_TEST(dump(resumed) == dump(get(b, thread, "")));
+        run(a.release(thread));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_key_is_refused_in_a_build_without_libsodium, *boost::unit_test::precondition(encryption_not_built)) {
     temp_dir dir;
     auto e = expect_error(errc::storage_failure, [&] { sqlite_saver s(keyed(options_for(dir.file("db")))); });

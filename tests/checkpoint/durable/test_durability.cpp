@@ -149,6 +149,65 @@ BOOST_DATA_TEST_CASE(interrupts_resume_in_every_mode, savers() * modes(), kind, 
     BOOST_TEST(history_of(app, "t").size() == (mode == sg::durability::exit ? 2u : 5u));
 }
 
+// A thread paused at an interrupt resumes, in the process that paused it, from the SQLite
+// saver's memory (sqlite_saver::remembered): in every mode, through three pauses of one node
+// (each resume ends paused again, its resume value stored as a pending write), the runs end as
+// they would reading the file, and a second saver of the file reads the same thread.
+BOOST_DATA_TEST_CASE(paused_threads_resume_from_the_sqlite_savers_memory, modes(), mode) {
+    saver_env env(saver_kind::sqlite);
+    auto& mine = dynamic_cast<cp::sqlite_saver&>(*env.saver);
+    counters side;
+    const auto build = [&side](std::shared_ptr<cp::saver> saver) {
+        sg::state_graph<st> g("ask3");
+        g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c"));
+        g.add_node("ask", [&side](const st&, sg::context& ctx) -> boost::asio::awaitable<upd> {
+            side.bump("ask");
+            strings answers;
+            for (int k = 0; k < 3; ++k) {
+                auto pending = ctx.interrupt<std::string>(json::value("question " + std::to_string(k)));
+                answers.push_back(co_await std::move(pending));
+            }
+            co_return upd{}.set<&st::log>(answers);
+        });
+        g.add_edge(sg::START, "a").add_edge("a", "ask").add_edge("ask", "c").add_edge("c", sg::END);
+        return g.compile({.checkpointer = std::move(saver)});
+    };
+    auto app = build(env.saver);
+    auto reader = build(env.open()); // reads the file (another connection)
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    BOOST_TEST(mine.remembered().threads == 1u);
+    for (int k = 0; k < 3; ++k) {
+        r = run(app.invoke(sg::resume("x" + std::to_string(k)), in_mode("t", mode)));
+        BOOST_TEST(r.interrupted() == (k < 2), "resume " << k);
+        if (k < 2) {
+            BOOST_REQUIRE_EQUAL(r.interrupts.size(), 1u);
+            BOOST_TEST(r.interrupts.front().value == json::value("question " + std::to_string(k + 1)));
+        }
+        BOOST_TEST(mine.remembered().recalled == static_cast<std::uint64_t>(k + 1), "resume " << k);
+        BOOST_TEST(mine.remembered().threads == (k < 2 ? 1u : 0u), "resume " << k);
+        const auto here = run(app.get_state("t")), there = run(reader.get_state("t"));
+        BOOST_TEST(here.values.log == there.values.log, "resume " << k);
+        BOOST_TEST(here.next == there.next, "resume " << k);
+    }
+    BOOST_TEST(r.values.log == (strings{"a", "x0", "x1", "x2", "c"}));
+    BOOST_TEST(side["a"] == 1);
+    BOOST_TEST(side["ask"] == 4);
+    BOOST_TEST(side["c"] == 1);
+    // Paused again, then resumed by the second saver: its writes make the first saver's memory
+    // stale, and the first saver reads the file.
+    r = run(app.invoke(upd{}, in_mode("u", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    r = run(reader.invoke(sg::resume("y0"), in_mode("u", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    const auto before = mine.remembered().recalled;
+    r = run(app.invoke(sg::resume("y1"), in_mode("u", mode)));
+    BOOST_TEST(mine.remembered().recalled == before); // read from the file
+    BOOST_REQUIRE(r.interrupted());
+    r = run(app.invoke(sg::resume("y2"), in_mode("u", mode)));
+    BOOST_TEST(r.values.log == (strings{"a", "y0", "y1", "y2", "c"}));
+}
+
 // A static breakpoint in every mode: the call stops before b with a's step stored; continuing
 // passes the breakpoint.
 BOOST_DATA_TEST_CASE(breakpoints_continue_in_every_mode, savers() * modes(), kind, mode) {

@@ -65,6 +65,8 @@
 #include <stategraph/checkpoint/saver.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -213,6 +215,23 @@ public:
     const std::string& path() const noexcept;
     /// @brief Whether the saver encrypts what it stores (it was opened with a key).
     bool encrypted() const noexcept;
+
+    /// @brief What `remembered()` reports.
+    struct paused_memory {
+        std::size_t threads = 0;    ///< paused threads whose state is kept now (at most 32)
+        std::uint64_t recalled = 0; ///< call starts that took a thread's state from memory
+    };
+    /// @brief The paused threads' states this saver keeps in memory for their resumes. A call
+    /// (the engine's invoke) that ends paused at an interrupt leaves the thread's state, as
+    /// this saver wrote it, in memory; the resume's start, by this saver, then reads the
+    /// thread's lease and no values from the file. The state is used only while it is exactly
+    /// what the file holds: when any other connection (another saver, another process) has
+    /// committed anything to the file since, or this saver wrote the thread outside the run
+    /// (`put` without its lease, `delete_thread`, `prune`, `copy_thread` onto it,
+    /// `rewind_thread`, `sweep`), the start reads the file as before. Only the root namespace's
+    /// state and only runs that started on an empty thread or from a kept state are kept; the
+    /// 32 most recently used threads at most, each as the encoded bytes it was stored as.
+    paused_memory remembered() const;
 
 private:
     struct impl;
