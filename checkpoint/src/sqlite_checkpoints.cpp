@@ -176,11 +176,11 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         // A `__graph__` value versioned by this checkpoint's own id (an engine that keeps the shape per
         // thread) or holding appended items stays with the thread's blobs.
         const bool shared = codec::shared_shape(name, extends, version, cp.id);
+        // Stored once per graph, already there (a thread's remembered state reads it from there too).
+        if (shared && stored_graphs.count(version)) continue;
         std::string plain = codec::encode_value(value, extends, version);
-        const bool stored = shared && stored_graphs.count(version); // stored once per graph, already there
-        std::string bytes = stored ? std::string() : protect(plain, {channel, version});
+        std::string bytes = protect(plain, {channel, version});
         if (noting) noted.values.emplace_back(channel, std::move(plain));
-        if (stored) continue;
         values.push_back({channel, &version, std::move(bytes), shared});
     }
     // This checkpoint's own small values go into its row, the rest into `blobs`.
