@@ -59,7 +59,15 @@ checkpoint sqlite_saver::impl::read_row(const stmt& s, const std::string& thread
     cp.source = s.text(3);
     try {
         std::string plain;
-        codec::decode_record(unseal_record(s.bytes(4), thread, ns, cp, plain), cp);
+        const auto record = unseal_record(s.bytes(4), thread, ns, cp, plain);
+        codec::decode_record(record, cp);
+        if (capture) {
+            capture->record.assign(record);
+            capture->id = cp.id;
+            capture->parent_id = cp.parent_id;
+            capture->step = cp.step;
+            capture->source = cp.source;
+        }
     } catch (const std::exception& e) { // codec::corrupt, or allocation failure on garbage
         corrupt(thread, ns, "checkpoint " + cp.id + ": its record cannot be read: " + e.what(), {thread});
     }
@@ -93,7 +101,10 @@ boost::json::value sqlite_saver::impl::read_value(const std::string& thread, con
     try {
         std::optional<boost::json::value> whole;
         const bool found = with_stored(thread, ns, channel, version, [&](std::string_view bytes) {
-            if (!codec::split_value(bytes, version).extends) whole = parse(bytes, thread, ns, where(), {thread, channel});
+            if (codec::split_value(bytes, version).extends) return;
+            whole = parse(bytes, thread, ns, where(), {thread, channel});
+            if (capture && channel != sqlite_detail::graph_channel) // a shape is read from `graphs` again
+                capture->values[channel].assign(1, {version, std::string(bytes)});
         });
         if (!found)
             corrupt(thread, ns,
@@ -106,7 +117,10 @@ boost::json::value sqlite_saver::impl::read_value(const std::string& thread, con
             with_stored(thread, ns, channel, v, [&](std::string_view bytes) { out.emplace(bytes); });
             return out;
         };
-        return codec::resolve_value(version, fetch);
+        auto value = codec::resolve_value(version, fetch);
+        if (capture) // appended items: kept as one whole value
+            capture->values[channel].assign(1, {version, codec::encode_value(value, nullptr, version)});
+        return value;
     } catch (const codec::corrupt& e) {
         corrupt(thread, ns, where() + " cannot be read: " + e.what(), {thread, channel});
     }

@@ -5,9 +5,10 @@
 /// A run that pauses (its end writes an `__interrupt__`) is nearly always resumed, and soon. The
 /// resume's start read every channel value of the thread, each from the row of the checkpoint
 /// that wrote it, and parsed it: most of a resume's start, and on a supervisor's turn more than
-/// the resume's commit. The saver knows that state already: the call's start found the thread
-/// empty (or remembered it), and the run's writes went through this saver. An entry is what
-/// `get` would return for the thread's latest checkpoint; it is used only while
+/// the resume's commit. The saver knows that state already: the call's start read it (its bytes
+/// are kept as they are read) or found the thread empty, and the run's writes went through this
+/// saver. An entry is what `get` would return for the thread's latest checkpoint; it is used
+/// only while
 /// - no other connection committed to the file since it was known current (`PRAGMA
 ///   data_version`, read inside the transaction that reads or ends the call; this connection's
 ///   own commits leave it alone): another saver or process that wrote anything makes it stale;
@@ -65,19 +66,30 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::recall_or_get(const std::str
         }
         forget(thread);
     }
-    auto got = get(thread, ns, std::nullopt);
-    if (!got) {
-        // No checkpoint: the run's writes will make up the whole state. No data version yet:
-        // the run's lease keeps other writers out until its end, which sets it.
-        paused_thread e;
-        e.used = ++paused_clock;
-        paused.emplace(thread, std::move(e));
-        if (paused.size() > paused_max) {
-            auto oldest = paused.begin();
-            for (auto i = paused.begin(); i != paused.end(); ++i)
-                if (i->second.used < oldest->second.used) oldest = i;
-            paused.erase(oldest);
-        }
+    // Read from the file, its bytes kept: the run's writes then advance the state in memory, and
+    // a pause keeps it. No data version yet: the run's lease keeps other writers out until its
+    // end, which sets it. (A thread with no checkpoint: its run's writes make up the whole state.)
+    paused_thread e;
+    e.used = ++paused_clock;
+    std::optional<checkpoint_tuple> got;
+    capture = &e;
+    try {
+        got = get(thread, ns, std::nullopt);
+    } catch (...) {
+        capture = nullptr;
+        throw;
+    }
+    capture = nullptr;
+    if (got) {
+        e.started = true;
+        e.writes = got->writes;
+    }
+    paused.insert_or_assign(thread, std::move(e));
+    if (paused.size() > paused_max) {
+        auto oldest = paused.begin();
+        for (auto i = paused.begin(); i != paused.end(); ++i)
+            if (i->second.used < oldest->second.used) oldest = i;
+        paused.erase(oldest);
     }
     return got;
 }
@@ -190,7 +202,17 @@ bool sqlite_saver::impl::advance_paused(paused_thread& e, paused_write& w) {
         auto& links = found->second;
         if (auto x = cp.extends.find(name); x != cp.extends.end()) {
             // Items appended to the value at the version it extends: kept beside it.
-            if (links.empty() || links.back().first != x->second || links.size() >= paused_links) return false;
+            if (links.empty() || links.back().first != x->second) return false;
+            if (links.size() >= paused_links) { // many runs' appends: kept as one whole value again
+                const auto whole = codec::resolve_value(links.back().first, [&](const std::string& v) -> std::optional<std::string> {
+                    for (const auto& [at, stored] : links)
+                        if (at == v) return stored;
+                    return std::nullopt;
+                });
+                std::string bytes = codec::encode_value(whole, nullptr, links.back().first);
+                links.erase(links.begin(), links.end() - 1);
+                links.back().second = std::move(bytes);
+            }
         } else {
             links.clear();
         }

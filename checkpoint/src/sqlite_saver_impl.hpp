@@ -220,7 +220,7 @@ struct sqlite_saver::impl {
     /// The data version the entries in `paused` were last checked against.
     std::int64_t paused_version = -1;
     /// At most this many threads' states are kept, each with at most `paused_links` stored
-    /// values per channel (a channel appended to by many runs is forgotten beyond).
+    /// values per channel (a channel appended to by many runs is then made one whole value again).
     static constexpr std::size_t paused_max = 32, paused_links = 64;
     /// The writes of the outermost transaction to remembered threads, applied to their entries
     /// once it commits (forgotten if it does not, or if it is a batch's, where one call's work
@@ -236,6 +236,9 @@ struct sqlite_saver::impl {
         std::int64_t data_version = 0;
     };
     std::vector<paused_write> paused_log;
+    /// While a call's start reads a thread from the file (`recall_or_get`): the entry its bytes go
+    /// to, so that the run's writes and a pause find the whole state in memory.
+    paused_thread* capture = nullptr;
     /// Whether the outermost transaction is a batch's (several calls' work in one commit).
     bool in_batch = false;
     /// Graph shapes (`__graph__` values, stored once per graph in `graphs`, never changed) by

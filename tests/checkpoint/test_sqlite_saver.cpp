@@ -2222,12 +2222,43 @@ BOOST_AUTO_TEST_CASE(a_paused_thread_resumes_from_memory_as_the_file_holds_it) {
     BOOST_TEST(a.remembered().recalled == 2u);
 
     // A call that ends without pausing is over with the thread: nothing stays in memory.
-    end_run(a, "t", {appending(again, 2, json::array{"done"})}, false);
+    const auto done = appending(again, 2, json::array{"done"});
+    end_run(a, "t", {done}, false);
     BOOST_TEST(a.remembered().threads == 0u);
-    const auto last = start_call(a, "t");
+    // The next run reads the thread from the file, and keeps what it read: its pause is kept too.
+    const auto next = start_call(a, "t");
     BOOST_TEST(a.remembered().recalled == 2u);
-    BOOST_TEST(dump(last) == dump(get(b, "t", "")));
+    BOOST_TEST(dump(next) == dump(get(b, "t", "")));
+    end_run(a, "t", {appending(done, 3, json::array{"next"})}, true);
+    BOOST_TEST(a.remembered().threads == 1u);
+    BOOST_TEST(dump(start_call(a, "t")) == dump(get(b, "t", "")));
+    BOOST_TEST(a.remembered().recalled == 3u);
     run(a.release("t"));
+}
+
+// A conversation: turn after turn on one thread, each pausing, each appending to a channel. Every
+// resume comes from memory and matches the file, past the point where the appended items are
+// made one whole value again (64 links).
+BOOST_AUTO_TEST_CASE(a_thread_paused_turn_after_turn_stays_in_memory) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    auto cps = paused_run(a, "t");
+    checkpoint last = cps.back();
+    json::array log{"in", "prep"};
+    constexpr int turns = 80;
+    for (int k = 0; k < turns; ++k) {
+        const auto resumed = start_call(a, "t");
+        BOOST_REQUIRE(resumed.has_value());
+        BOOST_TEST(resumed->cp.values.at("log") == log, "turn " << k);
+        BOOST_TEST(dump(resumed) == dump(get(b, "t", "")), "turn " << k);
+        const std::string item = "turn " + std::to_string(k);
+        last = appending(last, last.step + 1, json::array{json::value(item)}, json::object{{"turn", k}});
+        log.emplace_back(item);
+        end_run(a, "t", {last}, true);
+    }
+    BOOST_TEST(a.remembered().recalled == static_cast<std::uint64_t>(turns));
+    BOOST_TEST(a.remembered().threads == 1u);
 }
 
 // Another connection's commit, to this thread or to any other, makes the memory stale: the

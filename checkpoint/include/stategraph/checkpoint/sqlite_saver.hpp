@@ -228,9 +228,9 @@ public:
     /// what the file holds: when any other connection (another saver, another process) has
     /// committed anything to the file since, or this saver wrote the thread outside the run
     /// (`put` without its lease, `delete_thread`, `prune`, `copy_thread` onto it,
-    /// `rewind_thread`, `sweep`), the start reads the file as before. Only the root namespace's
-    /// state and only runs that started on an empty thread or from a kept state are kept; the
-    /// 32 most recently used threads at most, each as the encoded bytes it was stored as.
+    /// `rewind_thread`, `sweep`), the start reads the file as before (and keeps what it read for
+    /// the run's own pause). Only the root namespace's state is kept, for the 32 most recently
+    /// used threads at most, each as the encoded bytes it was stored as.
     paused_memory remembered() const;
 
 private:
