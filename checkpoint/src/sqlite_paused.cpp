@@ -54,10 +54,12 @@ void sqlite_saver::impl::forget(const std::string& thread) noexcept {
 
 std::optional<checkpoint_tuple> sqlite_saver::impl::recall_or_get(const std::string& thread, const std::string& ns) {
     if (!ns.empty() || opt.read_only) return get(thread, ns, std::nullopt);
-    if (auto it = paused.find(thread); it != paused.end()) {
-        // Inside the call's read transaction, which holds the thread's lease from here on.
-        if (it->second.paused && it->second.data_version == data_version() && paused.count(thread)) {
-            it = paused.find(thread); // data_version() may have emptied `paused`: it did not
+    if (paused.count(thread)) {
+        // Inside the call's read transaction, which holds the thread's lease from here on. Read
+        // first: it drops the paused entries another connection's commit made stale.
+        const auto version = data_version();
+        auto it = paused.find(thread);
+        if (it != paused.end() && it->second.paused && it->second.data_version == version) {
             it->second.used = ++paused_clock;
             if (auto got = recall(thread, ns, it->second)) {
                 ++paused_recalled;
@@ -128,9 +130,9 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::recall(const std::string& th
             continue;
         }
         try {
-            cp.values[channel] = codec::resolve_value(version, [&](const std::string& v) -> std::optional<std::string> {
+            cp.values[channel] = codec::resolve_value(version, [&](const std::string& wanted) -> std::optional<std::string> {
                 for (const auto& [at, bytes] : held)
-                    if (at == v) return bytes;
+                    if (at == wanted) return bytes;
                 return std::nullopt;
             });
         } catch (const codec::corrupt&) {
@@ -204,14 +206,15 @@ bool sqlite_saver::impl::advance_paused(paused_thread& e, paused_write& w) {
             // Items appended to the value at the version it extends: kept beside it.
             if (links.empty() || links.back().first != x->second) return false;
             if (links.size() >= paused_links) { // many runs' appends: kept as one whole value again
-                const auto whole = codec::resolve_value(links.back().first, [&](const std::string& v) -> std::optional<std::string> {
-                    for (const auto& [at, stored] : links)
-                        if (at == v) return stored;
-                    return std::nullopt;
-                });
-                std::string bytes = codec::encode_value(whole, nullptr, links.back().first);
+                const auto whole =
+                    codec::resolve_value(links.back().first, [&](const std::string& wanted) -> std::optional<std::string> {
+                        for (const auto& [at, stored] : links)
+                            if (at == wanted) return stored;
+                        return std::nullopt;
+                    });
+                std::string collapsed = codec::encode_value(whole, nullptr, links.back().first);
                 links.erase(links.begin(), links.end() - 1);
-                links.back().second = std::move(bytes);
+                links.back().second = std::move(collapsed);
             }
         } else {
             links.clear();
