@@ -27,6 +27,17 @@ using namespace sqlite_detail;
 
 namespace {
 constexpr std::string_view sql_data_version = "PRAGMA data_version";
+
+/// The whole value at `version` of a channel kept as `links` (a value and the appended items
+/// after it, oldest first). Throws codec::corrupt.
+boost::json::value resolve_links(const std::vector<std::pair<std::string, std::string>>& links,
+                                 const std::string& version) {
+    return codec::resolve_value(version, [&](const std::string& wanted) -> std::optional<std::string> {
+        for (const auto& [at, bytes] : links)
+            if (at == wanted) return bytes;
+        return std::nullopt;
+    });
+}
 } // namespace
 
 std::int64_t sqlite_saver::impl::data_version() {
@@ -130,11 +141,7 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::recall(const std::string& th
             continue;
         }
         try {
-            cp.values[channel] = codec::resolve_value(version, [&](const std::string& wanted) -> std::optional<std::string> {
-                for (const auto& [at, bytes] : held)
-                    if (at == wanted) return bytes;
-                return std::nullopt;
-            });
+            cp.values[channel] = resolve_links(held, version);
         } catch (const codec::corrupt&) {
             return std::nullopt;
         }
@@ -206,13 +213,8 @@ bool sqlite_saver::impl::advance_paused(paused_thread& e, paused_write& w) {
             // Items appended to the value at the version it extends: kept beside it.
             if (links.empty() || links.back().first != x->second) return false;
             if (links.size() >= paused_links) { // many runs' appends: kept as one whole value again
-                const auto whole =
-                    codec::resolve_value(links.back().first, [&](const std::string& wanted) -> std::optional<std::string> {
-                        for (const auto& [at, stored] : links)
-                            if (at == wanted) return stored;
-                        return std::nullopt;
-                    });
-                std::string collapsed = codec::encode_value(whole, nullptr, links.back().first);
+                std::string collapsed =
+                    codec::encode_value(resolve_links(links, links.back().first), nullptr, links.back().first);
                 links.erase(links.begin(), links.end() - 1);
                 links.back().second = std::move(collapsed);
             }

@@ -195,10 +195,11 @@ struct sqlite_saver::impl {
 
     /// Threads this saver's runs left paused at an interrupt (sqlite_paused.cpp), by thread
     /// (the root namespace only): the thread's latest checkpoint as this saver wrote it, so that
-    /// the resume, by the process that paused the thread, reads no rows of values back. Also a
-    /// thread whose call's start found no checkpoint (`started` false): its run's writes then make
-    /// up the whole state. Kept as the encoded bytes the saver stored (moved, not copied, as each
-    /// write commits); decoded when a call's start uses the entry.
+    /// the resume, by the process that paused the thread, reads no rows of values back. An entry
+    /// is made by each call's start that reads the file (what it read; `started` false when the
+    /// thread had no checkpoint) and advanced by the run's writes; it stays only if the run
+    /// pauses. Kept as the encoded bytes the saver stored (moved, not copied, as each write
+    /// commits); decoded when a call's start uses the entry.
     struct paused_thread {
         bool started = false;    ///< the thread has a checkpoint (else: none)
         std::string id, parent_id, source;
@@ -630,13 +631,15 @@ struct sqlite_saver::impl {
     std::vector<checkpoint_tuple> list(const std::string& thread, const std::string& ns, const list_options& o);
 
     // -- paused threads' states (sqlite_paused.cpp) -----------------------------------------
-    /// PRAGMA data_version: changes when another connection commits to the file (and then every
-    /// entry of `paused` is dropped).
+    /// PRAGMA data_version: changes when another connection commits to the file (and then the
+    /// paused entries of `paused` are dropped; a run under way keeps its entry, its lease keeping
+    /// other writers out).
     std::int64_t data_version();
     /// Forgets the remembered state of `thread` (everything when empty).
     void forget(const std::string& thread) noexcept;
     /// A call's start: the thread's latest checkpoint, from `paused` when its entry is current,
-    /// else read as `get` does (a thread with no checkpoint is then remembered as such).
+    /// else read as `get` does, the bytes read kept as the thread's entry (none read: an empty
+    /// thread) for the run's writes to advance.
     std::optional<checkpoint_tuple> recall_or_get(const std::string& thread, const std::string& ns);
     /// Whether a write of this saver to (thread, ns) now is to be noted (`note_paused`): the
     /// thread is remembered and this saver holds its lease. A thread remembered whose lease this
