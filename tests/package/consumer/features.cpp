@@ -10,6 +10,8 @@
 // 2. get_state(t, {.subgraphs = true}) while the subgraph waits at "ask": its state, from outside.
 // 3. A state migration: a thread paused by version 1 of a state is resumed by version 2 from a
 //    new saver on the same SQLite file, as a redeployed process would.
+// 4. Issue 25: one SQLite saver pauses a thread and resumes it from its memory
+//    (`sqlite_saver::remembered()`), a second resume after another pause too.
 // Usage: consumer_features <database file>
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
@@ -126,10 +128,27 @@ boost::asio::awaitable<bool> migration(std::string db) {
                     "version 2 resumes the thread with its state migrated");
 }
 
+// -- 4: a paused thread resumed from the saver's memory ------------------------------------------
+boost::asio::awaitable<bool> resumes(std::string db) {
+    auto saver = std::make_shared<sg::checkpoint::sqlite_saver>(sg::checkpoint::sqlite_options{.path = db + "-resumes"});
+    auto app = ticket_graph<ticket>().compile({.checkpointer = saver});
+    // Named first: g++ 12 rejects a braced list inside a co_await expression ("array used as initializer").
+    auto opened = sg::update<ticket>{}.set<&ticket::owners>({"bo"});
+    auto paused = co_await app.invoke(std::move(opened), {.thread_id = "ticket-2"});
+    const auto kept = saver->remembered();
+    auto done = co_await app.invoke(sg::resume("no"), {.thread_id = "ticket-2"});
+    const auto [threads, recalled] = saver->remembered();
+    co_return check(paused.next == std::vector<std::string>{"approve"} && kept.threads == 1 && kept.recalled == 0 &&
+                        threads == 0 && recalled == 1 &&
+                        done.values.trail == std::vector<std::string>{"open", "approve:no"},
+                    "a paused thread resumes from the saver's memory");
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) return std::cerr << "usage: consumer_features <database file>\n", 2;
     bool ok = sg::run_sync(subgraphs(std::make_shared<sg::checkpoint::memory_saver>()));
     ok = sg::run_sync(migration(argv[1])) && ok;
+    ok = sg::run_sync(resumes(argv[1])) && ok;
     std::cout << (ok ? "consumer_features: ok" : "consumer_features: WRONG RESULT") << std::endl;
     return ok ? 0 : 1;
 }
