@@ -134,9 +134,10 @@ endif()
 if(MCP)
   list(APPEND args -DSTATEGRAPH_CONSUMER_MCP=ON)
 endif()
-if(LAUNCHER)
-  list(APPEND args -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
-endif()
+# No ccache for the consumer: its precompiled header is built from the installed copy of the
+# headers, and a header compiled against a cached precompiled header of an earlier install (a
+# cache shared between clones, scripts/test's CCACHE_BASEDIR) failed with "redefinition of
+# 'struct sqlite_options'" (stop 49). The consumer is a handful of files.
 if(SANITIZE)
   # The libraries were built with the sanitizers; the consumer links their runtimes too.
   list(APPEND args "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer"
