@@ -299,8 +299,14 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
     }
     if (r.saved.graph_version.empty() || r.writer.signature_differs) {
         // The shape is stored once per graph signature (for explaining drift later); a
-        // checkpoint names the signature as its version of `__graph__`.
-        co_await r.session.put_graph(g.signature, g.shape);
+        // checkpoint names the signature as its version of `__graph__`. Asked of the graph's own
+        // saver once (it holds that saver, so no other can take its address); of another (a
+        // subgraph's parent's), every time.
+        const bool own = r.session.saver() == g.saver.get();
+        if (!own || !g.shape_stored.set.load(std::memory_order_acquire)) {
+            co_await r.session.put_graph(g.signature, g.shape);
+            if (own) g.shape_stored.set.store(true, std::memory_order_release);
+        }
         r.saved.graph_version = g.signature;
         r.writer.signature_differs = false;
     }
@@ -360,6 +366,7 @@ boost::asio::awaitable<void> put_queued(run_state& r) {
     cps.swap(w.queue);
     const std::span<const checkpoint::checkpoint> all(cps);
     co_await r.session.put_many(all);
+    record_writer::recycle(cps);
     cps.clear(); // before the arenas are emptied for reuse
     for (auto& a : arenas) {
         a->resource.release();
@@ -388,6 +395,7 @@ boost::asio::awaitable<void> settle(const graph_core& g, run_state& r, bool last
         end.writes = std::exchange(w.held, {});
         end.release = true;
         co_await r.session.end_call(end);
+        record_writer::recycle(cps);
         cps.clear();
         for (auto& a : arenas) {
             a->resource.release();

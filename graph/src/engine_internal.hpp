@@ -32,7 +32,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <map>
+#include <new>
 #include <optional>
 #include <set>
 #include <span>
@@ -240,6 +242,23 @@ struct persisted_state {
     bool has_start_input = false;
 };
 
+/// What this thread keeps for its next calls (record arenas, versions maps: see record_writer).
+template <class T>
+struct thread_cache {
+    std::vector<T> items;
+    ~thread_cache() { gone() = true; }
+    /// This thread's cache; null once it was destroyed (at the thread's exit).
+    static thread_cache* mine() {
+        if (gone()) return nullptr;
+        thread_local thread_cache cache;
+        return &cache;
+    }
+    static bool& gone() {
+        thread_local bool done = false; // trivially destructible: readable until the thread ends
+        return done;
+    }
+};
+
 /// How the next checkpoint is written: the record and its arena, append channels saved as deltas,
 /// the input stored once, and async and exit durability.
 struct record_writer {
@@ -255,7 +274,35 @@ struct record_writer {
         unsigned char first[2048];
         boost::json::monotonic_resource resource{first, sizeof first};
     };
-    std::unique_ptr<record_arena> arena = std::make_unique<record_arena>();
+    /// The arenas of this thread's ended calls, kept for its next calls: a call queues one
+    /// record per checkpoint, each in an arena of its own, and a fresh arena is a malloc of
+    /// 2 KiB (large enough to make the allocator consolidate its small free chunks). At most
+    /// `max_pooled_arenas` are kept per thread.
+    static constexpr std::size_t max_pooled_arenas = 64;
+    static std::unique_ptr<record_arena> take_arena() {
+        if (auto* pool = thread_cache<std::unique_ptr<record_arena>>::mine(); pool && !pool->items.empty()) {
+            auto a = std::move(pool->items.back());
+            pool->items.pop_back();
+            return a;
+        }
+        return std::make_unique<record_arena>();
+    }
+    /// Empties `a` and gives it to this thread's pool (freed when the pool is full or gone).
+    static void give_back(std::unique_ptr<record_arena> a) noexcept {
+        if (!a) return;
+        // Made again, not released: a released resource keeps growing the size of the block it
+        // asks for next, call after call.
+        a->resource.~monotonic_resource();
+        new (&a->resource) boost::json::monotonic_resource(a->first, sizeof a->first);
+        auto* pool = thread_cache<std::unique_ptr<record_arena>>::mine();
+        if (!pool || pool->items.size() >= max_pooled_arenas) return;
+        try {
+            pool->items.push_back(std::move(a));
+        } catch (...) {
+            // not kept: freed here
+        }
+    }
+    std::unique_ptr<record_arena> arena = take_arena();
     // The record handed to the saver, kept between saves: its versions map is updated in place.
     checkpoint::checkpoint out = record_in(*arena);
     bool signature_differs = false;
@@ -294,22 +341,94 @@ struct record_writer {
     /// that prunes nothing after it).
     bool release_at_end = false;
 
+    /// Versions maps of records the saver is done with, kept for the next records this thread
+    /// queues: a record's versions map is a copy of the one before it (one node and one version
+    /// string per channel: about fifty allocations on a state of 25 fields), and a map kept
+    /// from an earlier record of the same graph takes the copy in place (assign_versions).
+    /// At most `max_pooled_versions` are kept per thread.
+    using versions_map = std::map<std::string, std::string>;
+    static constexpr std::size_t max_pooled_versions = 64;
+    /// A copy of `from`, in a map taken from this thread's pool when it has one: one of the same
+    /// size if there is (an earlier call's record at the same point of the same graph).
+    static versions_map copy_versions(const versions_map& from) {
+        auto* pool = thread_cache<versions_map>::mine();
+        if (!pool || pool->items.empty()) return from;
+        auto& maps = pool->items;
+        auto pick = maps.end() - 1;
+        for (auto i = maps.rbegin(); i != maps.rend(); ++i)
+            if (i->size() == from.size()) {
+                pick = std::prev(i.base());
+                break;
+            }
+        versions_map to = std::move(*pick);
+        if (pick != maps.end() - 1) *pick = std::move(maps.back());
+        maps.pop_back();
+        assign_versions(to, from);
+        return to;
+    }
+    /// `to = from`, in place: a channel in both keeps its node and its version's buffer (the
+    /// version assigned), others are erased or inserted.
+    static void assign_versions(versions_map& to, const versions_map& from) {
+        auto t = to.begin();
+        for (const auto& [channel, version] : from) {
+            while (t != to.end() && t->first < channel) t = to.erase(t);
+            if (t != to.end() && t->first == channel) {
+                t->second = version;
+                ++t;
+            } else {
+                to.emplace_hint(t, channel, version);
+            }
+        }
+        to.erase(t, to.end());
+    }
+    /// Gives `m` to this thread's pool (dropped when the pool is full or gone).
+    static void recycle_versions(versions_map&& m) noexcept {
+        if (m.empty()) return;
+        auto* pool = thread_cache<versions_map>::mine();
+        if (!pool || pool->items.size() >= max_pooled_versions) return;
+        try {
+            pool->items.push_back(std::move(m));
+        } catch (...) {
+            // not kept
+        }
+    }
+    /// The records in `cps`, which the saver is done with: their versions maps go to the pool.
+    static void recycle(std::vector<checkpoint::checkpoint>& cps) noexcept {
+        for (auto& c : cps) recycle_versions(std::move(c.versions));
+    }
+
     /// Async durability: `out` joins the queue, and a new record (in a spare arena) takes its
     /// place, holding the same versions.
     void enqueue() {
         std::unique_ptr<record_arena> next;
         if (spare_arenas.empty()) {
-            next = std::make_unique<record_arena>();
+            next = take_arena();
         } else {
             next = std::move(spare_arenas.back());
             spare_arenas.pop_back();
         }
         checkpoint::checkpoint fresh = record_in(*next);
-        fresh.versions = out.versions;
+        fresh.versions = copy_versions(out.versions);
+        if (queue.capacity() == 0) { // a call queues a dozen or two: room made once
+            queue.reserve(16);
+            queue_arenas.reserve(16);
+        }
         queue.push_back(std::move(out));
         queue_arenas.push_back(std::move(arena));
         out = std::move(fresh);
         arena = std::move(next);
+    }
+
+    record_writer(const record_writer&) = delete;
+    record_writer& operator=(const record_writer&) = delete;
+    /// The arenas go back to this thread's pool, after the records built in them are gone.
+    ~record_writer() {
+        recycle_versions(std::move(out.versions));
+        out = checkpoint::checkpoint{};
+        queue.clear();
+        give_back(std::move(arena));
+        for (auto& a : queue_arenas) give_back(std::move(a));
+        for (auto& a : spare_arenas) give_back(std::move(a));
     }
 
     static checkpoint::checkpoint record_in(record_arena& a) {

@@ -160,6 +160,72 @@ BOOST_AUTO_TEST_CASE(many_threads_run_concurrently_on_a_thread_pool) {
 }
 
 namespace run_test {
+struct other {
+    std::string text;
+    int n = 0;
+};
+BOOST_DESCRIBE_STRUCT(other, (), (text, n))
+/// A value larger than a record arena's first block (2 KiB), naming its thread and node.
+std::string big(const std::string& thread, const std::string& node) {
+    std::string s = thread + "/" + node + ":";
+    s.resize(3000, static_cast<char>('a' + s.size() % 26));
+    return s;
+}
+} // namespace run_test
+
+// A call builds its checkpoints' records in arenas and versions maps that its thread keeps for
+// its next calls. Records larger than an arena's first block, call after call, and two graphs
+// of different channels taking turns: each call's checkpoints hold its own values only, and the
+// arenas do not grow what they ask for (they did: after some fifty calls, a bad_alloc).
+BOOST_AUTO_TEST_CASE(calls_on_one_thread_reuse_their_record_arenas) {
+    using run_test::other;
+    const std::vector<std::string> nodes{"w0", "w1", "w2", "w3"};
+    sg::state_graph<st> g;
+    for (const auto& n : nodes)
+        g.add_node(n, [n](const st&, sg::context& ctx) {
+            return sg::update<st>{}.set<&st::total>(1).set<&st::log>({run_test::big(ctx.thread_id(), n)});
+        });
+    g.add_edge(sg::START, "w0").add_edge("w0", "w1").add_edge("w1", "w2").add_edge("w2", "w3").add_edge("w3", sg::END);
+    sg::state_graph<other> h;
+    h.add_node("x", [](const other&, sg::context& ctx) {
+        return sg::update<other>{}.set<&other::text>(run_test::big(ctx.thread_id(), "x")).set<&other::n>(1);
+    });
+    h.add_node("y", [](const other& s) { return sg::update<other>{}.set<&other::n>(s.n + 1); });
+    h.add_edge(sg::START, "x").add_edge("x", "y").add_edge("y", sg::END);
+    auto saver = std::make_shared<sg::checkpoint::memory_saver>();
+    auto app = g.compile({.checkpointer = saver});
+    auto other_app = h.compile({.checkpointer = saver});
+    for (int call = 0; call < 300; ++call) {
+        sg::run_config cfg;
+        cfg.thread_id = "arena-" + std::to_string(call);
+        if (call % 3 == 2) {
+            auto r = run(other_app.invoke(sg::update<other>{}, cfg));
+            BOOST_TEST(r.values.text == run_test::big(cfg.thread_id, "x"));
+            BOOST_TEST(r.values.n == 2);
+            continue;
+        }
+        auto r = run(app.invoke(sg::update<st>{}, cfg));
+        BOOST_TEST_REQUIRE(r.values.log.size() == nodes.size());
+        for (std::size_t i = 0; i < nodes.size(); ++i) BOOST_TEST(r.values.log[i] == run_test::big(cfg.thread_id, nodes[i]));
+    }
+    // Every checkpoint of a few threads, as stored: step k holds the first k nodes' values.
+    for (int call : {0, 1, 151, 298}) {
+        const std::string thread = "arena-" + std::to_string(call);
+        auto history = run(app.get_state_history(thread));
+        BOOST_TEST_REQUIRE(history.size() == nodes.size() + 2); // the input checkpoint, then one per node
+        for (const auto& snap : history) {
+            BOOST_TEST_REQUIRE(snap.values.log.size() == static_cast<std::size_t>(std::max<std::int64_t>(snap.step, 0)));
+            BOOST_TEST(snap.values.total == static_cast<int>(snap.values.log.size()));
+            for (std::size_t i = 0; i < snap.values.log.size(); ++i)
+                BOOST_TEST(snap.values.log[i] == run_test::big(thread, nodes[i]));
+        }
+    }
+    auto s = run(other_app.get_state("arena-299"));
+    BOOST_TEST(s.values.text == run_test::big("arena-299", "x"));
+    BOOST_TEST(s.values.n == 2);
+}
+
+namespace run_test {
 // Slow on the first attempt only, so the time limit trips once and the retry succeeds.
 asio::awaitable<sg::update<st>> slow_then_fast(const st&, sg::context& ctx) {
     auto delay = ctx.attempt() == 1 ? std::chrono::milliseconds(500) : std::chrono::milliseconds(1);

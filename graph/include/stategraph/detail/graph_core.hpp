@@ -14,6 +14,7 @@
 
 #include <boost/json/object.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -107,6 +108,19 @@ struct graph_core {
     std::vector<branch_rt> branches;
     std::vector<join_rt> joins;
     std::shared_ptr<checkpoint::saver> saver;
+    /// A flag a copy of the graph does not inherit (the copy may be given another saver).
+    struct unset_when_copied {
+        mutable std::atomic<bool> set{false};
+        unset_when_copied() = default;
+        unset_when_copied(const unset_when_copied&) noexcept {}
+        unset_when_copied& operator=(const unset_when_copied&) noexcept {
+            set.store(false);
+            return *this;
+        }
+    };
+    /// Set once `saver` stored this graph's shape (`put_graph`, asked by a new thread's first
+    /// checkpoint): the calls after it do not ask again (each asking copies the whole shape).
+    unset_when_copied shape_stored;
     /// Where cached nodes keep their outcomes: `compile_options::cache`, else the checkpointer,
     /// else a memory saver of this graph's own (null when no node is cached and there is neither).
     std::shared_ptr<checkpoint::node_cache> cache;
