@@ -272,7 +272,7 @@ boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, con
         cp.metadata.swap(metadata);
         cp.frontier.swap(fr);
     }
-    r.writer.arena->resource.release();
+    record_writer::empty(*r.writer.arena);
     cp.extends.clear();
     cp.signature.clear();
     cp.values.reserve(changed.count() + 1); // sized once: no rehash per inserted key
@@ -369,7 +369,7 @@ boost::asio::awaitable<void> put_queued(run_state& r) {
     record_writer::recycle(cps);
     cps.clear(); // before the arenas are emptied for reuse
     for (auto& a : arenas) {
-        a->resource.release();
+        record_writer::empty(*a);
         w.spare_arenas.push_back(std::move(a));
     }
 }
@@ -398,7 +398,7 @@ boost::asio::awaitable<void> settle(const graph_core& g, run_state& r, bool last
         record_writer::recycle(cps);
         cps.clear();
         for (auto& a : arenas) {
-            a->resource.release();
+            record_writer::empty(*a);
             w.spare_arenas.push_back(std::move(a));
         }
         co_return;

@@ -287,13 +287,18 @@ struct record_writer {
         }
         return std::make_unique<record_arena>();
     }
+    /// Frees what `a` took beyond its first block, for the next record. The resource is made
+    /// again, not released: a released `monotonic_resource` keeps the size of the block it asks
+    /// for next, which doubles at each block, so an arena reused for record after record larger
+    /// than its first block asked for ever larger blocks (a bad_alloc some forty steps into a call).
+    static void empty(record_arena& a) noexcept {
+        a.resource.~monotonic_resource();
+        new (&a.resource) boost::json::monotonic_resource(a.first, sizeof a.first);
+    }
     /// Empties `a` and gives it to this thread's pool (freed when the pool is full or gone).
     static void give_back(std::unique_ptr<record_arena> a) noexcept {
         if (!a) return;
-        // Made again, not released: a released resource keeps growing the size of the block it
-        // asks for next, call after call.
-        a->resource.~monotonic_resource();
-        new (&a->resource) boost::json::monotonic_resource(a->first, sizeof a->first);
+        empty(*a);
         auto* pool = thread_cache<std::unique_ptr<record_arena>>::mine();
         if (!pool || pool->items.size() >= max_pooled_arenas) return;
         try {

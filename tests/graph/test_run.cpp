@@ -225,6 +225,39 @@ BOOST_AUTO_TEST_CASE(calls_on_one_thread_reuse_their_record_arenas) {
     BOOST_TEST(s.values.n == 2);
 }
 
+// One long call whose every checkpoint record is larger than its arena's first block: the arena
+// is emptied and reused from record to record (sync) or queued and reused (async), and must not
+// grow what it asks for with each reuse (it did, doubling: a bad_alloc after some forty steps).
+BOOST_AUTO_TEST_CASE(a_long_call_of_large_records_reuses_its_arenas) {
+    using run_test::other;
+    constexpr int steps = 120;
+    sg::state_graph<other> g;
+    g.add_node("grow", [](const other& s, sg::context& ctx) {
+        return sg::update<other>{}
+            .set<&other::text>(run_test::big(ctx.thread_id(), "grow-" + std::to_string(s.n)))
+            .set<&other::n>(s.n + 1);
+    });
+    g.add_edge(sg::START, "grow");
+    g.add_conditional_edges(
+        "grow", [](const other& s) { return s.n < steps ? std::string("grow") : std::string(sg::END); },
+        std::vector<std::string>{"grow", sg::END});
+    auto app = g.compile({.checkpointer = std::make_shared<sg::checkpoint::memory_saver>()});
+    for (auto mode : {sg::durability::sync, sg::durability::async}) {
+        sg::run_config cfg;
+        cfg.thread_id = mode == sg::durability::sync ? "long-sync" : "long-async";
+        cfg.durability = mode;
+        cfg.recursion_limit = steps + 10;
+        auto r = run(app.invoke(sg::update<other>{}, cfg));
+        BOOST_TEST(r.values.n == steps);
+        BOOST_TEST(r.values.text == run_test::big(cfg.thread_id, "grow-" + std::to_string(steps - 1)));
+        auto history = run(app.get_state_history(cfg.thread_id));
+        BOOST_TEST(history.size() == static_cast<std::size_t>(steps + 2));
+        for (const auto& snap : history)
+            if (snap.values.n > 0)
+                BOOST_TEST(snap.values.text == run_test::big(cfg.thread_id, "grow-" + std::to_string(snap.values.n - 1)));
+    }
+}
+
 namespace run_test {
 // Slow on the first attempt only, so the time limit trips once and the retry succeeds.
 asio::awaitable<sg::update<st>> slow_then_fast(const st&, sg::context& ctx) {
