@@ -290,7 +290,7 @@ struct record_writer {
     /// Frees what `a` took beyond its first block, for the next record. The resource is made
     /// again, not released: a released `monotonic_resource` keeps the size of the block it asks
     /// for next, which doubles at each block, so an arena reused for record after record larger
-    /// than its first block asked for ever larger blocks (a bad_alloc some forty steps into a call).
+    /// than its first block asked for ever larger blocks (a bad_alloc a few dozen steps into a call).
     static void empty(record_arena& a) noexcept {
         a.resource.~monotonic_resource();
         new (&a.resource) boost::json::monotonic_resource(a.first, sizeof a.first);

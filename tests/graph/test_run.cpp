@@ -176,7 +176,7 @@ std::string big(const std::string& thread, const std::string& node) {
 // A call builds its checkpoints' records in arenas and versions maps that its thread keeps for
 // its next calls. Records larger than an arena's first block, call after call, and two graphs
 // of different channels taking turns: each call's checkpoints hold its own values only, and the
-// arenas do not grow what they ask for (they did: after some fifty calls, a bad_alloc).
+// arenas do not grow what they ask for (reused as they were, they did, until a bad_alloc).
 BOOST_AUTO_TEST_CASE(calls_on_one_thread_reuse_their_record_arenas) {
     using run_test::other;
     const std::vector<std::string> nodes{"w0", "w1", "w2", "w3"};
@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(calls_on_one_thread_reuse_their_record_arenas) {
 
 // One long call whose every checkpoint record is larger than its arena's first block: the arena
 // is emptied and reused from record to record (sync) or queued and reused (async), and must not
-// grow what it asks for with each reuse (it did, doubling: a bad_alloc after some forty steps).
+// grow what it asks for with each reuse (it did, doubling: a bad_alloc within these 120 steps).
 BOOST_AUTO_TEST_CASE(a_long_call_of_large_records_reuses_its_arenas) {
     using run_test::other;
     constexpr int steps = 120;
