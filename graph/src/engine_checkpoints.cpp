@@ -366,12 +366,7 @@ boost::asio::awaitable<void> put_queued(run_state& r) {
     cps.swap(w.queue);
     const std::span<const checkpoint::checkpoint> all(cps);
     co_await r.session.put_many(all);
-    record_writer::recycle(cps);
-    cps.clear(); // before the arenas are emptied for reuse
-    for (auto& a : arenas) {
-        record_writer::empty(*a);
-        w.spare_arenas.push_back(std::move(a));
-    }
+    w.take_back(cps, arenas);
 }
 
 /// Makes everything this call has so far durable: the queued put of async durability is
@@ -395,12 +390,7 @@ boost::asio::awaitable<void> settle(const graph_core& g, run_state& r, bool last
         end.writes = std::exchange(w.held, {});
         end.release = true;
         co_await r.session.end_call(end);
-        record_writer::recycle(cps);
-        cps.clear();
-        for (auto& a : arenas) {
-            record_writer::empty(*a);
-            w.spare_arenas.push_back(std::move(a));
-        }
+        w.take_back(cps, arenas);
         co_return;
     }
     if (!w.queue.empty()) co_await put_queued(r);

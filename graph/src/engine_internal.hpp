@@ -397,9 +397,19 @@ struct record_writer {
             // not kept
         }
     }
-    /// The records in `cps`, which the saver is done with: their versions maps go to the pool.
-    static void recycle(std::vector<checkpoint::checkpoint>& cps) noexcept {
+    /// The saver is done with the records `cps`, built in `arenas` (both taken from the queue):
+    /// their versions maps go to the pool, the arenas are emptied for the next records, and the
+    /// two vectors' room goes back to the queue when nothing queued meanwhile.
+    void take_back(std::vector<checkpoint::checkpoint>& cps, std::vector<std::unique_ptr<record_arena>>& arenas) {
         for (auto& c : cps) recycle_versions(std::move(c.versions));
+        cps.clear(); // before the arenas are emptied
+        for (auto& a : arenas) {
+            empty(*a);
+            spare_arenas.push_back(std::move(a));
+        }
+        arenas.clear();
+        if (queue.empty()) queue.swap(cps);
+        if (queue_arenas.empty()) queue_arenas.swap(arenas);
     }
 
     /// Async durability: `out` joins the queue, and a new record (in a spare arena) takes its
