@@ -48,8 +48,13 @@ std::vector<checkpoint::pending_write> task_writes(const graph_core& g, task& t)
         boost::json::array list;
         for (const auto& i : t.interrupts) list.push_back(boost::json::object{{"id", i.id}, {"node", i.node}, {"value", i.value}});
         add(names::interrupt, std::move(list));
-        boost::json::array resumes(t.frame.resume.begin(), t.frame.resume.end());
-        add(names::resume, std::move(resumes));
+        // The answers the task already received (an interrupt after an earlier one was answered);
+        // none is no write: reload_task reads a missing list as empty. (A first interrupt is the
+        // common case: one pending-write row less to store and to read back at the resume.)
+        if (!t.frame.resume.empty()) {
+            boost::json::array resumes(t.frame.resume.begin(), t.frame.resume.end());
+            add(names::resume, std::move(resumes));
+        }
     } else if (t.status == task_status::failed) {
         add(names::error, boost::json::string(error_message(t.error)));
     }

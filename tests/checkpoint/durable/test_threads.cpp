@@ -497,9 +497,29 @@ BOOST_DATA_TEST_CASE(several_interrupts_in_one_node, savers(), kind) {
     BOOST_REQUIRE_EQUAL(s1.tasks[0].interrupts.size(), 1u);
     BOOST_TEST(s1.tasks[0].interrupts[0].id == r1.interrupts[0].id);
 
+    // The pending writes stored: the first interrupt's, and no list of answers (none received yet).
+    auto answers_stored = [&]() -> std::optional<json::value> {
+        auto head = run(env.saver->get("t", "", std::nullopt));
+        BOOST_REQUIRE(head.has_value());
+        std::optional<json::value> answers;
+        int interrupts = 0;
+        for (const auto& w : head->writes) {
+            if (w.task_name != "form") continue;
+            if (w.channel == "__interrupt__") ++interrupts;
+            if (w.channel == "__resume__") answers = w.value;
+        }
+        BOOST_TEST(interrupts == 1);
+        return answers;
+    };
+    BOOST_TEST(!answers_stored().has_value());
+
     auto r2 = run(app.invoke(sg::resume(std::string("ann")), thread("t")));
     BOOST_REQUIRE(r2.interrupted());
     BOOST_TEST(r2.interrupts[0].value == json::value("age?"));
+    // The second interrupt stores the answer the node already received, for the next resume
+    // (by any process) to hand it back in place.
+    const auto answered = answers_stored();
+    BOOST_TEST((answered == std::optional<json::value>(json::array{"ann"})));
     BOOST_TEST(r2.interrupts[0].id != r1.interrupts[0].id);
     auto r3 = run(app.invoke(sg::resume(41), thread("t")));
     BOOST_REQUIRE(r3.interrupted());
