@@ -41,9 +41,13 @@ std::vector<checkpoint::pending_write> task_writes(const graph_core& g, task& t)
         boost::json::array go;
         for (const auto& target : t.out.targets) go.push_back(boost::json::string(target));
         add(names::goto_, std::move(go));
-        boost::json::array sends;
-        for (const auto& s : t.out.sends) sends.push_back(send_json(s));
-        add(names::send, std::move(sends));
+        // `__goto__` always: with no field written it is what marks the task finished. Sends only
+        // when there are any (reload_task reads none from a missing list): a row less per task.
+        if (!t.out.sends.empty()) {
+            boost::json::array sends;
+            for (const auto& s : t.out.sends) sends.push_back(send_json(s));
+            add(names::send, std::move(sends));
+        }
     } else if (t.status == task_status::interrupted) {
         boost::json::array list;
         for (const auto& i : t.interrupts) list.push_back(boost::json::object{{"id", i.id}, {"node", i.node}, {"value", i.value}});

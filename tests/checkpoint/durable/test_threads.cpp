@@ -115,6 +115,10 @@ BOOST_DATA_TEST_CASE(finished_sibling_survives_an_abandoned_step, savers(), kind
                    graphs::read_counts(counts)["slow"] == 1;
         }
         BOOST_REQUIRE_MESSAGE(seen, "fast's pending write never became visible while slow was running");
+        // Its field and its (empty) route are stored; an empty list of Sends is not.
+        const auto head = run(env.saver->get("t", "", std::nullopt));
+        BOOST_TEST(has_write(head, "fast", "__goto__"));
+        BOOST_TEST(!has_write(head, "fast", "__send__"));
     } // the io_context dies with `slow` suspended mid-step: what a crash leaves behind
 
     auto s = run(app.get_state("t"));
