@@ -15,8 +15,8 @@ namespace stategraph::checkpoint {
 namespace {
 
 constexpr std::string_view sql_put_checkpoint =
-    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(thread_id, ns, id) DO NOTHING";
+    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals, pending) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(thread_id, ns, id) DO NOTHING";
 constexpr std::string_view sql_replace_checkpoint =
     "UPDATE checkpoints SET parent_id = ?4, step = ?5, source = ?6, record = ?7, vals = ?8 "
     "WHERE thread_id = ?1 AND ns = ?2 AND id = ?3";
@@ -30,9 +30,58 @@ constexpr std::string_view sql_put_write =
 constexpr std::string_view sql_get_writes = "SELECT task_id, task_name, channel, value FROM writes "
                                             "WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3 ORDER BY seq";
 
+constexpr unsigned char inline_writes_format = 1;
+
+void put_length(std::string& out, std::size_t n) {
+    do {
+        auto b = static_cast<unsigned char>(n & 0x7f);
+        n >>= 7;
+        out.push_back(static_cast<char>(n ? b | 0x80 : b));
+    } while (n);
+}
+
 } // namespace
 
 using namespace sqlite_detail;
+
+std::string sqlite_detail::encode_inline_writes(const std::vector<inline_write>& writes) {
+    std::string out(1, static_cast<char>(inline_writes_format));
+    for (const auto& w : writes)
+        for (std::string_view field : {w.task_id, w.task_name, w.channel, w.value}) {
+            put_length(out, field.size());
+            out.append(field);
+        }
+    return out;
+}
+
+std::vector<inline_write> sqlite_detail::decode_inline_writes(std::string_view bytes) {
+    if (bytes.empty() || static_cast<unsigned char>(bytes[0]) != inline_writes_format)
+        throw codec::corrupt("pending writes in an unknown format");
+    std::size_t at = 1;
+    auto field = [&]() -> std::string_view {
+        std::size_t n = 0;
+        for (int shift = 0;; shift += 7) {
+            if (at >= bytes.size() || shift > 28) throw codec::corrupt("pending writes cut short");
+            const auto b = static_cast<unsigned char>(bytes[at++]);
+            n |= static_cast<std::size_t>(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+        }
+        if (n > bytes.size() - at) throw codec::corrupt("pending writes cut short");
+        const auto f = bytes.substr(at, n);
+        at += n;
+        return f;
+    };
+    std::vector<inline_write> out;
+    while (at < bytes.size()) {
+        inline_write w;
+        w.task_id = field();
+        w.task_name = field();
+        w.channel = field();
+        w.value = field();
+        out.push_back(w);
+    }
+    return out;
+}
 
 std::string sqlite_saver::impl::seal_record(std::string_view record, const std::string& thread, const std::string& ns,
                                             const checkpoint& cp) const {
@@ -51,8 +100,10 @@ std::string_view sqlite_saver::impl::unseal_record(std::string_view stored, cons
     }
 }
 
-checkpoint sqlite_saver::impl::read_row(const stmt& s, const std::string& thread, const std::string& ns) const {
+checkpoint sqlite_saver::impl::read_row(const stmt& s, const std::string& thread, const std::string& ns,
+                                        std::optional<std::string>* pending) const {
     checkpoint cp;
+    if (pending && !s.is_null(5)) pending->emplace(s.bytes(5));
     cp.id = s.text(0);
     cp.parent_id = s.text(1);
     cp.step = s.integer(2);
@@ -126,7 +177,7 @@ boost::json::value sqlite_saver::impl::read_value(const std::string& thread, con
     }
 }
 
-void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo) {
+void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo, const std::optional<std::string>& pending) {
     const auto& thread = t.thread_id;
     const auto& ns = t.ns;
     const auto& id = t.cp.id;
@@ -147,6 +198,36 @@ void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo) {
     for (const auto* e : fresh)
         memo->emplace(std::pair<std::string_view, std::string_view>(e->first, e->second),
                       &t.cp.values.at(e->first));
+    // A write as stored (sealed to its address), opened and parsed into `pw`.
+    auto open_write = [&](pending_write& pw, std::string_view stored) {
+        const std::string what = common::write_label(id, pw);
+        std::string_view text;
+        std::string plain;
+        try {
+            text = reveal(stored, {thread, ns, id, pw.task_id, pw.task_name, pw.channel}, plain);
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, what + " cannot be read: " + e.what(), {thread, pw.channel, pw.task_name});
+        }
+        pw.value = parse(text, thread, ns, what, {thread, pw.channel, pw.task_name});
+    };
+    std::size_t inline_count = 0;
+    if (pending) {
+        std::vector<inline_write> stored;
+        try {
+            stored = decode_inline_writes(*pending);
+        } catch (const codec::corrupt& e) {
+            corrupt(thread, ns, "checkpoint " + id + ": its pending writes cannot be read: " + e.what(), {thread});
+        }
+        for (const auto& w : stored) {
+            pending_write pw;
+            pw.task_id = w.task_id;
+            pw.task_name = w.task_name;
+            pw.channel = w.channel;
+            open_write(pw, w.value);
+            t.writes.push_back(std::move(pw));
+        }
+        inline_count = t.writes.size();
+    }
     stmt w(*this, sql_get_writes, thread, "reading pending writes");
     w.bind_static(1, thread).bind_static(2, ns).bind_static(3, id);
     while (w.step()) {
@@ -154,20 +235,17 @@ void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo) {
         pw.task_id = w.text(0);
         pw.task_name = w.text(1);
         pw.channel = w.text(2);
-        const std::string what = common::write_label(id, pw);
-        std::string_view text;
-        std::string plain;
-        try {
-            text = reveal(w.bytes(3), {thread, ns, id, pw.task_id, pw.task_name, pw.channel}, plain);
-        } catch (const codec::corrupt& e) {
-            corrupt(thread, ns, what + " cannot be read: " + e.what(), {thread, pw.channel, pw.task_name});
-        }
-        pw.value = parse(text, thread, ns, what, {thread, pw.channel, pw.task_name});
-        t.writes.push_back(std::move(pw));
+        open_write(pw, w.bytes(3));
+        // A later write of a task to a channel written inline replaces it where it was.
+        const auto first = t.writes.begin(), last = first + static_cast<std::ptrdiff_t>(inline_count);
+        auto same = std::find_if(first, last, [&](const pending_write& x) { return x.task_id == pw.task_id && x.channel == pw.channel; });
+        if (same != last) *same = std::move(pw);
+        else t.writes.push_back(std::move(pw));
     }
 }
 
-void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, const checkpoint& cp) {
+bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, const checkpoint& cp,
+                             const std::vector<pending_write>* pending) {
     // Everything is encoded before the write lock is taken: the transaction only binds and steps.
     std::string plain_record = codec::encode_record(cp);
     const std::string record = seal_record(plain_record, thread, ns, cp);
@@ -210,6 +288,23 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         }
     }
     const std::string vals = inline_values.empty() ? std::string() : codec::encode_inline(inline_values);
+    // The call's last writes, when they belong to this checkpoint: inside its row, each sealed as
+    // its row of `writes` would be; a second write of a task to a channel replaces the first.
+    std::string pending_bytes;
+    if (pending && !pending->empty()) {
+        std::vector<std::string> sealed;
+        sealed.reserve(pending->size());
+        std::vector<inline_write> ws;
+        for (const auto& w : *pending) {
+            sealed.push_back(protect(boost::json::serialize(w.value), {thread, ns, cp.id, w.task_id, w.task_name, w.channel}));
+            inline_write iw{w.task_id, w.task_name, w.channel, sealed.back()};
+            auto same = std::find_if(ws.begin(), ws.end(),
+                                     [&](const inline_write& x) { return x.task_id == iw.task_id && x.channel == iw.channel; });
+            if (same != ws.end()) *same = iw;
+            else ws.push_back(iw);
+        }
+        pending_bytes = encode_inline_writes(ws);
+    }
     inline_rows.clear();
 
     transaction t(*this, true, thread, "saving a checkpoint");
@@ -221,9 +316,12 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
         if (inline_values.empty()) s.bind_null(8);
         else s.bind_blob_static(8, vals);
+        if (pending_bytes.empty()) s.bind_null(9);
+        else s.bind_blob_static(9, pending_bytes);
         s.run();
     }
-    if (sqlite3_changes(db.get()) == 0) {
+    const bool fresh = sqlite3_changes(db.get()) != 0;
+    if (!fresh) {
         // The id is stored already (rare: a saver user re-putting a checkpoint). It is replaced;
         // the values stored with it before stay unless written again.
         std::string old;
@@ -267,6 +365,7 @@ void sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
     t.commit();
     for (const auto& v : values)
         if (v.shared) graph_stored(t, *v.version);
+    return fresh;
 }
 
 void sqlite_saver::impl::put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
@@ -314,8 +413,22 @@ void sqlite_saver::impl::end_call(const std::string& thread, const std::string& 
     std::optional<one_lease_check> fenced;
     if (!end.checkpoints.empty() || !end.writes.empty()) fenced.emplace(*this, thread); // once for them all
     const auto graphs_before = batch_graphs.size();
-    for (const auto& cp : end.checkpoints) put(thread, ns, cp); // each one's transaction nested in `t`
-    if (!end.writes.empty()) put_writes(thread, ns, end.writes_to, end.writes);
+    // The writes go inside the row of their checkpoint when this call writes it (an interrupt or
+    // a failure in the call's last step, the usual case): one b-tree changed instead of two.
+    bool written = end.writes.empty();
+    for (const auto& cp : end.checkpoints) { // each one's transaction nested in `t`
+        const bool home = !written && cp.id == end.writes_to;
+        if (put(thread, ns, cp, home ? &end.writes : nullptr) && home) written = true;
+    }
+    if (!written) {
+        put_writes(thread, ns, end.writes_to, end.writes);
+    } else if (!end.writes.empty() && noting_paused(thread, ns)) {
+        paused_write noted; // as put_writes notes them
+        noted.thread = &thread;
+        noted.writes_to = &end.writes_to;
+        noted.writes = &end.writes;
+        note_paused(std::move(noted));
+    }
     if (pauses && !t.nested() && noting_paused(thread, ns)) {
         // Known current at this data version: the call's lease kept every other writer out.
         paused_write noted;
@@ -337,14 +450,15 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::get(const std::string& threa
     transaction t(*this, false, thread, "reading a checkpoint");
     inline_rows.clear();
     std::optional<checkpoint_tuple> result;
+    std::optional<std::string> pending;
     {
         stmt s(*this, checkpoint_id ? sql_get_by_id : sql_get_latest, thread, "reading a checkpoint");
         s.bind_static(1, thread).bind_static(2, ns);
         if (checkpoint_id) s.bind_static(3, *checkpoint_id);
-        if (s.step()) result.emplace(checkpoint_tuple{thread, ns, read_row(s, thread, ns), {}});
+        if (s.step()) result.emplace(checkpoint_tuple{thread, ns, read_row(s, thread, ns, &pending), {}});
     }
     if (!result) return std::nullopt;
-    assemble(*result);
+    assemble(*result, nullptr, pending);
     t.commit();
     return result;
 }
@@ -354,6 +468,7 @@ std::vector<checkpoint_tuple> sqlite_saver::impl::list(const std::string& thread
     transaction t(*this, false, thread, "listing checkpoints");
     inline_rows.clear();
     std::vector<checkpoint> rows;
+    std::vector<std::optional<std::string>> pendings;
     {
         stmt s(*this, sql_list, thread, "listing checkpoints");
         s.bind(1, thread).bind(2, ns);
@@ -365,14 +480,17 @@ std::vector<checkpoint_tuple> sqlite_saver::impl::list(const std::string& thread
         else s.bind_null(5);
         s.bind(6, o.limit ? static_cast<std::int64_t>(std::min<std::size_t>(*o.limit, INT64_MAX))
                           : std::int64_t{-1});
-        while (s.step()) rows.push_back(read_row(s, thread, ns));
+        while (s.step()) {
+            pendings.emplace_back();
+            rows.push_back(read_row(s, thread, ns, &pendings.back()));
+        }
     }
     std::vector<checkpoint_tuple> out;
     out.reserve(rows.size()); // never reallocated below: `memo` points into it
     value_memo memo;
-    for (auto& cp : rows) {
-        out.push_back(checkpoint_tuple{thread, ns, std::move(cp), {}});
-        assemble(out.back(), &memo);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        out.push_back(checkpoint_tuple{thread, ns, std::move(rows[i]), {}});
+        assemble(out.back(), &memo, pendings[i]);
     }
     t.commit();
     return out;

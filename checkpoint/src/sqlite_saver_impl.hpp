@@ -60,7 +60,7 @@ inline constexpr std::string_view sql_put_blob =
     "INSERT OR REPLACE INTO blobs(thread_id, ns, channel, version, value) VALUES(?1, ?2, ?3, ?4, ?5)";
 inline constexpr std::string_view sql_put_graph = "INSERT OR IGNORE INTO graphs(version, value) VALUES(?1, ?2)";
 // Checkpoint rows without their values, in the columns impl::read_row reads.
-#define STATEGRAPH_CP_COLUMNS "id, parent_id, step, source, record"
+#define STATEGRAPH_CP_COLUMNS "id, parent_id, step, source, record, pending"
 inline constexpr std::string_view sql_get_latest = "SELECT " STATEGRAPH_CP_COLUMNS
                                                    " FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
                                                    "ORDER BY id DESC LIMIT 1";
@@ -83,6 +83,19 @@ inline constexpr std::string_view sql_get_graph = "SELECT value FROM graphs WHER
 
 using common::now_ms;
 using common::quote;
+
+/// One pending write inside a checkpoint row (`checkpoints.pending`, schema version 9): its
+/// value as stored (sealed or encrypted, as a row of `writes`, to the thread, namespace,
+/// checkpoint id, task id, task name and channel). Views into the column's bytes.
+struct inline_write {
+    std::string_view task_id, task_name, channel, value;
+};
+/// The `pending` column: the writes a call ended with, stored with the checkpoint they belong to
+/// when the same end_call wrote it (one b-tree row, one page, for both). A format byte, then for
+/// each write its four fields, each a length (LEB128) and its bytes.
+std::string encode_inline_writes(const std::vector<inline_write>& writes);
+/// Throws codec::corrupt when the bytes are not such a column.
+std::vector<inline_write> decode_inline_writes(std::string_view bytes);
 
 } // namespace sqlite_detail
 
@@ -547,6 +560,8 @@ struct sqlite_saver::impl {
 
     /// v1 -> v2: each checkpoint row's JSON columns become one binary record.
     void convert_v1_checkpoints();
+    /// Schema version 9: `checkpoints.pending`, unless the file has it.
+    void add_pending_column();
 
     /// Reads a v1 checkpoint row (columns: thread_id, ns, id, parent_id, step, source, versions,
     /// frontier, metadata, signature), for the migration to v2.
@@ -563,8 +578,10 @@ struct sqlite_saver::impl {
     std::string_view unseal_record(std::string_view stored, const std::string& thread, const std::string& ns,
                                    const checkpoint& cp, std::string& buffer) const;
 
-    /// Reads a checkpoint row (columns: STATEGRAPH_CP_COLUMNS) without its values.
-    checkpoint read_row(const stmt& s, const std::string& thread, const std::string& ns) const;
+    /// Reads a checkpoint row (columns: STATEGRAPH_CP_COLUMNS) without its values; with
+    /// `pending`, the writes stored inside the row (its `pending` column, as stored), if any.
+    checkpoint read_row(const stmt& s, const std::string& thread, const std::string& ns,
+                        std::optional<std::string>* pending = nullptr) const;
 
     /// Calls `use(bytes)` with the stored bytes of `channel` at `version` (`graphs` first for
     /// `__graph__`) while SQLite holds them; false when nothing is stored there.
@@ -611,11 +628,22 @@ struct sqlite_saver::impl {
     /// complete and will not move: checkpoints listed together share most of their values.
     using value_memo = std::map<std::pair<std::string_view, std::string_view>, const boost::json::value*>;
 
-    /// Adds the values (from blobs) and pending writes of a checkpoint, as memory_saver::assemble.
-    /// With `memo`, `t` must stay where it is until the memo is gone.
-    void assemble(checkpoint_tuple& t, value_memo* memo = nullptr);
+    /// The `pending` column of checkpoint `id` of thread `from`, each write opened and sealed
+    /// again for thread `to` (copy_thread). Throws checkpoint_error (corrupt) naming the write.
+    std::string reseal_inline_writes(std::string_view stored, const std::string& from, const std::string& to,
+                                     const std::string& ns, const std::string& id) const;
 
-    void put(const std::string& thread, const std::string& ns, const checkpoint& cp);
+    /// Adds the values (from blobs) and pending writes of a checkpoint, as memory_saver::assemble:
+    /// those stored inside its row (`pending`, the column as read) first, then its rows of
+    /// `writes`, a row replacing an inline write of the same task and channel in place (as a
+    /// later write of them replaces a row). With `memo`, `t` must stay where it is until the
+    /// memo is gone.
+    void assemble(checkpoint_tuple& t, value_memo* memo = nullptr, const std::optional<std::string>& pending = std::nullopt);
+
+    /// Stores `cp`; with `pending`, the writes that belong to it go inside its row when the row is
+    /// new. Returns false when they did not (the id was stored already): the caller puts them.
+    bool put(const std::string& thread, const std::string& ns, const checkpoint& cp,
+             const std::vector<pending_write>* pending = nullptr);
     /// `put` of each of `cps`, in one transaction (or in the batch's).
     void put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
 

@@ -49,10 +49,13 @@ constexpr std::string_view sql_thread_exists =
     "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1) OR EXISTS(SELECT 1 FROM writes WHERE thread_id = ?1) "
     "OR EXISTS(SELECT 1 FROM blobs WHERE thread_id = ?1)";
 constexpr std::string_view sql_copy_source_checkpoints =
-    "SELECT ns, id, parent_id, step, source, record, vals FROM checkpoints WHERE thread_id = ?1";
+    "SELECT ns, id, parent_id, step, source, record, vals, pending FROM checkpoints WHERE thread_id = ?1";
 constexpr std::string_view sql_copy_checkpoint =
-    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals, pending) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+// Pending writes inside checkpoint rows (schema version 9), for stats.
+constexpr std::string_view sql_stats_inline_writes =
+    "SELECT id, pending FROM checkpoints WHERE thread_id = ?1 AND pending IS NOT NULL";
 // Values are sealed to (channel, version), not to their thread: their rows are copied as they are.
 constexpr std::string_view sql_copy_blobs =
     "INSERT INTO blobs(thread_id, ns, channel, version, value) "
@@ -126,6 +129,34 @@ std::size_t sqlite_saver::impl::rewind_thread(const std::string& thread, const s
     return removed;
 }
 
+std::string sqlite_saver::impl::reseal_inline_writes(std::string_view stored, const std::string& from, const std::string& to,
+                                                     const std::string& ns, const std::string& id) const {
+    std::vector<inline_write> ws;
+    try {
+        ws = decode_inline_writes(stored);
+    } catch (const codec::corrupt& e) {
+        corrupt(from, ns, "checkpoint " + id + ": its pending writes cannot be read: " + e.what(), {from});
+    }
+    std::vector<std::string> sealed;
+    sealed.reserve(ws.size()); // never reallocated: `ws` points into it
+    for (auto& w : ws) {
+        const std::string task_id(w.task_id), task_name(w.task_name), channel(w.channel);
+        std::string plain;
+        try {
+            sealed.push_back(protect(reveal(w.value, {from, ns, id, task_id, task_name, channel}, plain),
+                                     {to, ns, id, task_id, task_name, channel}));
+        } catch (const codec::corrupt& e) {
+            pending_write pw;
+            pw.task_id = task_id;
+            pw.task_name = task_name;
+            pw.channel = channel;
+            corrupt(from, ns, common::write_label(id, pw) + " cannot be read: " + e.what(), {from, channel, task_name});
+        }
+        w.value = sealed.back();
+    }
+    return encode_inline_writes(ws);
+}
+
 void sqlite_saver::impl::copy_thread(const std::string& from, const std::string& to) {
     const char* what = "copying the thread";
     transaction t(*this, true, to, what);
@@ -142,7 +173,7 @@ void sqlite_saver::impl::copy_thread(const std::string& from, const std::string&
     struct row {
         std::string ns, id, parent_id, source, record;
         std::int64_t step;
-        std::optional<std::string> vals;
+        std::optional<std::string> vals, pending;
     };
     std::vector<row> rows;
     {
@@ -162,6 +193,7 @@ void sqlite_saver::impl::copy_thread(const std::string& from, const std::string&
                 corrupt(from, r.ns, "checkpoint " + r.id + ": its record cannot be read: " + e.what(), {from});
             }
             if (!s.is_null(6)) r.vals.emplace(s.bytes(6));
+            if (!s.is_null(7)) r.pending = reseal_inline_writes(s.bytes(7), from, to, r.ns, r.id);
             rows.push_back(std::move(r));
         }
     }
@@ -172,6 +204,8 @@ void sqlite_saver::impl::copy_thread(const std::string& from, const std::string&
         s.bind(5, r.step).bind_static(6, r.source).bind_blob_static(7, r.record);
         if (r.vals) s.bind_blob_static(8, *r.vals);
         else s.bind_null(8);
+        if (r.pending) s.bind_blob_static(9, *r.pending);
+        else s.bind_null(9);
         s.run();
     }
     {
@@ -431,6 +465,30 @@ thread_stats sqlite_saver::impl::stats(const std::string& thread) {
             st.writes = static_cast<std::size_t>(s.integer(0));
             st.bytes += static_cast<std::size_t>(s.integer(1)) - seals;
             st.record_bytes += seals;
+        }
+    }
+    {
+        // Pending writes inside checkpoint rows: counted as rows of `writes` are.
+        stmt s(*this, sql_stats_inline_writes, thread, "reading storage statistics");
+        s.bind(1, thread);
+        while (s.step()) {
+            const auto bytes = s.bytes(1);
+            std::vector<inline_write> ws;
+            try {
+                ws = decode_inline_writes(bytes);
+            } catch (const codec::corrupt& e) {
+                corrupt(thread, "", "checkpoint " + s.text(0) + ": its pending writes cannot be read: " + e.what(), {thread});
+            }
+            // A write's value as rows count it (its seal or encryption with the records), and
+            // the bytes that frame the writes (names, lengths) with the records.
+            std::size_t stored = 0, seals = 0;
+            for (const auto& w : ws) {
+                stored += w.value.size();
+                seals += codec::framing_of(w.value);
+            }
+            st.writes += ws.size();
+            st.bytes += stored - seals;
+            st.record_bytes += seals + (bytes.size() - stored);
         }
     }
     {

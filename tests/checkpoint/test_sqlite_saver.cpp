@@ -2356,6 +2356,145 @@ BOOST_AUTO_TEST_CASE(paused_runs_ended_in_a_group_commit_resume_from_the_file) {
     }
 }
 
+// ---- a paused call's writes inside its checkpoint's row (schema version 9) -------------------------
+// A call that ends with pending writes (an interrupt in its last step) and writes the checkpoint
+// they belong to stores them in that checkpoint's row: one b-tree changed by the commit, not two.
+
+std::string writes_json(const std::optional<checkpoint_tuple>& t) {
+    json::array out;
+    if (t)
+        for (const auto& w : t->writes) out.push_back(json::array{json::string(w.task_id), json::string(w.task_name), json::string(w.channel), w.value});
+    return json::serialize(out);
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_calls_writes_live_in_its_checkpoint_row) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    const auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    const auto cp2 = next_cp(&cp1, 1, "loop", json::object{{"a", 2}});
+    BOOST_TEST(!start_call(s, "t").has_value());
+    {
+        std::vector<checkpoint> cps{cp1, cp2};
+        saver::call_end end;
+        end.checkpoints = cps;
+        end.writes_to = cp2.id;
+        // a second write of a task to a channel replaces the first, where it was (as in `writes`)
+        end.writes = {write_of("task1", "ask", "__interrupt__", json::object{{"q", "ok?"}}), write_of("task1", "ask", "a", 5),
+                      write_of("task2", "other", "b", "x"), write_of("task1", "ask", "a", 7)};
+        end.release = true;
+        run(s.end_call("t", "", end));
+    }
+    const std::string want = R"([["task1","ask","__interrupt__",{"q":"ok?"}],["task1","ask","a",7],["task2","other","b","x"]])";
+    BOOST_TEST(writes_json(get(s, "t", "")) == want);
+    {
+        raw_db raw(path);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM writes") == 0);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE pending IS NOT NULL") == 1);
+        BOOST_TEST(raw.text("SELECT id FROM checkpoints WHERE pending IS NOT NULL") == cp2.id);
+        BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
+    }
+    BOOST_TEST(run(s.stats("t")).writes == 3u);
+    // From another connection, and listed with the history.
+    {
+        sqlite_saver other(options_for(path));
+        BOOST_TEST(writes_json(get(other, "t", "")) == want);
+        auto all = list(other, "t", "", list_options{});
+        BOOST_REQUIRE_EQUAL(all.size(), 2u);
+        BOOST_TEST(writes_json(all[0]) == want);
+        BOOST_TEST(all[1].writes.empty());
+    }
+
+    // Later writes to the checkpoint (a resumed task asking again) go to `writes`; one of a task
+    // and channel written inline replaces it in place.
+    run(s.put_writes("t", "", cp2.id, {write_of("task1", "ask", "__interrupt__", json::object{{"q", "sure?"}}),
+                                       write_of("task1", "ask", "__resume__", json::array{"yes"})}));
+    const std::string later =
+        R"([["task1","ask","__interrupt__",{"q":"sure?"}],["task1","ask","a",7],["task2","other","b","x"],["task1","ask","__resume__",["yes"]]])";
+    BOOST_TEST(writes_json(get(s, "t", "")) == later);
+
+    // A copy holds them too, sealed to the copy's thread.
+    run(s.copy_thread("t", "u"));
+    BOOST_TEST(writes_json(get(s, "u", "")) == later);
+    {
+        raw_db raw(path);
+        const std::string of_t = " WHERE thread_id = 't' AND id = '" + cp2.id + "'";
+        const std::string of_u = " WHERE thread_id = 'u' AND id = '" + cp2.id + "'";
+        const auto t_bytes = raw.blob("checkpoints", "pending", of_t), u_bytes = raw.blob("checkpoints", "pending", of_u);
+        BOOST_REQUIRE(t_bytes.has_value());
+        BOOST_REQUIRE(u_bytes.has_value());
+        BOOST_TEST(*t_bytes != *u_bytes);
+        // Moved to another row (another thread's, another checkpoint's), they read as damaged.
+        raw.set_blob("checkpoints", "pending", of_u, *t_bytes);
+        raw.set_blob("checkpoints", "pending", " WHERE thread_id = 't' AND id = '" + cp1.id + "'", *t_bytes);
+    }
+    for (const auto& [thread, id] : {std::pair<std::string, std::string>{"u", cp2.id}, {"t", cp1.id}}) {
+        auto e = expect_error(errc::corrupt_checkpoint, [&, &thread = thread, &id = id] { (void)get(s, thread, "", id); });
+        BOOST_REQUIRE(e.has_value());
+        BOOST_TEST(contains(e->what(), "'" + thread + "'"), e->what());
+        BOOST_TEST(has_name(*e, thread));
+    }
+    BOOST_TEST(writes_json(get(s, "t", "")) == later); // the damage stays where it is
+
+    // Every byte of the column flipped, one at a time: a typed error naming the thread, or the
+    // writes as they were; never other writes.
+    {
+        const std::string of_t = " WHERE thread_id = 't' AND id = '" + cp2.id + "'";
+        std::string bytes;
+        {
+            raw_db raw(path);
+            bytes = *raw.blob("checkpoints", "pending", of_t);
+        }
+        int typed = 0, same = 0;
+        for (std::size_t i = 0; i < bytes.size(); ++i) {
+            auto damaged = bytes;
+            damaged[i] = static_cast<char>(damaged[i] ^ 0x20);
+            {
+                raw_db raw(path);
+                raw.set_blob("checkpoints", "pending", of_t, damaged);
+            }
+            try {
+                const auto read = writes_json(get(s, "t", ""));
+                BOOST_TEST(read == later, "byte " << i << " flipped read as " << read);
+                ++same;
+            } catch (const stategraph::checkpoint_error& e) {
+                BOOST_TEST(e.kind() == errc::corrupt_checkpoint, "byte " << i << ": " << e.what());
+                BOOST_TEST(has_name(e, "t"), "byte " << i << ": " << e.what());
+                ++typed;
+            }
+        }
+        BOOST_TEST(typed > 0);
+        BOOST_TEST_MESSAGE("pending column of " << bytes.size() << " bytes: " << typed << " flips typed errors, " << same
+                                                 << " read the truth");
+        raw_db raw(path);
+        raw.set_blob("checkpoints", "pending", of_t, bytes);
+    }
+    BOOST_TEST(writes_json(get(s, "t", "")) == later);
+}
+
+// A file of schema version 8 (no `pending` column) gains it when a writable saver opens it, and
+// reads as before.
+BOOST_AUTO_TEST_CASE(a_v8_file_gains_the_pending_column) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const auto cp1 = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    {
+        sqlite_saver s(options_for(path));
+        put(s, "t", "", cp1);
+        run(s.put_writes("t", "", cp1.id, {write_of("task1", "n1", "a", 7)}));
+    }
+    {
+        raw_db raw(path);
+        raw.exec("ALTER TABLE checkpoints DROP COLUMN pending");
+        raw.exec("PRAGMA user_version = 8");
+    }
+    sqlite_saver s(options_for(path));
+    raw_db raw(path);
+    BOOST_TEST(raw.integer("PRAGMA user_version") == sqlite_saver::schema_version);
+    BOOST_TEST(raw.integer("SELECT count(*) FROM pragma_table_info('checkpoints') WHERE name = 'pending'") == 1);
+    BOOST_TEST(writes_json(get(s, "t", "")) == R"([["task1","n1","a",7]])");
+}
+
 BOOST_AUTO_TEST_CASE(a_key_is_refused_in_a_build_without_libsodium, *boost::unit_test::precondition(encryption_not_built)) {
     temp_dir dir;
     auto e = expect_error(errc::storage_failure, [&] { sqlite_saver s(keyed(options_for(dir.file("db")))); });

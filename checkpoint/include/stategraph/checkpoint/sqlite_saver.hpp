@@ -10,11 +10,15 @@
 /// was, never as different valid data. (Version 3 sealed records without their parent, step and
 /// source, version 2 nothing: their rows are read as they were sealed, or unchecked. Version 5
 /// adds the `settings` table.)
-/// - `checkpoints(thread_id, ns, id, parent_id, step, source, record, vals)`: one row per
+/// - `checkpoints(thread_id, ns, id, parent_id, step, source, record, vals, pending)`: one row per
 ///   checkpoint; `record` holds the channel versions, frontier, metadata and graph signature in a
 ///   compact binary form (versions relative to the checkpoint's id); `vals` the values this
 ///   checkpoint wrote when they fit `sqlite_options::inline_bytes` (NULL otherwise), so that a
-///   typical step changes one b-tree page;
+///   typical step changes one b-tree page; `pending` (version 9) the pending writes a call ended
+///   with (an interrupt's, a failure's) when the same call wrote this checkpoint, each sealed as
+///   a row of `writes` would be (NULL otherwise): a call that pauses then changes one b-tree, not
+///   two; later writes to the checkpoint go to `writes`, a row there replacing an inline write of
+///   the same task and channel;
 /// - `blobs(thread_id, ns, channel, version, value)`: one row per channel value written outside
 ///   its checkpoint's row (too large, or kept by `prune` after that row went), keyed by the
 ///   version that wrote it; `value` is JSON text, or (for an `append` channel) the items
@@ -55,7 +59,8 @@
 ///
 /// The side file `<path>-leases` holds no data (nothing is ever written to it; copying or
 /// deleting it while no saver has the file open changes nothing). Earlier stategraph builds,
-/// which know only lease rows, refuse a file of version 8 (`schema_too_new`).
+/// which know only lease rows, refuse a file of version 8 (`schema_too_new`), and builds before
+/// version 9 (which would not see the writes inside checkpoint rows) a file of version 9.
 ///
 /// Semantics are those of `memory_saver`. Writes (`put`, `put_writes`, `prune`,
 /// `delete_thread`, `copy_thread` on its target) are refused with `thread_busy` while another owner holds a live lease on
@@ -149,7 +154,7 @@ struct sqlite_options {
 class sqlite_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    static constexpr int schema_version = 8;
+    static constexpr int schema_version = 9;
     /// @brief Whether this build can encrypt (it was built with libsodium: `STATEGRAPH_WITH_SODIUM`).
     static bool encryption_available() noexcept;
 
