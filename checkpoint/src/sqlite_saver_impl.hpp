@@ -632,6 +632,10 @@ struct sqlite_saver::impl {
     /// again for thread `to` (copy_thread). Throws checkpoint_error (corrupt) naming the write.
     std::string reseal_inline_writes(std::string_view stored, const std::string& from, const std::string& to,
                                      const std::string& ns, const std::string& id) const;
+    /// A pending write of checkpoint `id` of thread `from` as stored (`w` names it), opened and
+    /// sealed again for thread `to`. Throws checkpoint_error (corrupt) naming the write.
+    std::string reseal_write(std::string_view stored, const std::string& from, const std::string& to, const std::string& ns,
+                             const std::string& id, const pending_write& w) const;
 
     /// Adds the values (from blobs) and pending writes of a checkpoint, as memory_saver::assemble:
     /// those stored inside its row (`pending`, the column as read) first, then its rows of

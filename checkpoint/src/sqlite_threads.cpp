@@ -140,21 +140,25 @@ std::string sqlite_saver::impl::reseal_inline_writes(std::string_view stored, co
     std::vector<std::string> sealed;
     sealed.reserve(ws.size()); // never reallocated: `ws` points into it
     for (auto& w : ws) {
-        const std::string task_id(w.task_id), task_name(w.task_name), channel(w.channel);
-        std::string plain;
-        try {
-            sealed.push_back(protect(reveal(w.value, {from, ns, id, task_id, task_name, channel}, plain),
-                                     {to, ns, id, task_id, task_name, channel}));
-        } catch (const codec::corrupt& e) {
-            pending_write pw;
-            pw.task_id = task_id;
-            pw.task_name = task_name;
-            pw.channel = channel;
-            corrupt(from, ns, common::write_label(id, pw) + " cannot be read: " + e.what(), {from, channel, task_name});
-        }
+        pending_write pw;
+        pw.task_id = w.task_id;
+        pw.task_name = w.task_name;
+        pw.channel = w.channel;
+        sealed.push_back(reseal_write(w.value, from, to, ns, id, pw));
         w.value = sealed.back();
     }
     return encode_inline_writes(ws);
+}
+
+std::string sqlite_saver::impl::reseal_write(std::string_view stored, const std::string& from, const std::string& to,
+                                             const std::string& ns, const std::string& id, const pending_write& w) const {
+    std::string plain;
+    try {
+        return protect(reveal(stored, {from, ns, id, w.task_id, w.task_name, w.channel}, plain),
+                       {to, ns, id, w.task_id, w.task_name, w.channel});
+    } catch (const codec::corrupt& e) {
+        corrupt(from, ns, common::write_label(id, w) + " cannot be read: " + e.what(), {from, w.channel, w.task_name});
+    }
 }
 
 void sqlite_saver::impl::copy_thread(const std::string& from, const std::string& to) {
@@ -223,18 +227,11 @@ void sqlite_saver::impl::copy_thread(const std::string& from, const std::string&
         s.bind_static(1, from);
         while (s.step()) {
             write_row w{s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), {}, s.integer(6)};
-            std::string plain;
-            try {
-                w.value = protect(reveal(s.bytes(5), {from, w.ns, w.checkpoint_id, w.task_id, w.task_name, w.channel}, plain),
-                                  {to, w.ns, w.checkpoint_id, w.task_id, w.task_name, w.channel});
-            } catch (const codec::corrupt& e) {
-                pending_write pw;
-                pw.task_id = w.task_id;
-                pw.task_name = w.task_name;
-                pw.channel = w.channel;
-                corrupt(from, w.ns, common::write_label(w.checkpoint_id, pw) + " cannot be read: " + e.what(),
-                        {from, w.channel, w.task_name});
-            }
+            pending_write pw;
+            pw.task_id = w.task_id;
+            pw.task_name = w.task_name;
+            pw.channel = w.channel;
+            w.value = reseal_write(s.bytes(5), from, to, w.ns, w.checkpoint_id, pw);
             writes.push_back(std::move(w));
         }
     }
