@@ -29,6 +29,8 @@ constexpr std::string_view sql_put_write =
     "task_name = excluded.task_name, value = excluded.value";
 constexpr std::string_view sql_get_writes = "SELECT task_id, task_name, channel, value FROM writes "
                                             "WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3 ORDER BY seq";
+constexpr std::string_view sql_has_writes =
+    "SELECT EXISTS(SELECT 1 FROM writes WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3)";
 
 constexpr unsigned char inline_writes_format = 1;
 
@@ -223,6 +225,11 @@ void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo, const s
             pw.task_id = w.task_id;
             pw.task_name = w.task_name;
             pw.channel = w.channel;
+            // Written by schema version 9 or later: always sealed or encrypted (an unmarked value
+            // is read unchecked only in rows older than the checksums).
+            if (!codec::is_sealed(w.value) && !codec::is_encrypted(w.value))
+                corrupt(thread, ns, common::write_label(id, pw) + " cannot be read: it carries no checksum",
+                        {thread, pw.channel, pw.task_name});
             open_write(pw, w.value);
             t.writes.push_back(std::move(pw));
         }
@@ -290,8 +297,9 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
     const std::string vals = inline_values.empty() ? std::string() : codec::encode_inline(inline_values);
     // The call's last writes, when they belong to this checkpoint: inside its row, each sealed as
     // its row of `writes` would be; a second write of a task to a channel replaces the first.
+    // Within `inline_bytes` of their own (as the values), else they go to `writes`.
     std::string pending_bytes;
-    if (pending && !pending->empty()) {
+    if (pending && !pending->empty() && opt.inline_bytes > 0) {
         std::vector<std::string> sealed;
         sealed.reserve(pending->size());
         std::vector<inline_write> ws;
@@ -304,11 +312,19 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
             else ws.push_back(iw);
         }
         pending_bytes = encode_inline_writes(ws);
+        if (pending_bytes.size() > opt.inline_bytes) pending_bytes.clear();
     }
     inline_rows.clear();
 
     transaction t(*this, true, thread, "saving a checkpoint");
     check_lease_once(thread, now_ms());
+    if (!pending_bytes.empty()) {
+        // Rows of `writes` stored for this id before its row (a saver user's order; the engine
+        // stores a checkpoint before its writes): the call's writes then follow them there.
+        stmt h(*this, sql_has_writes, thread, "saving a checkpoint");
+        h.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id);
+        if (h.step() && h.integer(0) != 0) pending_bytes.clear();
+    }
     {
         // Every buffer bound here outlives `s` (declared above it or owned by the caller).
         stmt s(*this, sql_put_checkpoint, thread, "saving a checkpoint");
@@ -321,6 +337,7 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         s.run();
     }
     const bool fresh = sqlite3_changes(db.get()) != 0;
+    const bool stored_inline = fresh && !pending_bytes.empty();
     if (!fresh) {
         // The id is stored already (rare: a saver user re-putting a checkpoint). It is replaced;
         // the values stored with it before stay unless written again.
@@ -365,7 +382,7 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
     t.commit();
     for (const auto& v : values)
         if (v.shared) graph_stored(t, *v.version);
-    return fresh;
+    return stored_inline;
 }
 
 void sqlite_saver::impl::put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {

@@ -645,7 +645,8 @@ struct sqlite_saver::impl {
     void assemble(checkpoint_tuple& t, value_memo* memo = nullptr, const std::optional<std::string>& pending = std::nullopt);
 
     /// Stores `cp`; with `pending`, the writes that belong to it go inside its row when the row is
-    /// new. Returns false when they did not (the id was stored already): the caller puts them.
+    /// new, no row of `writes` names it yet and they fit `inline_bytes`. Returns whether they went
+    /// there: when not, the caller puts them.
     bool put(const std::string& thread, const std::string& ns, const checkpoint& cp,
              const std::vector<pending_write>* pending = nullptr);
     /// `put` of each of `cps`, in one transaction (or in the batch's).

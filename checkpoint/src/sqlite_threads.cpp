@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <tuple>
 
 namespace stategraph::checkpoint {
@@ -55,7 +56,10 @@ constexpr std::string_view sql_copy_checkpoint =
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 // Pending writes inside checkpoint rows (schema version 9), for stats.
 constexpr std::string_view sql_stats_inline_writes =
-    "SELECT id, pending FROM checkpoints WHERE thread_id = ?1 AND pending IS NOT NULL";
+    "SELECT ns, id, pending FROM checkpoints WHERE thread_id = ?1 AND pending IS NOT NULL";
+// The writes of a checkpoint kept as rows: one of them replaces an inline write of its task and channel.
+constexpr std::string_view sql_stats_row_writes =
+    "SELECT task_id, channel FROM writes WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3";
 // Values are sealed to (channel, version), not to their thread: their rows are copied as they are.
 constexpr std::string_view sql_copy_blobs =
     "INSERT INTO blobs(thread_id, ns, channel, version, value) "
@@ -469,23 +473,32 @@ thread_stats sqlite_saver::impl::stats(const std::string& thread) {
         stmt s(*this, sql_stats_inline_writes, thread, "reading storage statistics");
         s.bind(1, thread);
         while (s.step()) {
-            const auto bytes = s.bytes(1);
+            const std::string ns = s.text(0), id = s.text(1);
+            const auto bytes = s.bytes(2);
             std::vector<inline_write> ws;
             try {
                 ws = decode_inline_writes(bytes);
             } catch (const codec::corrupt& e) {
-                corrupt(thread, "", "checkpoint " + s.text(0) + ": its pending writes cannot be read: " + e.what(), {thread});
+                corrupt(thread, ns, "checkpoint " + id + ": its pending writes cannot be read: " + e.what(), {thread});
             }
-            // A write's value as rows count it (its seal or encryption with the records), and
-            // the bytes that frame the writes (names, lengths) with the records.
-            std::size_t stored = 0, seals = 0;
+            std::set<std::pair<std::string, std::string>> replaced; // by a row of `writes`, counted there
+            {
+                stmt r(*this, sql_stats_row_writes, thread, "reading storage statistics");
+                r.bind_static(1, thread).bind_static(2, ns).bind_static(3, id);
+                while (r.step()) replaced.emplace(r.text(0), r.text(1));
+            }
+            // A write's value as rows count it (its seal or encryption with the records); the
+            // bytes that frame the writes (names, lengths) and a replaced write's with the records.
+            std::size_t values = 0, seals = 0, counted = 0;
             for (const auto& w : ws) {
-                stored += w.value.size();
+                if (replaced.count({std::string(w.task_id), std::string(w.channel)})) continue;
+                ++counted;
+                values += w.value.size();
                 seals += codec::framing_of(w.value);
             }
-            st.writes += ws.size();
-            st.bytes += stored - seals;
-            st.record_bytes += seals + (bytes.size() - stored);
+            st.writes += counted;
+            st.bytes += values - seals;
+            st.record_bytes += seals + (bytes.size() - values);
         }
     }
     {

@@ -2412,6 +2412,7 @@ BOOST_AUTO_TEST_CASE(a_paused_calls_writes_live_in_its_checkpoint_row) {
     const std::string later =
         R"([["task1","ask","__interrupt__",{"q":"sure?"}],["task1","ask","a",7],["task2","other","b","x"],["task1","ask","__resume__",["yes"]]])";
     BOOST_TEST(writes_json(get(s, "t", "")) == later);
+    BOOST_TEST(run(s.stats("t")).writes == 4u); // the replaced inline write is not counted
 
     // A copy holds them too, sealed to the copy's thread.
     run(s.copy_thread("t", "u"));
@@ -2470,6 +2471,88 @@ BOOST_AUTO_TEST_CASE(a_paused_calls_writes_live_in_its_checkpoint_row) {
         raw.set_blob("checkpoints", "pending", of_t, bytes);
     }
     BOOST_TEST(writes_json(get(s, "t", "")) == later);
+}
+
+// The writes stay rows of `writes` when rows of it name the checkpoint already (a saver user that
+// stored writes before their checkpoint: the call's writes then follow them as put_writes would
+// store them), when they exceed `inline_bytes`, and with `inline_bytes` 0.
+BOOST_AUTO_TEST_CASE(a_call_s_writes_stay_rows_when_they_must) {
+    temp_dir dir;
+    auto end_with = [](sqlite_saver& s, const std::string& thread, const checkpoint& cp, std::vector<pending_write> writes) {
+        std::vector<checkpoint> cps{cp};
+        saver::call_end end;
+        end.checkpoints = cps;
+        end.writes_to = cp.id;
+        end.writes = std::move(writes);
+        run(s.end_call(thread, "", end));
+    };
+    {
+        const auto path = dir.file("before");
+        sqlite_saver s(options_for(path));
+        const auto cp = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+        run(s.put_writes("t", "", cp.id, {write_of("task1", "n", "a", 1), write_of("task2", "m", "b", 2)}));
+        end_with(s, "t", cp, {write_of("task1", "n", "a", 5), write_of("task3", "k", "c", 3)});
+        BOOST_TEST(writes_json(get(s, "t", "")) == R"([["task1","n","a",5],["task2","m","b",2],["task3","k","c",3]])");
+        raw_db raw(path);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE pending IS NOT NULL") == 0);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM writes") == 3);
+    }
+    {
+        const auto path = dir.file("large");
+        sqlite_saver s(options_for(path)); // inline_bytes 1024
+        const auto small = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+        const auto large = next_cp(nullptr, 0, "loop", json::object{{"a", 2}});
+        end_with(s, "small", small, {write_of("task1", "ask", "__interrupt__", json::string(std::string(900, 'q')))});
+        end_with(s, "large", large, {write_of("task1", "ask", "__interrupt__", json::string(std::string(1100, 'q')))});
+        BOOST_TEST(get(s, "small", "")->writes.at(0).value == json::value(std::string(900, 'q')));
+        BOOST_TEST(get(s, "large", "")->writes.at(0).value == json::value(std::string(1100, 'q')));
+        raw_db raw(path);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE thread_id = 'small' AND pending IS NOT NULL") == 1);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE thread_id = 'large' AND pending IS NOT NULL") == 0);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM writes WHERE thread_id = 'large'") == 1);
+    }
+    {
+        const auto path = dir.file("none");
+        auto o = options_for(path);
+        o.inline_bytes = 0;
+        sqlite_saver s(o);
+        const auto cp = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+        end_with(s, "t", cp, {write_of("task1", "ask", "__interrupt__", "ok?")});
+        BOOST_TEST(writes_json(get(s, "t", "")) == R"([["task1","ask","__interrupt__","ok?"]])");
+        raw_db raw(path);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM checkpoints WHERE pending IS NOT NULL") == 0);
+        BOOST_TEST(raw.integer("SELECT count(*) FROM writes") == 1);
+    }
+}
+
+// An inline write without a checksum (the marker byte changed, the rest left as JSON) reads as
+// damaged, not as an unchecked value of a file older than the checksums.
+BOOST_AUTO_TEST_CASE(an_inline_write_without_its_checksum_reads_as_damaged) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver s(options_for(path));
+    const auto cp = next_cp(nullptr, 0, "loop", json::object{{"a", 1}});
+    std::vector<checkpoint> cps{cp};
+    saver::call_end end;
+    end.checkpoints = cps;
+    end.writes_to = cp.id;
+    end.writes = {write_of("task1", "ask", "__interrupt__", "ok?")};
+    run(s.end_call("t", "", end));
+    {
+        raw_db raw(path);
+        // The column's layout written by hand: a format byte, then each field's length and bytes.
+        const std::string value = "\"forged\"";
+        std::string column(1, '\x01');
+        for (const std::string& field : {std::string("task1"), std::string("ask"), std::string("__interrupt__"), value}) {
+            column.push_back(static_cast<char>(field.size()));
+            column += field;
+        }
+        raw.set_blob("checkpoints", "pending", " WHERE thread_id = 't'", column);
+    }
+    auto e = expect_error(errc::corrupt_checkpoint, [&] { (void)get(s, "t", ""); });
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST(contains(e->what(), "no checksum"), e->what());
+    BOOST_TEST(has_name(*e, "t"));
 }
 
 // A file of schema version 8 (no `pending` column) gains it when a writable saver opens it, and

@@ -15,10 +15,10 @@
 ///   compact binary form (versions relative to the checkpoint's id); `vals` the values this
 ///   checkpoint wrote when they fit `sqlite_options::inline_bytes` (NULL otherwise), so that a
 ///   typical step changes one b-tree page; `pending` (version 9) the pending writes a call ended
-///   with (an interrupt's, a failure's) when the same call wrote this checkpoint, each sealed as
-///   a row of `writes` would be (NULL otherwise): a call that pauses then changes one b-tree, not
-///   two; later writes to the checkpoint go to `writes`, a row there replacing an inline write of
-///   the same task and channel;
+///   with (an interrupt's, a failure's) when the same call wrote this checkpoint and they fit
+///   `inline_bytes`, each sealed as a row of `writes` would be (NULL otherwise): a call that
+///   pauses then changes one b-tree, not two; later writes to the checkpoint go to `writes`, a
+///   row there replacing an inline write of the same task and channel in its place;
 /// - `blobs(thread_id, ns, channel, version, value)`: one row per channel value written outside
 ///   its checkpoint's row (too large, or kept by `prune` after that row went), keyed by the
 ///   version that wrote it; `value` is JSON text, or (for an `append` channel) the items
@@ -98,7 +98,8 @@ struct sqlite_options {
     bool read_only = false;
     /// @brief Values a checkpoint writes, up to this many bytes in all, are stored inside its own
     /// row (one b-tree page per commit in the common case); larger ones, and all of them with 0,
-    /// go to the `blobs` table. Only where new values are written changes: files stay compatible.
+    /// go to the `blobs` table. Likewise the pending writes a call ends with go inside the row of
+    /// their checkpoint up to this many bytes of their own (0: all in the `writes` table).
     std::size_t inline_bytes = 1024;
     /// @brief `PRAGMA page_size` of a file this saver creates (0: SQLite's default, 4096). A
     /// commit writes every page it changed to the WAL, so smaller pages make the usual small
