@@ -398,6 +398,16 @@ void sqlite_saver::impl::put_many(const std::string& thread, const std::string& 
     }
 }
 
+void sqlite_saver::impl::note_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                                     const std::vector<pending_write>& writes) {
+    if (!noting_paused(thread, ns)) return;
+    paused_write noted;
+    noted.thread = &thread;
+    noted.writes_to = &checkpoint_id;
+    noted.writes = &writes;
+    note_paused(std::move(noted));
+}
+
 void sqlite_saver::impl::put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                     const std::vector<pending_write>& writes) {
     transaction t(*this, true, thread, "saving pending writes");
@@ -410,13 +420,7 @@ void sqlite_saver::impl::put_writes(const std::string& thread, const std::string
         s.bind_static(5, w.task_name).bind_static(6, w.channel).bind_blob_static(7, text);
         s.run();
     }
-    if (noting_paused(thread, ns)) {
-        paused_write noted;
-        noted.thread = &thread;
-        noted.writes_to = &checkpoint_id;
-        noted.writes = &writes;
-        note_paused(std::move(noted));
-    }
+    note_writes(thread, ns, checkpoint_id, writes);
     t.commit();
 }
 
@@ -437,15 +441,8 @@ void sqlite_saver::impl::end_call(const std::string& thread, const std::string& 
         const bool home = !written && cp.id == end.writes_to;
         if (put(thread, ns, cp, home ? &end.writes : nullptr) && home) written = true;
     }
-    if (!written) {
-        put_writes(thread, ns, end.writes_to, end.writes);
-    } else if (!end.writes.empty() && noting_paused(thread, ns)) {
-        paused_write noted; // as put_writes notes them
-        noted.thread = &thread;
-        noted.writes_to = &end.writes_to;
-        noted.writes = &end.writes;
-        note_paused(std::move(noted));
-    }
+    if (!written) put_writes(thread, ns, end.writes_to, end.writes);
+    else if (!end.writes.empty()) note_writes(thread, ns, end.writes_to, end.writes);
     if (pauses && !t.nested() && noting_paused(thread, ns)) {
         // Known current at this data version: the call's lease kept every other writer out.
         paused_write noted;

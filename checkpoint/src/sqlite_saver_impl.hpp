@@ -652,6 +652,10 @@ struct sqlite_saver::impl {
     /// `put` of each of `cps`, in one transaction (or in the batch's).
     void put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
 
+    /// Notes `writes`, just stored for `checkpoint_id` (as rows or inside its row), in the
+    /// thread's paused-state memory when it keeps one (sqlite_paused.cpp).
+    void note_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
+                     const std::vector<pending_write>& writes);
     void put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                     const std::vector<pending_write>& writes);
 
