@@ -63,6 +63,8 @@ struct live_run {
     std::int64_t next_event = 0;
     std::vector<run_event> buffered; ///< events not yet in the store
     bool flushing = false;
+    bool gathering = false; ///< a flush waits for more events before writing (none being written)
+    bool ending = false;    ///< the run's end writes the events still buffered (a flush leaves them)
     bool flush_failed = false;
     waiter_list flushed; ///< woken when a flush ends
     std::string last_values; ///< the last root values event's data, JSON text ("": none)

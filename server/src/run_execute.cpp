@@ -34,12 +34,15 @@ void server::impl::record(live_run& run, std::string name, const json::value& da
 awaitable<void> server::impl::flush(std::shared_ptr<impl> self, std::shared_ptr<live_run> run) {
     run->flushing = true;
     // Events of a step come close together: a moment's wait writes them in one transaction.
+    // (A run that ends meanwhile takes them into its end's transaction: see execute.)
     {
+        run->gathering = true;
         net::steady_timer gather(self->ex, std::chrono::milliseconds(2));
         auto [gec] = co_await gather.async_wait(net::as_tuple(use_awaitable));
         (void)gec;
+        run->gathering = false;
     }
-    while (!run->buffered.empty() && !run->lost) {
+    while (!run->ending && !run->buffered.empty() && !run->lost) {
         auto batch = std::move(run->buffered);
         run->buffered.clear();
         const std::string id = run->rec.run_id, me = self->instance;
@@ -308,7 +311,13 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
     co_await net::this_coro::reset_cancellation_state();
     bool hand_over = false;
     try {
-        co_await self->flush_all(run);
+        // Events not yet written go with the run's end, in its transaction, unless a flush is
+        // writing some now (then it writes the rest too, in order).
+        if (run->flushing && !run->gathering) co_await self->flush_all(run);
+        run->ending = true; // a flush still gathering leaves them to the end
+        std::vector<run_event> last_events;
+        if (!run->lost) last_events = std::move(run->buffered);
+        run->buffered.clear();
         if (crashed) {
             rec.status = "error";
             try {
@@ -320,6 +329,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
         if (run->lost) {
             // another instance holds it now: nothing more is written from here
         } else if (released) {
+            // (its events first: the attempt that takes it over continues after them)
+            if (!last_events.empty()) (void)co_await self->store->append_events(rec.run_id, me, std::move(last_events));
             (void)co_await self->store->release(rec.run_id, me);
         } else {
             std::optional<thread_record> th = co_await self->store->get_thread(rec.thread_key);
@@ -349,7 +360,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
             }
             rec.result = !run->last_values.empty() ? json::parse(run->last_values) : (th ? th->values : json::value(nullptr));
             const bool removed_by_rollback = run->cancel_action == "rollback" && rec.error.is_null();
-            const bool ended_here = co_await self->store->finish(rec, me, th ? &*th : nullptr);
+            const std::span<const run_event> with(last_events);
+            const bool ended_here = co_await self->store->finish(rec, me, th ? &*th : nullptr, with);
             if (ended_here) {
                 ++self->metrics.runs_ended[rec.status];
                 self->metrics.run_seconds.observe(seconds_of(std::chrono::steady_clock::now() - began));

@@ -42,6 +42,22 @@ awaitable<void> trim_finished(run_store_backend::session& s, std::size_t keep) {
     for (const auto& key : threads) co_await drop_temporary_thread(s, key);
 }
 
+/// Appends a run's events (their ids follow those stored) and drops the oldest beyond `keep`.
+awaitable<void> store_events(run_store_backend::session& s, const std::string& run_id, std::span<const run_event> events,
+                             std::int64_t keep) {
+    if (events.empty()) co_return;
+    std::vector<params> each;
+    each.reserve(events.size());
+    for (const auto& e : events) each.push_back(params{run_id, e.id, e.name, e.data});
+    co_await s.exec_many("INSERT INTO sg_run_events (run_id, id, name, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, id) "
+                         "DO UPDATE SET name = excluded.name, data = excluded.data",
+                         each);
+    if (events.back().id + 1 > keep) { // beyond the bound: the oldest go
+        params tp{run_id, events.back().id + 1 - keep};
+        co_await s.exec("DELETE FROM sg_run_events WHERE run_id = ?1 AND id < ?2", std::move(tp));
+    }
+}
+
 } // namespace
 
 // -- workers --------------------------------------------------------------------------------------
@@ -146,8 +162,10 @@ awaitable<void> run_store::set_anchor(std::string run_id, std::string worker, js
     co_await be_->transaction(work);
 }
 
-awaitable<bool> run_store::finish(const run_record& run, std::string worker, const thread_record* thread) {
+awaitable<bool> run_store::finish(const run_record& run, std::string worker, const thread_record* thread,
+                                  std::span<const run_event> events) {
     bool held = false;
+    const auto keep = static_cast<std::int64_t>(std::max<std::size_t>(opts_.max_events_per_run, 1));
     const run_store_backend::body work = [&](run_store_backend::session& s) -> awaitable<void> {
         held = false;
         const auto when = now();
@@ -169,6 +187,7 @@ awaitable<bool> run_store::finish(const run_record& run, std::string worker, con
                                             "WHERE run_id = ?1 AND worker = ?6 AND status = 'running'",
                                std::move(u)) > 0;
         if (!held) co_return;
+        co_await store_events(s, run.run_id, events, keep);
         if (thread) {
             thread_record t = *thread;
             t.updated_at = when;
@@ -262,16 +281,8 @@ awaitable<bool> run_store::append_events(std::string run_id, std::string worker,
                                      std::move(p));
         if (rows.empty()) co_return;
         held = true;
-        std::vector<params> each;
-        each.reserve(events.size());
-        for (const auto& e : events) each.push_back(params{run_id, e.id, e.name, e.data});
-        co_await s.exec_many("INSERT INTO sg_run_events (run_id, id, name, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, id) "
-                             "DO UPDATE SET name = excluded.name, data = excluded.data",
-                             each);
-        if (events.back().id + 1 > keep) { // beyond the bound: the oldest go
-            params tp{run_id, events.back().id + 1 - keep};
-            co_await s.exec("DELETE FROM sg_run_events WHERE run_id = ?1 AND id < ?2", std::move(tp));
-        }
+        const std::span<const run_event> all(events);
+        co_await store_events(s, run_id, all, keep);
     };
     const news_of news = [&]() -> std::optional<notice> {
         if (!held) return std::nullopt;

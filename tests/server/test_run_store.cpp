@@ -970,6 +970,44 @@ RUN_STORE_CASE(events_append_read_bounds_trim) {
     BOOST_TEST(run(s->read_events("r1", 0, 100)).empty());
 }
 
+RUN_STORE_CASE(a_run_s_last_events_go_with_its_end) {
+    srv::run_store_options o;
+    o.max_events_per_run = 4;
+    auto s = db.open(o);
+    queue(*s, "r1", "t");
+    BOOST_REQUIRE(run(s->claim("w")));
+    std::vector<srv::run_event> first{{0, "metadata", "{\"run_id\":\"r1\"}"}, {1, "values", "{\"i\":1}"}};
+    BOOST_REQUIRE(run(s->append_events("r1", "w", first)));
+
+    // Not the holder: neither the end nor its events are written.
+    auto r = stored(*s, "r1");
+    r.status = "success";
+    r.result = json::object{{"done", true}};
+    std::vector<srv::run_event> last{{2, "values", "{\"i\":2}"}, {3, "values", "{\"i\":3}"}, {4, "metadata", "{\"usage\":{}}"}};
+    BOOST_TEST(!run(s->finish(r, "intruder", nullptr, last)));
+    BOOST_TEST(stored(*s, "r1").status == "running");
+    BOOST_TEST((run(s->event_bounds("r1")) == std::pair<std::int64_t, std::int64_t>{0, 2}));
+
+    // The holder: the run ends with its last events after those stored, the oldest beyond the
+    // bound dropped as append_events drops them.
+    BOOST_TEST(run(s->finish(r, "w", nullptr, last)));
+    BOOST_TEST(stored(*s, "r1").status == "success");
+    auto kept = run(s->read_events("r1", 0, 100));
+    BOOST_REQUIRE_EQUAL(kept.size(), 4u);
+    BOOST_TEST(kept.front().id == 1);
+    BOOST_TEST(kept.back().id == 4);
+    BOOST_TEST(kept.back().name == "metadata");
+    BOOST_TEST(kept[1].data == "{\"i\":2}");
+
+    // A run ending with no events left to write keeps those it has.
+    queue(*s, "r2", "t2");
+    BOOST_REQUIRE(run(s->claim("w")));
+    std::vector<srv::run_event> one{{0, "values", "{}"}};
+    BOOST_REQUIRE(run(s->append_events("r2", "w", one)));
+    finish(*s, "r2", "w");
+    BOOST_TEST(run(s->read_events("r2", 0, 10)).size() == 1u);
+}
+
 RUN_STORE_CASE(finished_runs_kept_up_to_the_bound) {
     srv::run_store_options o;
     o.max_finished_runs = 3;

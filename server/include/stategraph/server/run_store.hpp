@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -371,9 +372,12 @@ public:
     /// @brief Records where the run started (its rollback anchor), once.
     boost::asio::awaitable<void> set_anchor(std::string run_id, std::string worker, boost::json::value anchor);
     /// @brief Ends a run `worker` holds: its status, result, error, its thread's record (written
-    /// whole, its status computed from the thread's remaining runs), and events still buffered.
-    /// False when `worker` no longer holds it (taken over: nothing written).
-    boost::asio::awaitable<bool> finish(const run_record& run, std::string worker, const thread_record* thread);
+    /// whole, its status computed from the thread's remaining runs), and `events` not yet stored
+    /// (appended as `append_events` does, in the same transaction). False when `worker` no
+    /// longer holds it (taken over: nothing written).
+    /// @param events the run's last events (ids following those stored), viewed, not copied.
+    boost::asio::awaitable<bool> finish(const run_record& run, std::string worker, const thread_record* thread,
+                                        std::span<const run_event> events = {});
     /// @brief The runs `worker` holds that were asked to stop, with the action.
     boost::asio::awaitable<std::vector<std::pair<std::string, std::string>>> cancel_requests(std::string worker);
     /// @brief The workers holding running runs (to find those of a process that is gone).
