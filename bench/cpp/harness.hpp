@@ -82,6 +82,9 @@ struct checkpointer {
     /// Server checkpointers: the loopback round trip to each server, measured now with
     /// `round_trips` requests (null for the others); see server_floor.cpp.
     std::function<boost::json::object(int round_trips)> floor;
+    /// Server checkpointers: removes what the run stored there (its schema, its keys), called
+    /// by the destructor once the saver is closed.
+    std::vector<std::function<void()>> cleanup;
 
     checkpointer() = default;
     checkpointer(const checkpointer&) = delete;
@@ -185,6 +188,10 @@ boost::json::object commit_floor(const std::string& db_dir, bool full, int commi
 /// `round_trips` after a warm-up): {"us_per_round_trip","round_trips","request"}.
 boost::json::object postgres_floor(const std::string& url, int round_trips); // STATEGRAPH_HAVE_POSTGRES only
 boost::json::object redis_floor(const std::string& url, int round_trips);
+/// Removes what a run stored on a server: its PostgreSQL schema (STATEGRAPH_HAVE_POSTGRES only),
+/// its Redis keys (those starting with `prefix`; their count). Throws bench_error.
+void postgres_drop_schema(const std::string& url, const std::string& schema);
+std::int64_t redis_delete_prefix(const std::string& url, const std::string& prefix);
 
 /// @brief The durability every scenario's invokes use (`--durability`; default sync), except the
 /// durability scenario, which runs each mode.

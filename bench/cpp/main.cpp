@@ -42,6 +42,13 @@ namespace stategraph::bench {
 
 checkpointer::~checkpointer() {
     saver.reset(); // closes the SQLite connection before its directory goes
+    for (const auto& remove : cleanup) {
+        try {
+            remove();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "stategraph_bench: %s (left in place)\n", e.what());
+        }
+    }
     if (!dir.empty()) {
         std::error_code ec;
         std::filesystem::remove_all(dir, ec);
@@ -99,8 +106,9 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
     auto postgres = [&] {
         checkpoint::postgres_options o;
         o.conninfo = server_url("STATEGRAPH_BENCH_POSTGRES", "STATEGRAPH_TEST_POSTGRES");
-        o.schema = fresh_name(); // made on first use
+        o.schema = fresh_name(); // made on first use, dropped at the end
         cp->config["postgres_schema"] = o.schema;
+        cp->cleanup.push_back([url = o.conninfo, schema = o.schema] { postgres_drop_schema(url, schema); });
         cp->config["pool_size"] = o.pool_size;
         return std::make_shared<checkpoint::postgres_saver>(o);
     };
@@ -118,8 +126,9 @@ std::unique_ptr<checkpointer> make_checkpointer(const std::string& kind, const s
     auto redis = [&] {
         checkpoint::redis_options o;
         o.url = server_url("STATEGRAPH_BENCH_REDIS", "STATEGRAPH_TEST_REDIS");
-        o.key_prefix = fresh_name();
+        o.key_prefix = fresh_name(); // its keys deleted at the end
         cp->config["redis_key_prefix"] = o.key_prefix;
+        cp->cleanup.push_back([url = o.url, prefix = o.key_prefix] { (void)redis_delete_prefix(url, prefix); });
         cp->config["pool_size"] = o.pool_size;
         return std::make_shared<checkpoint::redis_saver>(o);
     };

@@ -16,6 +16,7 @@
 // io_context thread), for half the time one turn at a time and for the other half with 64 turns
 // in flight, and prints one JSON line (scenario "server", checkpointer NAME): the rates the server
 // rows are compared with (issue 25: /runs/wait at >= 50% of the rate of the graph in process).
+#include "harness.hpp"
 #include "supervisor.hpp"
 
 #include <stategraph/checkpoint/memory_saver.hpp>
@@ -36,6 +37,7 @@
 #include <cstdint>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -128,6 +130,24 @@ int main(int argc, char** argv) {
         else return usage("unknown argument " + a);
     }
     std::shared_ptr<stategraph::checkpoint::saver> saver;
+#ifdef STATEGRAPH_HAVE_POSTGRES
+    /// Drops the PostgreSQL schema once the saver (and the server using it) are gone.
+    struct schema_dropper {
+        std::string url, schema;
+        std::shared_ptr<stategraph::checkpoint::saver>* saver;
+        schema_dropper(std::string u, std::string s, std::shared_ptr<stategraph::checkpoint::saver>* p)
+            : url(std::move(u)), schema(std::move(s)), saver(p) {}
+        ~schema_dropper() {
+            saver->reset();
+            try {
+                stategraph::bench::postgres_drop_schema(url, schema);
+            } catch (const std::exception& e) {
+                std::cerr << "stategraph_bench_server: " << e.what() << " (left in place)\n";
+            }
+        }
+    };
+    std::optional<schema_dropper> drop_at_exit;
+#endif
     if (kind == "memory") {
         saver = std::make_shared<stategraph::checkpoint::memory_saver>();
     } else if (kind == "sqlite") {
@@ -140,10 +160,11 @@ int main(int argc, char** argv) {
         if (postgres.empty()) return usage("--checkpointer postgres needs --postgres URL");
         stategraph::checkpoint::postgres_options o;
         o.conninfo = postgres;
-        // A schema of its own, made on first use.
+        // A schema of its own, made on first use, dropped when this process ends.
         o.schema = "bench_server_" + std::to_string(getpid()) + "_" +
                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000);
         saver = std::make_shared<stategraph::checkpoint::postgres_saver>(o);
+        drop_at_exit.emplace(o.conninfo, o.schema, &saver);
 #endif
     } else {
         return usage("unknown checkpointer '" + kind + "' (memory, sqlite or postgres)");

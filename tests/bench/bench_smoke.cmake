@@ -1,5 +1,6 @@
 # Runs `stategraph_bench <scenario> <checkpointer> --smoke` for each pair below and fails on
-# the first pair that exits non-zero. Usage: cmake -DBENCH=<exe> -DDB_DIR=<dir> -P bench_smoke.cmake
+# the first pair that exits non-zero, or that leaves its PostgreSQL schema or Redis keys behind
+# (checked with psql and redis-cli when installed). Usage: cmake -DBENCH=<exe> -DDB_DIR=<dir> -P bench_smoke.cmake
 set(pairs
   "chain20 none" "chain20 memory" "chain20 sqlite_normal"
   "durability memory" "durability sqlite_normal"
@@ -25,6 +26,8 @@ if(NOT "$ENV{STATEGRAPH_BENCH_POSTGRES}$ENV{STATEGRAPH_TEST_POSTGRES}" STREQUAL 
    NOT "$ENV{STATEGRAPH_BENCH_REDIS}$ENV{STATEGRAPH_TEST_REDIS}" STREQUAL "" AND listed MATCHES "chain20 tiered\n")
   list(APPEND pairs "chain20 tiered" "supervisor tiered")
 endif()
+find_program(psql psql)
+find_program(redis_cli redis-cli)
 foreach(pair IN LISTS pairs)
   separate_arguments(args UNIX_COMMAND "${pair}")
   execute_process(COMMAND ${BENCH} ${args} --smoke --db-dir ${DB_DIR}
@@ -35,6 +38,31 @@ foreach(pair IN LISTS pairs)
   string(FIND "${out}" "\"metrics\":[{" found)
   if(found EQUAL -1)
     message(FATAL_ERROR "bench_smoke: ${pair} printed no metrics:\n${out}")
+  endif()
+  # What a run stored on a server goes with it.
+  set(pg_url "$ENV{STATEGRAPH_BENCH_POSTGRES}")
+  if(pg_url STREQUAL "")
+    set(pg_url "$ENV{STATEGRAPH_TEST_POSTGRES}")
+  endif()
+  set(redis_url "$ENV{STATEGRAPH_BENCH_REDIS}")
+  if(redis_url STREQUAL "")
+    set(redis_url "$ENV{STATEGRAPH_TEST_REDIS}")
+  endif()
+  if(out MATCHES "\"postgres_schema\":\"([A-Za-z0-9_]+)\"" AND psql)
+    set(schema "${CMAKE_MATCH_1}")
+    execute_process(COMMAND ${psql} "${pg_url}" -Atc "SELECT count(*) FROM pg_namespace WHERE nspname = '${schema}'"
+                    OUTPUT_VARIABLE left OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE prc)
+    if(NOT prc EQUAL 0 OR NOT left STREQUAL "0")
+      message(FATAL_ERROR "bench_smoke: ${pair} left its PostgreSQL schema ${schema} behind (${left})")
+    endif()
+  endif()
+  if(out MATCHES "\"redis_key_prefix\":\"([A-Za-z0-9_]+)\"" AND redis_cli)
+    set(prefix "${CMAKE_MATCH_1}")
+    execute_process(COMMAND ${redis_cli} -u "${redis_url}" --scan --pattern "${prefix}*"
+                    OUTPUT_VARIABLE left OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rrc)
+    if(NOT rrc EQUAL 0 OR NOT left STREQUAL "")
+      message(FATAL_ERROR "bench_smoke: ${pair} left Redis keys of ${prefix} behind")
+    endif()
   endif()
   message(STATUS "bench_smoke: ${pair}: ok")
 endforeach()
