@@ -85,6 +85,17 @@ inline postgres_options options_for(const std::string& schema, const std::string
     return o;
 }
 
+/// `o` for a saver whose backends a `backend_killer` terminates every 5-30 ms: retried every
+/// 2-20 ms for up to 30 s, so that one attempt gets through between two kills even when a
+/// connection and its statements take several milliseconds (a sanitizer build on a loaded
+/// machine), where the default backoff (20 ms doubling to 1 s, 10 s) allowed 16 attempts.
+inline postgres_options under_killer(postgres_options o) {
+    o.backoff = std::chrono::milliseconds(2);
+    o.max_backoff = std::chrono::milliseconds(20);
+    o.retry_for = std::chrono::seconds(30);
+    return o;
+}
+
 /// A saver on a schema of its own; the schema is dropped after the saver is destroyed.
 inline std::shared_ptr<postgres_saver> make_saver(postgres_options o) {
     struct fixture {

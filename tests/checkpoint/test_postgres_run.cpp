@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_SUITE(postgres_saver_graph_run, *boost::unit_test::precondition(
 
 BOOST_AUTO_TEST_CASE(run_survives_terminated_backends) {
     const std::string application = "sg_run_" + std::to_string(getpid());
-    auto saver = make_saver(options_for(fresh_schema(), conninfo_named(application)));
+    auto saver = make_saver(under_killer(options_for(fresh_schema(), conninfo_named(application))));
     constexpr int steps = 60;
     auto app = pg_run::counting_graph(saver, steps);
     backend_killer killer(application);

@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_SUITE(postgres_saver_server, *boost::unit_test::precondition(ser
 /// step is retried on a new connection and lands once.
 BOOST_AUTO_TEST_CASE(terminated_backends_mid_run) {
     const std::string application = "sg_drop_" + std::to_string(getpid());
-    auto o = options_for(fresh_schema(), conninfo_named(application));
+    auto o = under_killer(options_for(fresh_schema(), conninfo_named(application)));
     auto s = make_saver(o);
     backend_killer killer(application);
     auto cps = run_steps(*s, "t", 80);
