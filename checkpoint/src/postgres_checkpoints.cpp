@@ -13,21 +13,24 @@ namespace stategraph::checkpoint {
 namespace {
 
 // A batch's checkpoint rows in one statement: $3 ids, $4 parents, $5 steps, $6 sources, $7 the
-// sealed records (all arrays in binary form: nothing to escape or parse); each id once.
-// Two forms: a plain INSERT, tried first, and the same with ON CONFLICT ... DO UPDATE, which
-// costs the server an index probe per row before each insert (about 40% more for the statement).
+// sealed records, $8 the values inside each row (empty: none; all arrays in binary form:
+// nothing to escape or parse); each id once.
+// Two forms: a plain INSERT, tried first, and an upsert (ON CONFLICT ... DO UPDATE), which costs
+// the server an index probe per row before each insert (about 40% more for the statement).
 // A row is only met again when a batch is retried after its commit was lost on the way back, or
 // when a caller puts an id twice; the server then refuses the plain form (23505) and undoes the
-// whole transaction, and the batch runs again in the upsert form (`upsert_form`).
-#define STATEGRAPH_PG_PUT_CHECKPOINTS                                                                         \
-    "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "                 \
-    "SELECT $1, $2, i, p, s, src, r FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[]) " \
-    "AS t(i, p, s, src, r)"
-constexpr std::string_view sql_insert_checkpoints = STATEGRAPH_PG_PUT_CHECKPOINTS;
+// whole transaction, and the batch runs again as upserts (`add_puts` with `upsert`): the rows'
+// values then all go to stategraph_blobs, read before `vals`, and a row met again keeps its
+// `vals` (the values of an earlier put of the id that this one does not write again).
+constexpr std::string_view sql_insert_checkpoints =
+    "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
+    "SELECT $1, $2, i, p, s, src, r, nullif(v, ''::bytea) FROM unnest($3::text[], $4::text[], $5::bigint[], "
+    "$6::text[], $7::bytea[], $8::bytea[]) AS t(i, p, s, src, r, v)";
 constexpr std::string_view sql_put_checkpoints =
-    STATEGRAPH_PG_PUT_CHECKPOINTS " ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
+    "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
+    "SELECT $1, $2, i, p, s, src, r FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[]) "
+    "AS t(i, p, s, src, r) ON CONFLICT (thread_id, ns, id) DO UPDATE SET "
     "parent_id = excluded.parent_id, step = excluded.step, source = excluded.source, record = excluded.record";
-#undef STATEGRAPH_PG_PUT_CHECKPOINTS
 // A batch's values in one statement: $3 channels, $4 versions, $5 the stored bytes (arrays in
 // binary form); each (channel, version) once. Plain first, as the checkpoints.
 #define STATEGRAPH_PG_PUT_BLOBS                                            \
@@ -60,70 +63,26 @@ constexpr std::string_view sql_get_blobs =
 constexpr std::string_view sql_get_chains =
     "SELECT b.channel, b.version, b.value FROM stategraph_blobs b JOIN unnest($3::text[], $4::text[]) AS w(channel, upto) "
     "ON b.channel = w.channel AND b.version <= w.upto COLLATE \"C\" WHERE b.thread_id = $1 AND b.ns = $2";
+// The values inside the rows of checkpoints whose ids are versions asked for.
+constexpr std::string_view sql_get_row_values =
+    "SELECT id, vals FROM stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id = ANY($3::text[]) "
+    "AND vals IS NOT NULL";
+// The values inside the rows of the newest `$4` checkpoints with values up to `$3`.
+constexpr std::string_view sql_get_row_window =
+    "SELECT id, vals FROM stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id <= $3 "
+    "AND vals IS NOT NULL ORDER BY id DESC LIMIT $4::bigint";
 constexpr std::string_view sql_get_graphs = "SELECT version, value FROM stategraph_graphs WHERE version = ANY($1::text[])";
 constexpr std::string_view sql_get_writes =
     "SELECT checkpoint_id, task_id, task_name, channel, value FROM stategraph_writes "
     "WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = ANY($3::text[]) ORDER BY checkpoint_id, seq";
 
-/// A one-dimensional bytea[] in PostgreSQL's binary array form, for a `$n::bytea[]` parameter
-/// sent as bytes: the header (1 dimension, no NULLs, element type bytea), then each item's
-/// length and bytes, all integers big-endian.
-/// A one-dimensional array in PostgreSQL's binary array form, for a `$n::type[]` parameter sent
-/// as bytes: the header (1 dimension, no NULLs, the element type), then each item's length and
-/// bytes (an element's binary form), all integers big-endian.
-class binary_array {
-public:
-    static constexpr std::uint32_t int8_oid = 20, text_oid = 25, bytea_oid = 17;
-
-    binary_array(std::uint32_t element_oid, std::size_t count) {
-        put32(1);
-        put32(0);
-        put32(element_oid);
-        put32(static_cast<std::uint32_t>(count));
-        put32(1);
-    }
-    /// A text or bytea element: its bytes as they are.
-    binary_array& add(std::string_view item) {
-        put32(static_cast<std::uint32_t>(item.size()));
-        out_ += item;
-        return *this;
-    }
-    /// An int8 element.
-    binary_array& add(std::int64_t v) {
-        put32(8);
-        const auto u = static_cast<std::uint64_t>(v);
-        for (int shift = 56; shift >= 0; shift -= 8) out_.push_back(static_cast<char>((u >> shift) & 0xff));
-        return *this;
-    }
-    std::string take() && { return std::move(out_); }
-
-private:
-    void put32(std::uint32_t v) {
-        for (int shift = 24; shift >= 0; shift -= 8) out_.push_back(static_cast<char>((v >> shift) & 0xff));
-    }
-    std::string out_;
-};
-
-template <class T>
-std::string array_of(std::uint32_t oid, const std::vector<T>& items) {
-    binary_array a(oid, items.size());
-    for (const auto& item : items) a.add(item);
-    return std::move(a).take();
-}
-
-/// The statements of `batch` in their upsert form (see `sql_insert_checkpoints`).
-void upsert_form(std::vector<pg::statement>& batch) {
-    for (auto& s : batch) {
-        if (s.sql == sql_insert_checkpoints) s.sql = sql_put_checkpoints;
-        else if (s.sql == sql_insert_blobs) s.sql = sql_put_blobs;
-    }
-}
-
 /// Runs `batch` (BEGIN ... COMMIT, its puts in plain form unless `upsert` already says the thread
 /// met a row twice); when the server refuses a plain insert (a row already there: 23505), which
-/// undid the transaction, it runs again in the upsert form, and `upsert` stays set for retries.
+/// undid the transaction, it runs again as upserts (`upsert_form(batch)` rebuilds it so), and
+/// `upsert` stays set for retries.
+template <class Rebuild>
 asio::awaitable<void> run_puts(pg::connection& conn, std::vector<pg::statement>& batch, bool& upsert,
-                               std::chrono::milliseconds timeout) {
+                               std::chrono::milliseconds timeout, Rebuild& upsert_form) {
     bool again = false;
     try {
         (void)co_await conn.run(batch, timeout);
@@ -140,7 +99,7 @@ asio::awaitable<void> run_puts(pg::connection& conn, std::vector<pg::statement>&
 } // namespace
 
 void postgres_saver::impl::value_fetch::add_round(std::vector<pg::statement>& batch) {
-    exact_at = chains_at = graphs_at = -1;
+    exact_at = chains_at = graphs_at = rows_at = window_at = -1;
     std::vector<std::string> channels, versions, graphs, chain_channels, chain_versions;
     std::map<std::string, std::string> upto; // channel -> newest version to read with its links
     {
@@ -188,6 +147,26 @@ void postgres_saver::impl::value_fetch::add_round(std::vector<pg::statement>& ba
         batch.emplace_back(sql_get_graphs);
         batch.back().text(text_array(graphs));
     }
+    // A value may be inside the row of the checkpoint that wrote it (its id is the version): a
+    // value asked for exactly is read from that row; the links of a chain from the rows just
+    // before its newest link, `row_window` of them (a chain has 32 links at most).
+    std::set<std::string> ids;
+    for (std::size_t i = 0; i < channels.size(); ++i)
+        if (channels[i] != graph_channel) ids.insert(versions[i]);
+    if (!ids.empty()) {
+        rows_at = static_cast<int>(batch.size());
+        batch.emplace_back(sql_get_row_values);
+        batch.back().text(thread).text(ns).text(text_array(std::vector<std::string>(ids.begin(), ids.end())));
+    }
+    window_upto = std::move(upto);
+    window_at = -1;
+    if (!window_upto.empty()) {
+        std::string newest;
+        for (const auto& [channel, version] : window_upto) newest = std::max(newest, version);
+        window_at = static_cast<int>(batch.size());
+        batch.emplace_back(sql_get_row_window);
+        batch.back().text(thread).text(ns).text(newest).integer(row_window);
+    }
 }
 
 void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>& res) {
@@ -209,9 +188,28 @@ void postgres_saver::impl::value_fetch::take_round(const std::vector<pg::result>
         const auto& r = res[static_cast<std::size_t>(at)];
         for (int i = 0; i < r.rows(); ++i) got.push_back({{r.text(i, 0), r.text(i, 1)}, r.bytes(i, 2)});
     }
+    const std::size_t from_blobs = got.size();
+    // After stategraph_blobs: a value stored in both is read from there. Of a window's rows, the
+    // values asked for and those of its chains' channels up to their newest link.
+    for (const int at : {rows_at, window_at}) {
+        if (at < 0) continue;
+        const auto& r = res[static_cast<std::size_t>(at)];
+        for (int i = 0; i < r.rows(); ++i) {
+            std::string id = r.text(i, 0);
+            for (const auto& [channel, bytes] : self.decode_row_values(thread, ns, id, r.bytes(i, 1))) {
+                std::pair<std::string, std::string> key{std::string(channel), id};
+                bool use = asked.count(key) != 0;
+                if (!use && at == window_at)
+                    if (auto u = window_upto.find(key.first); u != window_upto.end() && id <= u->second) use = true;
+                if (use) got.push_back({std::move(key), bytes});
+            }
+        }
+    }
     std::set<std::string> chains, whole;
-    for (auto& [key, stored] : got) {
-        if (values.count(key)) continue; // a graph shape before a thread's own copy
+    for (std::size_t g = 0; g < got.size(); ++g) {
+        auto& [key, stored] = got[g];
+        if (values.count(key)) continue; // a graph shape before a thread's own copy; a row of blobs before `vals`
+        if (from_rows && g >= from_blobs) from_rows->insert(key);
         const auto& [channel, version] = key;
         std::string payload;
         try {
@@ -246,9 +244,21 @@ asio::awaitable<void> postgres_saver::impl::fetch_values(pg::connection& conn, c
                                                          const std::string& ns,
                                                          std::set<std::pair<std::string, std::string>> wanted,
                                                          value_map& values, const pg::statement* also,
-                                                         pg::result* also_rows) {
+                                                         pg::result* also_rows,
+                                                         std::set<std::pair<std::string, std::string>>* from_rows) {
     value_fetch f{*this, thread, ns, values, std::move(wanted)};
+    f.from_rows = from_rows;
     co_await f.finish(conn, also, also_rows);
+}
+
+std::vector<std::pair<std::string_view, std::string_view>>
+postgres_saver::impl::decode_row_values(const std::string& thread, const std::string& ns, const std::string& id,
+                                        std::string_view bytes) const {
+    try {
+        return codec::decode_inline(bytes);
+    } catch (const codec::corrupt& e) {
+        corrupt(thread, ns, "checkpoint " + id + ": its values cannot be read: " + e.what(), {thread});
+    }
 }
 
 asio::awaitable<void> postgres_saver::impl::value_fetch::finish(pg::connection& conn, const pg::statement* also,
@@ -351,29 +361,42 @@ void postgres_saver::impl::fill_tuples(std::vector<checkpoint_tuple>& tuples, co
 }
 
 void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vector<std::string>& graphs,
-                                    const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
-    // Every checkpoint's row in one statement and every value in one (arrays unnested by the
-    // server): a batch of 22 checkpoints is 2 statements to execute, not 44. An id or a
-    // (channel, version) met twice keeps its last copy: one statement may not update a row twice.
+                                    const std::string& thread, const std::string& ns, std::span<const checkpoint> cps,
+                                    bool upsert) {
+    // Every checkpoint's row in one statement and every value kept apart in one (arrays
+    // unnested by the server): a batch of 22 checkpoints is 2 statements to execute, not 44. An
+    // id or a (channel, version) met twice keeps its last copy: one statement may not update a
+    // row twice. A checkpoint's own small values ride inside its row (`vals`), so the server
+    // inserts and indexes one row per step, not one more per value.
     std::vector<std::string> ids, parents, sources, records;
     std::vector<std::int64_t> steps;
     std::map<std::string, std::size_t> row_of;
+    std::vector<std::vector<std::pair<std::string, std::string>>> row_values; // per row: (channel, sealed bytes)
+    std::vector<std::size_t> row_bytes;
     std::vector<std::string> channels, versions, stored;
     std::map<std::pair<std::string, std::string>, std::size_t> value_of;
     std::set<std::string> chains; // channels written as appended items
+    const std::size_t budget = upsert ? 0 : opt.inline_bytes;
     for (const auto& cp : cps) {
         auto record = seal_record(codec::encode_record(cp), thread, ns, cp);
+        std::size_t row = 0;
+        bool again = false;
         if (auto [it, fresh] = row_of.emplace(cp.id, ids.size()); !fresh) {
-            parents[it->second] = cp.parent_id;
-            steps[it->second] = cp.step;
-            sources[it->second] = cp.source;
-            records[it->second] = std::move(record);
+            row = it->second;
+            again = true;
+            parents[row] = cp.parent_id;
+            steps[row] = cp.step;
+            sources[row] = cp.source;
+            records[row] = std::move(record);
         } else {
+            row = ids.size();
             ids.push_back(cp.id);
             parents.push_back(cp.parent_id);
             steps.push_back(cp.step);
             sources.push_back(cp.source);
             records.push_back(std::move(record));
+            row_values.emplace_back();
+            row_bytes.push_back(0);
         }
         for (const auto& [channel, value] : cp.values) {
             const std::string name(channel);
@@ -395,6 +418,18 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
                 graphs.push_back(version);
                 continue;
             }
+            // Inside the row: a value of this checkpoint's own version (whole or appended items),
+            // within the row's budget, and only the first time the batch meets the id (a copy met
+            // again replaces what the first wrote, in stategraph_blobs).
+            auto& in_row = row_values[row];
+            if (again)
+                std::erase_if(in_row, [&](const auto& e) { return e.first == name; });
+            const std::size_t cost = name.size() + bytes.size() + 4;
+            if (!again && version == cp.id && row_bytes[row] + cost <= budget) {
+                row_bytes[row] += cost;
+                in_row.emplace_back(name, std::move(bytes));
+                continue;
+            }
             if (auto [it, fresh] = value_of.emplace(std::pair{name, version}, stored.size()); !fresh) {
                 stored[it->second] = std::move(bytes);
                 continue;
@@ -407,14 +442,26 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
     hint_chains(thread, ns, chains);
     if (!ids.empty()) {
         using a = binary_array;
-        batch.emplace_back(sql_insert_checkpoints);
+        batch.emplace_back(upsert ? sql_put_checkpoints : sql_insert_checkpoints);
         batch.back().text(thread).text(ns).bytes(array_of(a::text_oid, ids)).bytes(array_of(a::text_oid, parents));
         batch.back().bytes(array_of(a::int8_oid, steps)).bytes(array_of(a::text_oid, sources));
         batch.back().bytes(array_of(a::bytea_oid, records));
+        if (!upsert) {
+            binary_array vals(a::bytea_oid, ids.size());
+            for (const auto& in_row : row_values) {
+                if (in_row.empty()) {
+                    vals.add(std::string_view());
+                    continue;
+                }
+                std::vector<std::pair<std::string_view, std::string_view>> pairs(in_row.begin(), in_row.end());
+                vals.add(codec::encode_inline(pairs));
+            }
+            batch.back().bytes(std::move(vals).take());
+        }
     }
     if (!stored.empty()) {
         using a = binary_array;
-        batch.emplace_back(sql_insert_blobs);
+        batch.emplace_back(upsert ? sql_put_blobs : sql_insert_blobs);
         batch.back().text(thread).text(ns).bytes(array_of(a::text_oid, channels)).bytes(array_of(a::text_oid, versions));
         batch.back().bytes(array_of(a::bytea_oid, stored));
     }
@@ -430,17 +477,28 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
     if (cps.empty()) co_return;
     // Everything is encoded before the round trip: BEGIN, fence, each checkpoint's row and
     // values, COMMIT. One round trip, one transaction, for all of them.
-    std::vector<pg::statement> batch;
-    batch.emplace_back(sql_begin);
-    batch.emplace_back(sql_fence); // filled per attempt
     std::vector<std::string> graphs;
-    add_puts(batch, graphs, thread, ns, cps);
-    batch.emplace_back(sql_commit);
+    // BEGIN, the fence (filled per attempt), the puts, COMMIT.
+    auto build = [&](std::vector<pg::statement>& batch, bool upsert) {
+        batch.clear();
+        graphs.clear();
+        batch.emplace_back(sql_begin);
+        batch.emplace_back(sql_fence);
+        add_puts(batch, graphs, thread, ns, cps, upsert);
+        batch.emplace_back(sql_commit);
+    };
+    std::vector<pg::statement> batch;
+    build(batch, false);
     call c{thread, cps.size() == 1 ? "saving a checkpoint" : "saving checkpoints", {}};
     bool upsert = false;
+    auto upsert_form = [&](std::vector<pg::statement>& b) {
+        auto fenced = std::move(b[1]);
+        build(b, true);
+        b[1] = std::move(fenced);
+    };
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
         batch[1] = fence(cc);
-        co_await run_puts(conn, batch, upsert, query_timeout());
+        co_await run_puts(conn, batch, upsert, query_timeout(), upsert_form);
         co_return true;
     };
     (void)co_await with_retry<bool>(c, body);
@@ -474,23 +532,34 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
         if (end.release) co_await release(thread);
         co_return;
     }
-    // BEGIN, fence, the checkpoints, the writes, the lease's row deleted, COMMIT: one round trip.
-    std::vector<pg::statement> batch;
-    batch.emplace_back(sql_begin);
-    batch.emplace_back(sql_fence); // filled per attempt
+    // BEGIN, fence (filled per attempt), the checkpoints, the writes, the lease's row deleted,
+    // COMMIT: one round trip.
     std::vector<std::string> graphs;
-    add_puts(batch, graphs, thread, ns, end.checkpoints);
-    add_writes(batch, thread, ns, end.writes_to, end.writes);
-    if (end.release) {
-        batch.emplace_back(sql_release_lease);
-        batch.back().text(thread).text(owner);
-    }
-    batch.emplace_back(sql_commit);
+    auto build = [&](std::vector<pg::statement>& batch, bool upsert) {
+        batch.clear();
+        graphs.clear();
+        batch.emplace_back(sql_begin);
+        batch.emplace_back(sql_fence);
+        add_puts(batch, graphs, thread, ns, end.checkpoints, upsert);
+        add_writes(batch, thread, ns, end.writes_to, end.writes);
+        if (end.release) {
+            batch.emplace_back(sql_release_lease);
+            batch.back().text(thread).text(owner);
+        }
+        batch.emplace_back(sql_commit);
+    };
+    std::vector<pg::statement> batch;
+    build(batch, false);
     call c{thread, "saving the call's last writes", {}};
     bool upsert = false;
+    auto upsert_form = [&](std::vector<pg::statement>& b) {
+        auto fenced = std::move(b[1]);
+        build(b, true);
+        b[1] = std::move(fenced);
+    };
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
         batch[1] = fence(cc, end.release && cc.attempt > 0);
-        co_await run_puts(conn, batch, upsert, query_timeout());
+        co_await run_puts(conn, batch, upsert, query_timeout(), upsert_form);
         co_return true;
     };
     (void)co_await with_retry<bool>(c, body);

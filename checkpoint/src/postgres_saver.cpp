@@ -114,6 +114,12 @@ CREATE TABLE stategraph_answers (
 );
 )sql"};
 
+// Version 3: a checkpoint's small values inside its row (NULL: none there), encoded as
+// codec::encode_inline, each value sealed as its row of stategraph_blobs would be.
+constexpr const char* migration_v3[] = {R"sql(
+ALTER TABLE stategraph_checkpoints ADD COLUMN vals bytea;
+)sql"};
+
 } // namespace
 
 asio::awaitable<void> postgres_saver::impl::migrate() {
@@ -144,6 +150,7 @@ asio::awaitable<void> postgres_saver::impl::migrate() {
         static const std::vector<std::vector<const char*>> migrations{
             {std::begin(migration_v1), std::end(migration_v1)},
             {std::begin(migration_v2), std::end(migration_v2)},
+            {std::begin(migration_v3), std::end(migration_v3)},
         };
         if (migrations.size() != static_cast<std::size_t>(postgres_saver::schema_version))
             throw std::logic_error("postgres_saver: one migration per schema version");

@@ -87,6 +87,49 @@ inline std::string text_array(const std::vector<std::string>& items) {
     return out;
 }
 
+/// A one-dimensional array in PostgreSQL's binary array form, for a `$n::type[]` parameter sent
+/// as bytes: the header (1 dimension, no NULLs, the element type), then each item's length and
+/// bytes (an element's binary form), all integers big-endian.
+class binary_array {
+public:
+    static constexpr std::uint32_t int8_oid = 20, text_oid = 25, bytea_oid = 17;
+
+    binary_array(std::uint32_t element_oid, std::size_t count) {
+        put32(1);
+        put32(0);
+        put32(element_oid);
+        put32(static_cast<std::uint32_t>(count));
+        put32(1);
+    }
+    /// A text or bytea element: its bytes as they are.
+    binary_array& add(std::string_view item) {
+        put32(static_cast<std::uint32_t>(item.size()));
+        out_ += item;
+        return *this;
+    }
+    /// An int8 element.
+    binary_array& add(std::int64_t v) {
+        put32(8);
+        const auto u = static_cast<std::uint64_t>(v);
+        for (int shift = 56; shift >= 0; shift -= 8) out_.push_back(static_cast<char>((u >> shift) & 0xff));
+        return *this;
+    }
+    std::string take() && { return std::move(out_); }
+
+private:
+    void put32(std::uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) out_.push_back(static_cast<char>((v >> shift) & 0xff));
+    }
+    std::string out_;
+};
+
+template <class T>
+inline std::string array_of(std::uint32_t oid, const std::vector<T>& items) {
+    binary_array a(oid, items.size());
+    for (const auto& item : items) a.add(item);
+    return std::move(a).take();
+}
+
 using pg::identifier;
 
 /// A value's stored bytes, keyed by (channel, version), already checked (unsealed).
@@ -318,7 +361,12 @@ struct postgres_saver::impl {
         std::set<std::pair<std::string, std::string>> wanted;
         std::set<std::pair<std::string, std::string>> asked = {};
         std::vector<std::pair<std::pair<std::string, std::string>, std::string>> known_graphs = {}; ///< sealed bytes
-        int exact_at = -1, chains_at = -1, graphs_at = -1; ///< the last round's statements in its batch
+        /// When given: the keys read from inside checkpoint rows (`vals`) rather than `stategraph_blobs`.
+        std::set<std::pair<std::string, std::string>>* from_rows = nullptr;
+        int exact_at = -1, chains_at = -1, graphs_at = -1, rows_at = -1, window_at = -1; ///< the last round's statements in its batch
+        std::map<std::string, std::string> window_upto = {}; ///< the last round's chains: channel -> newest link asked
+        /// Rows read before a chain's newest link, for links stored inside checkpoint rows.
+        static constexpr std::int64_t row_window = 48;
         bool first = true;
 
         void add_round(std::vector<pg::statement>& batch);
@@ -328,7 +376,13 @@ struct postgres_saver::impl {
     };
     asio::awaitable<void> fetch_values(pg::connection& conn, const std::string& thread, const std::string& ns,
                                        std::set<std::pair<std::string, std::string>> wanted, value_map& values,
-                                       const pg::statement* also, pg::result* also_rows);
+                                       const pg::statement* also, pg::result* also_rows,
+                                       std::set<std::pair<std::string, std::string>>* from_rows = nullptr);
+    /// The (channel, sealed bytes) pairs of a checkpoint row's `vals`; corrupt_checkpoint naming
+    /// the checkpoint when they cannot be read.
+    std::vector<std::pair<std::string_view, std::string_view>> decode_row_values(const std::string& thread, const std::string& ns,
+                                                                                 const std::string& id,
+                                                                                 std::string_view bytes) const;
     json::value parse(std::string_view text, const std::string& thread, const std::string& ns, const std::string& what,
                       std::vector<std::string> names) const;
     asio::awaitable<void> assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples);
@@ -338,9 +392,12 @@ struct postgres_saver::impl {
     asio::awaitable<void> put(const std::string& thread, const std::string& ns, const checkpoint& cp);
     /// `cps` in one transaction, sent in one round trip.
     asio::awaitable<void> put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
-    /// Appends the statements storing `cps` (their rows, their values; shapes not stored yet, listed in `graphs`).
+    /// Appends the statements storing `cps` (their rows, their values; shapes not stored yet, listed
+    /// in `graphs`): plain INSERTs, a checkpoint's small values inside its row; or, with `upsert`,
+    /// upserts that leave the `vals` of a row met again as they were and put every value in
+    /// `stategraph_blobs` (read before `vals`).
     void add_puts(std::vector<pg::statement>& batch, std::vector<std::string>& graphs, const std::string& thread,
-                  const std::string& ns, std::span<const checkpoint> cps);
+                  const std::string& ns, std::span<const checkpoint> cps, bool upsert);
     asio::awaitable<void> put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                      const std::vector<pending_write>& writes);
     /// Appends the statements storing `writes` against `checkpoint_id`.

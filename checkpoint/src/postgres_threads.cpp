@@ -47,6 +47,13 @@ constexpr std::string_view sql_stats_checkpoints =
     "SELECT count(*)::bigint, coalesce(sum(length(record)), 0)::bigint FROM stategraph_checkpoints WHERE thread_id = $1";
 constexpr std::string_view sql_stats_blobs =
     "SELECT count(*)::bigint, coalesce(sum(length(value)), 0)::bigint FROM stategraph_blobs WHERE thread_id = $1";
+constexpr std::string_view sql_stats_row_values =
+    "SELECT vals FROM stategraph_checkpoints WHERE thread_id = $1 AND vals IS NOT NULL";
+// prune: values a kept checkpoint needs that were inside the row of one going.
+constexpr std::string_view sql_keep_row_values =
+    "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
+    "SELECT $1, $2, c, v, b FROM unnest($3::text[], $4::text[], $5::bytea[]) AS t(c, v, b) "
+    "ON CONFLICT (thread_id, ns, channel, version) DO NOTHING";
 constexpr std::string_view sql_stats_writes =
     "SELECT count(*)::bigint, coalesce(sum(length(value)), 0)::bigint FROM stategraph_writes WHERE thread_id = $1";
 constexpr std::string_view sql_lock_lease =
@@ -57,14 +64,14 @@ constexpr std::string_view sql_thread_exists =
     "SELECT (EXISTS(SELECT 1 FROM stategraph_checkpoints WHERE thread_id = $1) OR EXISTS(SELECT 1 FROM "
     "stategraph_writes WHERE thread_id = $1) OR EXISTS(SELECT 1 FROM stategraph_blobs WHERE thread_id = $1))::int";
 constexpr std::string_view sql_copy_source_checkpoints =
-    "SELECT ns, id, parent_id, step, source, record FROM stategraph_checkpoints WHERE thread_id = $1";
+    "SELECT ns, id, parent_id, step, source, record, vals FROM stategraph_checkpoints WHERE thread_id = $1";
 constexpr std::string_view sql_thread_checkpoint_ids =
     "SELECT ns, id FROM stategraph_checkpoints WHERE thread_id = $1";
 constexpr std::string_view sql_copy_source_writes =
     "SELECT ns, checkpoint_id, task_id, task_name, channel, value, seq FROM stategraph_writes WHERE thread_id = $1";
 constexpr std::string_view sql_copy_checkpoint =
-    "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record) "
-    "VALUES($1, $2, $3, $4, $5::bigint, $6, $7)";
+    "INSERT INTO stategraph_checkpoints(thread_id, ns, id, parent_id, step, source, record, vals) "
+    "VALUES($1, $2, $3, $4, $5::bigint, $6, $7, $8)";
 constexpr std::string_view sql_copy_blobs =
     "INSERT INTO stategraph_blobs(thread_id, ns, channel, version, value) "
     "SELECT $2, ns, channel, version, value FROM stategraph_blobs WHERE thread_id = $1";
@@ -132,7 +139,8 @@ asio::awaitable<void> postgres_saver::impl::prune_thread(pg::connection& conn, c
             for (const auto& [channel, version] : cp.versions)
                 if (!version.empty()) wanted.insert({channel, version});
         value_map values;
-        co_await fetch_values(conn, thread, ns, wanted, values, nullptr, nullptr);
+        std::set<std::pair<std::string, std::string>> from_rows;
+        co_await fetch_values(conn, thread, ns, wanted, values, nullptr, nullptr, &from_rows);
         const auto needed = common::values_kept(
             kept,
             [&](const std::string& channel, const std::string& version) -> std::optional<std::string> {
@@ -146,7 +154,23 @@ asio::awaitable<void> postgres_saver::impl::prune_thread(pg::connection& conn, c
             channels.push_back(channel);
             versions.push_back(version);
         }
+        // A needed value inside the row of a checkpoint going moves to stategraph_blobs first.
+        std::set<std::string> kept_ids;
+        for (const auto& cp : kept) kept_ids.insert(cp.id);
+        std::vector<std::string> moved_channels, moved_versions, moved;
+        for (const auto& key : needed)
+            if (from_rows.count(key) && !kept_ids.count(key.second)) {
+                moved_channels.push_back(key.first);
+                moved_versions.push_back(key.second);
+                moved.push_back(codec::seal(values.at(key), {key.first, key.second}));
+            }
         std::vector<pg::statement> batch;
+        if (!moved.empty()) {
+            batch.emplace_back(sql_keep_row_values);
+            batch.back().text(thread).text(ns).bytes(array_of(binary_array::text_oid, moved_channels))
+                .bytes(array_of(binary_array::text_oid, moved_versions));
+            batch.back().bytes(array_of(binary_array::bytea_oid, moved));
+        }
         for (auto sql : {sql_prune_writes, sql_prune_checkpoints}) {
             batch.emplace_back(sql);
             batch.back().text(thread).text(ns).integer(keep);
@@ -184,7 +208,7 @@ asio::awaitable<thread_stats> postgres_saver::impl::stats(const std::string& thr
     auto body = [&](pg::connection& conn, call&) -> asio::awaitable<thread_stats> {
         std::vector<pg::statement> batch;
         batch.emplace_back(sql_begin_snapshot);
-        for (auto sql : {sql_stats_checkpoints, sql_stats_blobs, sql_stats_writes}) {
+        for (auto sql : {sql_stats_checkpoints, sql_stats_blobs, sql_stats_writes, sql_stats_row_values}) {
             batch.emplace_back(sql);
             batch.back().text(thread);
         }
@@ -199,6 +223,8 @@ asio::awaitable<thread_stats> postgres_saver::impl::stats(const std::string& thr
         const auto seals = (st.blobs + st.writes) * codec::seal_overhead;
         st.bytes = static_cast<std::size_t>(res[2].integer(0, 1) + res[3].integer(0, 1)) - seals;
         st.record_bytes += seals;
+        // Values inside checkpoint rows count as values.
+        for (int i = 0; i < res[4].rows(); ++i) common::count_row_values(st, res[4].bytes(i, 0), thread, where());
         co_return st;
     };
     co_return co_await with_retry<thread_stats>(c, body);
@@ -303,6 +329,9 @@ asio::awaitable<void> postgres_saver::impl::copy_thread(const std::string& from,
             out.emplace_back(sql_copy_checkpoint);
             out.back().text(to).text(ns).text(cols.id).text(cols.parent_id).integer(cols.step).text(cols.source);
             out.back().bytes(std::move(record));
+            // Values inside the row are sealed to (channel, version): they copy as they are.
+            if (cps.is_null(i, 6)) out.back().null();
+            else out.back().bytes(std::string(cps.bytes(i, 6)));
         }
         out.emplace_back(sql_copy_blobs);
         out.back().text(from).text(to);

@@ -44,6 +44,18 @@ checkpoint_error corrupt(const std::string& thread, const std::string& ns, const
                             std::move(names));
 }
 
+void count_row_values(thread_stats& st, std::string_view bytes, const std::string& thread, const std::string& where) {
+    codec::inline_size in;
+    try {
+        in = codec::measure_inline(bytes);
+    } catch (const codec::corrupt& e) {
+        throw corrupt(thread, "", std::string("values inside a checkpoint row cannot be read: ") + e.what(), where, {thread});
+    }
+    st.blobs += in.values;
+    st.bytes += in.value_bytes;
+    st.record_bytes += bytes.size() - in.value_bytes;
+}
+
 boost::json::value parse_stored(std::string_view text, const std::string& thread, const std::string& ns,
                                 const std::string& what, const std::string& where, std::vector<std::string> names) {
     boost::system::error_code ec;

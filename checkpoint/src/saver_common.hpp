@@ -45,6 +45,10 @@ checkpoint_error corrupt(const std::string& thread, const std::string& ns, const
 /// @brief Stored JSON `text` of `what`; throws `corrupt` (as above) when it does not parse.
 boost::json::value parse_stored(std::string_view text, const std::string& thread, const std::string& ns,
                                 const std::string& what, const std::string& where, std::vector<std::string> names);
+/// @brief Adds the values inside one checkpoint row (`bytes`, a codec::encode_inline string) to
+/// `st`: their bytes count as values, the bytes that frame them (channel names, lengths) as
+/// records. Throws `corrupt` (as above, with `where`) when they cannot be read.
+void count_row_values(thread_stats& st, std::string_view bytes, const std::string& thread, const std::string& where);
 /// @brief "checkpoint C: pending write of task 'T' (N) to channel 'X'".
 std::string write_label(const std::string& checkpoint_id, const pending_write& w);
 

@@ -506,18 +506,7 @@ thread_stats sqlite_saver::impl::stats(const std::string& thread) {
         // (channel names, lengths) as records.
         stmt s(*this, sql_stats_inline, thread, "reading storage statistics");
         s.bind(1, thread);
-        while (s.step()) {
-            const auto bytes = s.bytes(0);
-            codec::inline_size in;
-            try {
-                in = codec::measure_inline(bytes);
-            } catch (const codec::corrupt& e) {
-                corrupt(thread, "", std::string("values inside a checkpoint row cannot be read: ") + e.what(), {thread});
-            }
-            st.blobs += in.values;
-            st.bytes += in.value_bytes;
-            st.record_bytes += bytes.size() - in.value_bytes;
-        }
+        while (s.step()) common::count_row_values(st, s.bytes(0), thread, where());
     }
     t.commit();
     return st;

@@ -62,11 +62,20 @@ bool damage_rows(postgres_saver& s, const damage& d) {
                                    : "convert_to('garbage!', 'UTF8')";
     std::vector<std::string> changed;
     switch (d.what) {
-    case part::value:
+    case part::value: {
+        // A value too big for its checkpoint's row, or an array, has a row in stategraph_blobs; a
+        // small one is inside `vals` of the row of the checkpoint that wrote it.
         changed = a.query("UPDATE " + schema + ".stategraph_blobs SET value = " + set +
                               " WHERE thread_id = $1 AND ns = $2 AND channel = $3 AND version = $4",
                           {d.thread_id, d.ns, d.channel, d.checkpoint_id});
+        if (!changed.empty() && changed.back() != "0") break;
+        std::string vset = set;
+        for (std::size_t p; (p = vset.find("value")) != std::string::npos;) vset.replace(p, 5, "vals");
+        changed = a.query("UPDATE " + schema + ".stategraph_checkpoints SET vals = " + vset +
+                              " WHERE thread_id = $1 AND ns = $2 AND id = $3 AND vals IS NOT NULL",
+                          {d.thread_id, d.ns, d.checkpoint_id});
         break;
+    }
     case part::record: {
         std::string rset = set;
         for (std::size_t p; (p = rset.find("value")) != std::string::npos;) rset.replace(p, 5, "record");
@@ -347,6 +356,144 @@ BOOST_AUTO_TEST_CASE(appended_channels_are_read_with_their_links_in_one_round_tr
     BOOST_TEST(got->cp.values.at("log") == whole);
     BOOST_TEST(got->cp.values.at("n") == 1);
     run(reader->release("t"));
+}
+
+/// How many rows of `table` (stategraph_blobs, or stategraph_checkpoints with values inside) thread
+/// `thread` has in `schema`.
+long rows_of(const std::string& schema, const std::string& table, const std::string& thread) {
+    admin a;
+    const std::string extra = table == "stategraph_checkpoints" ? " AND vals IS NOT NULL" : "";
+    return std::stol(a.query("SELECT count(*) FROM " + quoted(schema) + "." + table + " WHERE thread_id = $1" + extra,
+                             {thread})
+                         .at(0));
+}
+
+/// A checkpoint's own small values, whole or appended items, go inside its row: a step is one row
+/// for the server to insert. A value over `inline_bytes` goes to stategraph_blobs, as every value
+/// does with `inline_bytes` 0. Either way the saver, and another saver that never wrote the thread,
+/// read the same values, stats count them alike, and a copy of the thread reads them too.
+BOOST_AUTO_TEST_CASE(a_checkpoints_small_values_live_in_its_row) {
+    const json::value big(std::string(5000, 'v'));
+    for (const std::size_t inline_bytes : {std::size_t(1024), std::size_t(0)}) {
+        BOOST_TEST_CONTEXT("inline_bytes " << inline_bytes) {
+            auto o = options_for(fresh_schema());
+            o.inline_bytes = inline_bytes;
+            auto s = make_saver(o);
+            std::vector<cp_t> cps;
+            cps.push_back(next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"log", json::array{"x"}}, {"big", big}}));
+            cps.push_back(next_cp(&cps.back(), 0, "loop", json::object{{"a", 2}, {"log", json::array{"y"}}}));
+            cps.back().extends["log"] = cps[0].id;
+            cps.push_back(next_cp(&cps.back(), 1, "loop", json::object{{"b", json::object{{"k", "z"}}}}));
+            run(s->put_many("t", "", cps));
+            if (inline_bytes > 0) {
+                BOOST_TEST(rows_of(o.schema, "stategraph_blobs", "t") == 1); // `big` alone
+                BOOST_TEST(rows_of(o.schema, "stategraph_checkpoints", "t") == 3);
+            } else {
+                BOOST_TEST(rows_of(o.schema, "stategraph_blobs", "t") == 6);
+                BOOST_TEST(rows_of(o.schema, "stategraph_checkpoints", "t") == 0);
+            }
+            const json::object want{{"a", 2}, {"log", json::array{"x", "y"}}, {"big", big}, {"b", json::object{{"k", "z"}}}};
+            auto other = make_saver(s->options());
+            for (auto* reader : {s.get(), other.get()}) {
+                auto got = run(reader->get("t", "", std::nullopt));
+                BOOST_TEST_REQUIRE(got.has_value());
+                BOOST_TEST(got->cp.values == want);
+                auto all = run(reader->list("t", "", {}));
+                BOOST_TEST_REQUIRE(all.size() == 3u);
+                BOOST_TEST(all[2].cp.values == (json::object{{"a", 1}, {"log", json::array{"x"}}, {"big", big}}));
+            }
+            const auto st = run(s->stats("t"));
+            BOOST_TEST(st.checkpoints == 3u);
+            BOOST_TEST(st.blobs == 6u); // every value, wherever it lives
+            run(s->copy_thread("t", "t2"));
+            auto copied = run(other->get("t2", "", std::nullopt));
+            BOOST_TEST_REQUIRE(copied.has_value());
+            BOOST_TEST(copied->cp.values == want);
+        }
+    }
+}
+
+/// A chain of appended items longer than the rows read before its newest link (each link inside
+/// its checkpoint's row) is read whole, by a saver that meets it for the first time and by one
+/// that knows it.
+BOOST_AUTO_TEST_CASE(a_chain_longer_than_the_rows_window_reads_whole) {
+    auto o = options_for(fresh_schema());
+    auto s = make_saver(o);
+    std::vector<cp_t> cps;
+    json::array whole;
+    cps.push_back(next_cp(nullptr, 0, "loop", json::object{{"log", json::array{0}}}));
+    whole.push_back(0);
+    for (int i = 1; i < 130; ++i) {
+        // every third step writes another channel only: the chain's links are not in every row
+        if (i % 3 == 0) {
+            cps.push_back(next_cp(&cps.back(), i, "loop", json::object{{"n", i}}));
+            continue;
+        }
+        auto prev = cps.back().versions.at("log");
+        cps.push_back(next_cp(&cps.back(), i, "loop", json::object{{"log", json::array{i}}}));
+        cps.back().extends["log"] = prev;
+        whole.push_back(i);
+    }
+    run(s->put_many("t", "", cps));
+    BOOST_TEST(rows_of(o.schema, "stategraph_blobs", "t") == 0);
+    auto reader = make_saver(o);
+    for (int round = 0; round < 2; ++round) {
+        auto got = run(reader->get("t", "", std::nullopt));
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.values.at("log") == whole);
+        BOOST_TEST(got->cp.values.at("n") == 129);
+    }
+}
+
+/// prune keeps the newest checkpoints with the values they need: a value inside the row of a
+/// checkpoint that goes moves to stategraph_blobs, and nothing else stays.
+BOOST_AUTO_TEST_CASE(prune_moves_the_values_kept_out_of_rows_that_go) {
+    auto o = options_for(fresh_schema());
+    auto s = make_saver(o);
+    std::vector<cp_t> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"a", 1}, {"b", "x"}, {"log", json::array{"p"}}}));
+    cps.push_back(next_cp(&cps.back(), 0, "loop", json::object{{"a", 2}, {"log", json::array{"q"}}}));
+    cps.back().extends["log"] = cps[0].id;
+    cps.push_back(next_cp(&cps.back(), 1, "loop", json::object{{"c", 3}}));
+    run(s->put_many("t", "", cps));
+    BOOST_TEST(rows_of(o.schema, "stategraph_blobs", "t") == 0);
+    run(s->prune("t", 1));
+    // a@cp2, b@cp1 and both links of log moved; cp3's own value stays in its row
+    BOOST_TEST(rows_of(o.schema, "stategraph_blobs", "t") == 4);
+    BOOST_TEST(rows_of(o.schema, "stategraph_checkpoints", "t") == 1);
+    auto reader = make_saver(o);
+    auto got = run(reader->get("t", "", std::nullopt));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values ==
+               (json::object{{"a", 2}, {"b", "x"}, {"log", json::array{"p", "q"}}, {"c", 3}}));
+    BOOST_TEST(run(reader->list("t", "", {})).size() == 1u);
+}
+
+/// A schema of version 2 (no `vals`) is migrated when a saver opens it: what it held reads as
+/// before, and new checkpoints keep their small values inside their rows.
+BOOST_AUTO_TEST_CASE(a_version_2_schema_gains_values_inside_rows) {
+    auto o = options_for(fresh_schema());
+    o.inline_bytes = 0;
+    std::vector<cp_t> cps;
+    cps.push_back(next_cp(nullptr, -1, "input", json::object{{"a", 1}}));
+    auto first = make_saver(o); // (the schema goes with it, at the end)
+    run(first->put_many("t", "", cps));
+    admin a;
+    a.query("ALTER TABLE " + quoted(o.schema) + ".stategraph_checkpoints DROP COLUMN vals");
+    a.query("UPDATE " + quoted(o.schema) + ".stategraph_schema SET version = 2");
+    o.inline_bytes = 1024;
+    auto s = make_saver(o);
+    BOOST_TEST(a.query("SELECT version FROM " + quoted(o.schema) + ".stategraph_schema").at(0) == "3");
+    cps.push_back(next_cp(&cps.back(), 0, "loop", json::object{{"a", 2}, {"b", "y"}}));
+    run(s->put("t", "", cps.back()));
+    BOOST_TEST(rows_of(o.schema, "stategraph_checkpoints", "t") == 1);
+    auto reader = make_saver(o);
+    auto got = run(reader->get("t", "", cps[0].id));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values.at("a") == 1);
+    got = run(reader->get("t", "", std::nullopt));
+    BOOST_TEST_REQUIRE(got.has_value());
+    BOOST_TEST(got->cp.values == (json::object{{"a", 2}, {"b", "y"}}));
 }
 
 /// Skips a case when the tests were not given a way to restart the server.

@@ -41,6 +41,11 @@ struct postgres_options {
     std::chrono::milliseconds max_backoff = std::chrono::milliseconds(1000);
     /// @brief Time allowed to open one connection (the TCP connect and the start-up exchange).
     std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+    /// @brief A checkpoint's own small values (not an array, not appended items) go inside its
+    /// row (`stategraph_checkpoints.vals`) up to this many bytes in all: one row per step for the
+    /// server to insert and index instead of one per value. Larger values, arrays, and all of
+    /// them with 0, go to `stategraph_blobs`.
+    std::size_t inline_bytes = 1024;
 };
 
 /// @brief A checkpointer storing everything in PostgreSQL 12 or newer (pipeline mode needs
@@ -48,7 +53,10 @@ struct postgres_options {
 ///
 /// Tables (in `postgres_options::schema`, made and migrated on first use; the version is in
 /// `stategraph_schema`): `stategraph_checkpoints`, `stategraph_blobs`, `stategraph_writes`,
-/// `stategraph_graphs`, `stategraph_leases`, `stategraph_cache`.
+/// `stategraph_graphs`, `stategraph_leases`, `stategraph_cache`. A checkpoint's row carries the
+/// small values it wrote (`vals`, schema version 3; `postgres_options::inline_bytes`); the
+/// others are rows of `stategraph_blobs` keyed by (channel, version). A value stored in both
+/// (a checkpoint put again under its own id) is read from `stategraph_blobs`.
 ///
 /// Errors (all `stategraph::checkpoint_error`):
 /// - `storage_failure`: the server stayed unreachable for `retry_for`, or refused a statement
@@ -66,8 +74,9 @@ struct postgres_options {
 class postgres_saver final : public saver {
 public:
     /// @brief The schema version this code writes (and the newest it can read).
-    /// 2 added the kept answers of break_lease and cache_clear (retried calls answer exactly).
-    static constexpr int schema_version = 2;
+    /// 2 added the kept answers of break_lease and cache_clear (retried calls answer exactly);
+    /// 3 a checkpoint's small values inside its row (`stategraph_checkpoints.vals`).
+    static constexpr int schema_version = 3;
 
     /// @brief Connects once (blocking, on the calling thread), creates the schema and migrates
     /// it. Throws `checkpoint_error` (`storage_failure` when the server cannot be reached).
