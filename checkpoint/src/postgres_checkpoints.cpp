@@ -67,10 +67,11 @@ constexpr std::string_view sql_get_chains =
 constexpr std::string_view sql_get_row_values =
     "SELECT id, vals FROM stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id = ANY($3::text[]) "
     "AND vals IS NOT NULL";
-// The values inside the rows of the newest `$4` checkpoints with values up to `$3`.
+// For each id of $3: the values inside the rows of the newest `$4` checkpoints with values up to it.
 constexpr std::string_view sql_get_row_window =
-    "SELECT id, vals FROM stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id <= $3 "
-    "AND vals IS NOT NULL ORDER BY id DESC LIMIT $4::bigint";
+    "SELECT c.id, c.vals FROM unnest($3::text[]) AS w(upto) CROSS JOIN LATERAL (SELECT id, vals FROM "
+    "stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id <= w.upto COLLATE \"C\" AND vals IS NOT NULL "
+    "ORDER BY id DESC LIMIT $4::bigint) c";
 constexpr std::string_view sql_get_graphs = "SELECT version, value FROM stategraph_graphs WHERE version = ANY($1::text[])";
 constexpr std::string_view sql_get_writes =
     "SELECT checkpoint_id, task_id, task_name, channel, value FROM stategraph_writes "
@@ -160,12 +161,13 @@ void postgres_saver::impl::value_fetch::add_round(std::vector<pg::statement>& ba
     }
     window_upto = std::move(upto);
     window_at = -1;
-    if (!window_upto.empty()) {
-        std::string newest;
-        for (const auto& [channel, version] : window_upto) newest = std::max(newest, version);
+    if (!window_upto.empty()) { // a window before each chain's newest link (one when they share it)
+        std::set<std::string> newest;
+        for (const auto& [channel, version] : window_upto) newest.insert(version);
         window_at = static_cast<int>(batch.size());
         batch.emplace_back(sql_get_row_window);
-        batch.back().text(thread).text(ns).text(newest).integer(row_window);
+        batch.back().text(thread).text(ns).text(text_array(std::vector<std::string>(newest.begin(), newest.end())));
+        batch.back().integer(row_window);
     }
 }
 

@@ -415,24 +415,30 @@ BOOST_AUTO_TEST_CASE(a_checkpoints_small_values_live_in_its_row) {
 
 /// A chain of appended items longer than the rows read before its newest link (each link inside
 /// its checkpoint's row) is read whole, by a saver that meets it for the first time and by one
-/// that knows it.
+/// that knows it; and so is a short chain whose links are far older than the long one's.
 BOOST_AUTO_TEST_CASE(a_chain_longer_than_the_rows_window_reads_whole) {
     auto o = options_for(fresh_schema());
     auto s = make_saver(o);
     std::vector<cp_t> cps;
-    json::array whole;
-    cps.push_back(next_cp(nullptr, 0, "loop", json::object{{"log", json::array{0}}}));
-    whole.push_back(0);
-    for (int i = 1; i < 130; ++i) {
+    json::array whole, early{"e0", "e1", "e2"};
+    // "early": a chain of three links in the first three steps; "log": a chain from step 70 on,
+    // more than a window of rows after the first
+    cps.push_back(next_cp(nullptr, 0, "loop", json::object{{"early", json::array{"e0"}}}));
+    for (int i = 1; i < 200; ++i) {
+        json::object writes;
+        if (i < 3) writes["early"] = json::array{"e" + std::to_string(i)};
         // every third step writes another channel only: the chain's links are not in every row
-        if (i % 3 == 0) {
-            cps.push_back(next_cp(&cps.back(), i, "loop", json::object{{"n", i}}));
-            continue;
+        else if (i < 70 || i % 3 == 0) writes["n"] = i;
+        else writes["log"] = json::array{i};
+        const auto& before = cps.back().versions;
+        const auto prev_early = before.at("early");
+        const auto prev_log = before.count("log") ? before.at("log") : std::string();
+        cps.push_back(next_cp(&cps.back(), i, "loop", writes));
+        if (i < 3) cps.back().extends["early"] = prev_early;
+        if (writes.contains("log")) {
+            if (!prev_log.empty()) cps.back().extends["log"] = prev_log;
+            whole.push_back(i);
         }
-        auto prev = cps.back().versions.at("log");
-        cps.push_back(next_cp(&cps.back(), i, "loop", json::object{{"log", json::array{i}}}));
-        cps.back().extends["log"] = prev;
-        whole.push_back(i);
     }
     run(s->put_many("t", "", cps));
     BOOST_TEST(rows_of(o.schema, "stategraph_blobs", "t") == 0);
@@ -441,7 +447,8 @@ BOOST_AUTO_TEST_CASE(a_chain_longer_than_the_rows_window_reads_whole) {
         auto got = run(reader->get("t", "", std::nullopt));
         BOOST_TEST_REQUIRE(got.has_value());
         BOOST_TEST(got->cp.values.at("log") == whole);
-        BOOST_TEST(got->cp.values.at("n") == 129);
+        BOOST_TEST(got->cp.values.at("early") == early);
+        BOOST_TEST(got->cp.values.at("n") == 198);
     }
 }
 
