@@ -8,7 +8,8 @@
 //
 //   stategraph_bench_server [--port N] [--checkpointer memory|sqlite|postgres] [--db FILE]
 //                           [--postgres URL] [--runs FILE] [--in-process SECONDS] [--label NAME]
-// The run store is SQLite in memory (the server's default), or the SQLite file --runs FILE.
+// The run store is the server's default (kept in this process's memory, open_memory_run_store), or
+// the SQLite file --runs FILE (--runs :memory: for SQLite in memory, the default before 2026-11-29).
 // Prints "listening <port>" on stdout once it accepts; SIGINT/SIGTERM stops it.
 //
 // --in-process SECONDS serves nothing: it invokes the same graph on the same checkpointer in this
@@ -175,7 +176,7 @@ int main(int argc, char** argv) {
     srv::server_options so;
     so.port = port;
     so.max_runs_in_flight = 256; // above the 64 clients: the queue bound is not what is measured
-    if (!runs.empty()) so.runs = srv::open_sqlite_run_store(runs); // else SQLite in memory (the server's default)
+    if (!runs.empty()) so.runs = srv::open_sqlite_run_store(runs); // else the server's default, in memory
     srv::assistant_options ao;
     ao.description = "The benchmark supervisor graph (shared/bench/supervisor_topology.md)";
     ao.recursion_limit = sup::recursion_limit;

@@ -437,7 +437,7 @@ inline std::string serialize_strict(const json::value& v) { return serialize_str
 using header_list = std::vector<std::pair<std::string, std::string>>;
 
 /// Sets the answer of a call (written by the session once the handler returns).
-inline void reply(call& c, unsigned status, json::value body, header_list headers = {}) {
+inline void reply(call& c, unsigned status, const json::value& body, header_list headers = {}) {
     c.answer.emplace();
     c.answer->status = status;
     c.answer->body = status == 204 || status == 202 ? std::string() : serialize_strict(body);

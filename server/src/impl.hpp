@@ -68,6 +68,9 @@ struct live_run {
     bool flush_failed = false;
     waiter_list flushed; ///< woken when a flush ends
     std::string last_values; ///< the last root values event's data, JSON text ("": none)
+    /// the values recorded as the run's last event at its end (a quiet run's answer), kept so
+    /// that its result is not parsed back from `last_values`
+    std::optional<json::value> final_values;
     bool langchain_events = false; ///< stream mode "events" asked for (LangChain's astream_events v2)
     std::map<std::string, json::value> task_inputs; ///< for "events": a running task's input, by task id
     /// for the legacy "messages" mode: each message streamed so far, accumulated from its chunks
@@ -180,7 +183,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     awaitable<void> relay(call& c, run_record run, std::set<std::string> modes, std::int64_t after, bool cancel_on_disconnect);
     awaitable<bool> relay_events(call& c, std::string run_id, std::set<std::string> modes, std::int64_t after);
     awaitable<void> relay_thread(call& c, thread_record th, std::optional<std::set<std::string>> modes);
-    awaitable<void> wait_and_answer(call& c, run_record run, bool created, bool cancel_on_disconnect);
+    awaitable<void> wait_and_answer(call& c, const run_record& run, bool created, bool cancel_on_disconnect);
     awaitable<void> cancel_and_maybe_wait(call& c, run_record run, std::string action, bool wait);
     static json::object run_json(const run_record& r);
     /// POSTs a finished run to its webhook, retrying; logs a failure (webhook.cpp).

@@ -249,6 +249,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     v[reserved::interrupt] = interrupts_json(outcome.interrupts);
                     self->record(*run, "values", v);
+                    run->final_values.emplace(std::move(v));
                 } else if (outcome.status == run_status::done && run->cancel_action.empty() &&
                            (run->quiet || (resumed && run->last_values.empty()))) {
                     // The final state as the run's last values event, when no step recorded it:
@@ -259,6 +260,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     //   values the dead worker had stored.
                     json::object v = a->graph.core()->output ? std::move(outcome.output) : std::move(outcome.values);
                     self->record(*run, "values", v);
+                    run->final_values.emplace(std::move(v));
                 }
                 if (outcome.status == run_status::drained && self->draining && run->cancel_action.empty()) {
                     released = true; // stopped at a step boundary with everything saved: back to the queue
@@ -358,7 +360,8 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                     th->error = nullptr;
                 }
             }
-            rec.result = !run->last_values.empty() ? json::parse(run->last_values) : (th ? th->values : json::value(nullptr));
+            if (run->final_values) rec.result = std::move(*run->final_values);
+            else rec.result = !run->last_values.empty() ? json::parse(run->last_values) : (th ? th->values : json::value(nullptr));
             const bool removed_by_rollback = run->cancel_action == "rollback" && rec.error.is_null();
             const std::span<const run_event> with(last_events);
             const bool ended_here = co_await self->store->finish(rec, me, th ? &*th : nullptr, with);

@@ -254,7 +254,14 @@ run_store::run_store(std::shared_ptr<run_store_backend> backend, run_store_optio
     done.get();
 }
 
+run_store::run_store(run_store_options options) : opts_(std::move(options)) {}
+
 run_store::~run_store() = default;
+
+run_store_backend& run_store::backend() const {
+    if (!be_) throw std::logic_error("run_store::backend: this store is kept in memory, over no SQL (open_memory_run_store)");
+    return *be_;
+}
 
 std::int64_t run_store::now() {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();

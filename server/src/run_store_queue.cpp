@@ -129,13 +129,7 @@ awaitable<submit_result> run_store::submit(run_record& run, submit_rules rules) 
         }
         params none;
         auto seq = co_await s.query("UPDATE sg_counters SET value = value + 1 WHERE name = 'run_seq' RETURNING value", std::move(none));
-        run.seq = seq.empty() ? 1 : seq.front().integer(0);
-        run.status = "pending";
-        run.created_at = run.updated_at = when;
-        run.worker.clear();
-        run.attempts = 0;
-        run.cancel.clear();
-        run.lease_until = 0;
+        as_queued(run, seq.empty() ? 1 : seq.front().integer(0), when);
         params rp{run.run_id,
                   run.seq,
                   run.thread_key,

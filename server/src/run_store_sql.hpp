@@ -42,6 +42,26 @@ std::string select_runs(std::string_view where);
 
 inline constexpr std::string_view busy_where = "status IN ('pending', 'running')";
 
+/// A run as `submit` queues it (both stores): its seq, pending, no worker, claim or cancel yet.
+inline void as_queued(run_record& run, std::int64_t seq, std::int64_t when) {
+    run.seq = seq;
+    run.status = "pending";
+    run.created_at = run.updated_at = when;
+    run.worker.clear();
+    run.attempts = 0;
+    run.cancel.clear();
+    run.lease_until = 0;
+}
+
+/// The error of a run claimed `max_attempts` times whose worker stopped each time (both stores).
+inline boost::json::value attempts_exhausted(const run_record& r, int max_attempts) {
+    return boost::json::object{
+        {"error", "RunAttemptsExhausted"},
+        {"message", "run '" + r.run_id + "' on thread '" + r.thread_id + "' was started " + std::to_string(r.attempts) +
+                        " times and its worker stopped each time (the most is " + std::to_string(max_attempts) +
+                        " attempts); it is not started again"}};
+}
+
 /// The thread's status once `run` left its queue: busy while others wait, else what it rests at.
 boost::asio::awaitable<void> settle_thread_status(run_store_backend::session& s, const std::string& thread_key, std::int64_t when);
 

@@ -94,11 +94,7 @@ awaitable<std::vector<run_record>> run_store::claim_some(std::string worker, std
                 continue;
             }
             if (r.attempts >= std::max(opts_.max_attempts, 1)) {
-                json::value err = json::object{
-                    {"error", "RunAttemptsExhausted"},
-                    {"message", "run '" + r.run_id + "' on thread '" + r.thread_id + "' was started " + std::to_string(r.attempts) +
-                                    " times and its worker stopped each time (the most is " + std::to_string(opts_.max_attempts) +
-                                    " attempts); it is not started again"}};
+                const json::value err = attempts_exhausted(r, opts_.max_attempts);
                 co_await end_unheld(s, r, "error", err, when);
                 r.status = "error";
                 ended_some = true;

@@ -195,7 +195,7 @@ awaitable<void> server::impl::relay_thread(call& c, thread_record th, std::optio
     c.keep_alive = false;
 }
 
-awaitable<void> server::impl::wait_and_answer(call& c, run_record run, bool created, bool cancel_on_disconnect) {
+awaitable<void> server::impl::wait_and_answer(call& c, const run_record& run, bool created, bool cancel_on_disconnect) {
     auto headers = created ? location_headers(run, false) : std::vector<std::pair<std::string, std::string>>{};
     // A run that ends within the first second is answered in one piece (one write: status,
     // headers and body with its length). Only a longer one starts a chunked answer, whose

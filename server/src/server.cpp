@@ -36,7 +36,7 @@ server::impl::impl(net::any_io_executor e, server_options o) : ex(e), opts(std::
         run_store_options ro;
         ro.max_finished_runs = opts.max_finished_runs;
         ro.max_events_per_run = opts.max_events_per_run;
-        store = open_sqlite_run_store(":memory:", ro);
+        store = open_memory_run_store(ro);
     }
     instance = opts.instance_id.empty() ? default_instance_id() : opts.instance_id;
 }

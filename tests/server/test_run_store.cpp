@@ -101,6 +101,14 @@ private:
 };
 #endif
 
+/// The store kept in this process's memory, over no SQL (`open_memory_run_store`): each store
+/// alone, as SQLite in memory.
+class memory final : public database {
+public:
+    std::shared_ptr<srv::run_store> make(srv::run_store_options o) override { return srv::open_memory_run_store(o); }
+    bool shared() const override { return false; }
+};
+
 // -- records ------------------------------------------------------------------------------------
 
 srv::thread_record make_thread(const std::string& key, const std::string& owner = "", std::int64_t created = 0) {
@@ -239,15 +247,21 @@ BOOST_AUTO_TEST_SUITE_END()
     RUN_STORE_ON_POSTGRES(name)                                                                                          \
     void name##_on(database& db)
 
-/// A case of every backend (SQLite file, SQLite in memory, PostgreSQL); its body follows.
-#define RUN_STORE_CASE(name)                                                                                             \
+/// A case of every SQL backend (SQLite file, SQLite in memory, PostgreSQL); its body follows.
+#define RUN_STORE_SQL_CASE(name)                                                                                         \
     void name##_on(database& db);                                                                                        \
     RUN_STORE_ON(sqlite_memory_backend, sqlite_memory, name)                                                             \
     RUN_STORE_SHARED_CASE(name)
 
+/// A case of every store: the SQL backends and the store kept in memory without SQL.
+#define RUN_STORE_CASE(name)                                                                                             \
+    void name##_on(database& db);                                                                                        \
+    RUN_STORE_ON(memory_store, memory, name)                                                                             \
+    RUN_STORE_SQL_CASE(name)
+
 // -- the backend seam -----------------------------------------------------------------------------
 
-RUN_STORE_CASE(backend_statements_and_rollback) {
+RUN_STORE_SQL_CASE(backend_statements_and_rollback) {
     auto s = db.open();
     auto& be = s->backend();
     // ?N parameters (out of order, repeated); integers, text and NULL come back as such.
@@ -1337,3 +1351,34 @@ BOOST_AUTO_TEST_CASE(an_unreachable_server_is_named) {
 
 BOOST_AUTO_TEST_SUITE_END()
 #endif
+
+// -- the store kept in memory ---------------------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(memory_store)
+
+BOOST_AUTO_TEST_CASE(it_has_no_backend_and_says_so) {
+    auto s = srv::open_memory_run_store();
+    try {
+        (void)s->backend();
+        BOOST_FAIL("backend() of the store kept in memory did not throw");
+    } catch (const std::logic_error& e) {
+        BOOST_TEST(std::string(e.what()).find("open_memory_run_store") != std::string::npos, e.what());
+    }
+    BOOST_TEST(!s->listen([](std::string, std::string) {}));
+}
+
+BOOST_AUTO_TEST_CASE(a_run_id_stored_twice_is_refused_naming_it) {
+    auto s = srv::open_memory_run_store();
+    (void)queue(*s, "twice", "t1");
+    auto again = make_run("twice", "t1");
+    try {
+        (void)run(s->submit(again, rules_for()));
+        BOOST_FAIL("a second run of one id was stored");
+    } catch (const srv::run_store_error& e) {
+        BOOST_TEST(std::string(e.what()).find("'twice'") != std::string::npos, e.what());
+        BOOST_TEST(!e.transient());
+    }
+    BOOST_TEST(run(s->list_runs("t1", std::nullopt, 10, 0)).size() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -53,9 +53,9 @@ struct server_options {
     /// which queues runs for the others and runs none itself.
     std::size_t max_runs_in_flight = 64;
     /// where thread records, runs, their queue and their events live (<stategraph/server/run_store.hpp>):
-    /// SQLite for one host (any number of instances on one file), PostgreSQL for many. Null: an
-    /// SQLite store in this process's memory, lost at exit (set max_finished_runs and
-    /// max_events_per_run there through its run_store_options).
+    /// SQLite for one host (any number of instances on one file), PostgreSQL for many. Null: a
+    /// store in this process's memory (`open_memory_run_store`), lost at exit (set
+    /// max_finished_runs and max_events_per_run there through its run_store_options).
     std::shared_ptr<run_store> runs;
     /// this instance's name in the run store (its claims, the logs); "" makes one of the host
     /// name, the process id and a random part

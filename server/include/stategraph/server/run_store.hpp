@@ -6,11 +6,13 @@
 /// One class holds every rule (which run of a thread may start, who claims it, when a worker
 /// counts as gone, how many events a run keeps); it speaks SQL through a small
 /// `run_store_backend` (a connection's statements and transactions). Two backends come with the
-/// server:
+/// server, and one store without SQL:
 /// - SQLite (`open_sqlite_run_store`): one host, any number of processes on one file (or one
 ///   process in memory, the default of a server given none);
 /// - PostgreSQL (`open_postgres_run_store`): many hosts; claims take `FOR UPDATE SKIP LOCKED`,
-///   and new runs, cancellations and events wake the other instances through `LISTEN/NOTIFY`.
+///   and new runs, cancellations and events wake the other instances through `LISTEN/NOTIFY`;
+/// - this process's memory (`open_memory_run_store`, the default of a server given none): the
+///   same rules kept over plain containers, for one process, lost at exit.
 ///
 /// @code
 /// auto runs = stategraph::server::open_postgres_run_store({.conninfo = "postgresql://127.0.0.1/app"});
@@ -282,72 +284,74 @@ public:
     /// @param backend the database (SQLite or PostgreSQL, or one of your own), shared.
     /// @param options claim lease (ms), attempts per run, retention and notifier.
     run_store(std::shared_ptr<run_store_backend> backend, run_store_options options = {});
-    ~run_store();
+    virtual ~run_store();
     run_store(const run_store&) = delete;
     run_store& operator=(const run_store&) = delete;
 
     static std::int64_t now(); ///< microseconds since the epoch
     const run_store_options& options() const noexcept { return opts_; }
-    run_store_backend& backend() const noexcept { return *be_; }
+    /// @brief The database under the rules. Throws std::logic_error for a store kept in memory
+    /// (`open_memory_run_store`), which has none.
+    run_store_backend& backend() const;
     /// @brief Calls `on` with the wake-ups of every instance on this store, from now on: through
     /// `options().notifier` when there is one, else the backend's `listen`. False when there are
     /// none (instances then poll).
     /// @param on called with each wake-up, on the notifier's (or backend's) own thread.
-    bool listen(std::function<void(std::string channel, std::string payload)> on);
+    virtual bool listen(std::function<void(std::string channel, std::string payload)> on);
 
     // -- threads ----------------------------------------------------------------------------
     /// @brief Inserts `t` unless a thread of its key exists; true when it was inserted.
-    boost::asio::awaitable<bool> create_thread(const thread_record& t);
-    boost::asio::awaitable<std::optional<thread_record>> get_thread(std::string key);
+    virtual boost::asio::awaitable<bool> create_thread(const thread_record& t);
+    virtual boost::asio::awaitable<std::optional<thread_record>> get_thread(std::string key);
     /// @brief Writes every field of `t` (its key must exist); false when it does not. Its status
     /// is what the thread rests at: while a run of it is pending or running it reads busy.
-    boost::asio::awaitable<bool> put_thread(const thread_record& t);
+    virtual boost::asio::awaitable<bool> put_thread(const thread_record& t);
     /// @brief Merges `metadata` into the thread's (key by key) and stamps updated_at; the
     /// record after it, or nullopt when there is no such thread.
-    boost::asio::awaitable<std::optional<thread_record>> patch_thread(std::string key, boost::json::object metadata);
+    virtual boost::asio::awaitable<std::optional<thread_record>> patch_thread(std::string key, boost::json::object metadata);
     /// @brief Removes the thread's record, its runs and their events; false when a run of it is
     /// pending or running (nothing removed) .
-    boost::asio::awaitable<bool> delete_thread(std::string key);
+    virtual boost::asio::awaitable<bool> delete_thread(std::string key);
     /// @brief The owner's threads (not temporary), filtered by status and keys, sorted.
-    boost::asio::awaitable<std::vector<thread_record>> list_threads(thread_query q);
+    virtual boost::asio::awaitable<std::vector<thread_record>> list_threads(thread_query q);
     /// @brief Every thread key stored (for adopting a checkpointer's threads).
-    boost::asio::awaitable<std::vector<std::string>> thread_keys();
+    virtual boost::asio::awaitable<std::vector<std::string>> thread_keys();
 
     // -- assistants -------------------------------------------------------------------------
     /// @brief Inserts `a` as version 1, the latest, unless an assistant of its id exists; true
     /// when it was inserted.
-    boost::asio::awaitable<bool> create_assistant(const assistant_record& a);
+    virtual boost::asio::awaitable<bool> create_assistant(const assistant_record& a);
     /// @brief The latest version of the assistant (or version `version`); nullopt when none.
-    boost::asio::awaitable<std::optional<assistant_record>> get_assistant(std::string id, std::int64_t version = 0);
+    virtual boost::asio::awaitable<std::optional<assistant_record>> get_assistant(std::string id, std::int64_t version = 0);
     /// @brief Writes `a` as a new version (one past the newest), which becomes the latest; the
     /// record written (its version set), or nullopt when there is no such assistant.
-    boost::asio::awaitable<std::optional<assistant_record>> add_assistant_version(assistant_record a);
+    virtual boost::asio::awaitable<std::optional<assistant_record>> add_assistant_version(assistant_record a);
     /// @brief Makes version `version` the latest; false when there is no such version.
-    boost::asio::awaitable<bool> set_latest_assistant(std::string id, std::int64_t version);
+    virtual boost::asio::awaitable<bool> set_latest_assistant(std::string id, std::int64_t version);
     /// @brief The owner's assistants (latest versions), oldest first.
-    boost::asio::awaitable<std::vector<assistant_record>> list_assistants(std::string owner);
+    virtual boost::asio::awaitable<std::vector<assistant_record>> list_assistants(std::string owner);
     /// @brief Every version of the assistant, newest first.
-    boost::asio::awaitable<std::vector<assistant_record>> assistant_versions(std::string id);
+    virtual boost::asio::awaitable<std::vector<assistant_record>> assistant_versions(std::string id);
     /// @brief Removes every version; false when there was none.
-    boost::asio::awaitable<bool> delete_assistant(std::string id);
+    virtual boost::asio::awaitable<bool> delete_assistant(std::string id);
 
     // -- runs -------------------------------------------------------------------------------
     /// @brief Queues `run` (status pending, seq assigned) under `rules`, atomically with the
     /// thread's status becoming busy. Wakes the workers of every instance.
-    boost::asio::awaitable<submit_result> submit(run_record& run, submit_rules rules);
-    boost::asio::awaitable<std::optional<run_record>> get_run(std::string run_id);
+    virtual boost::asio::awaitable<submit_result> submit(run_record& run, submit_rules rules);
+    virtual boost::asio::awaitable<std::optional<run_record>> get_run(std::string run_id);
     /// @brief A thread's runs, newest first.
-    boost::asio::awaitable<std::vector<run_record>> list_runs(std::string thread_key, std::optional<std::string> status,
+    virtual boost::asio::awaitable<std::vector<run_record>> list_runs(std::string thread_key, std::optional<std::string> status,
                                                              std::size_t limit, std::size_t offset);
     /// @brief A thread's runs with seq > `after`, oldest first (a thread stream's next runs).
-    boost::asio::awaitable<std::vector<run_record>> runs_after(std::string thread_key, std::int64_t after);
+    virtual boost::asio::awaitable<std::vector<run_record>> runs_after(std::string thread_key, std::int64_t after);
     /// @brief The seq of the thread's oldest pending or running run, or of its newest run when none.
-    boost::asio::awaitable<std::int64_t> current_seq(std::string thread_key);
+    virtual boost::asio::awaitable<std::int64_t> current_seq(std::string thread_key);
     /// @brief Removes a finished run and its events; false when it is not finished (or absent).
-    boost::asio::awaitable<bool> delete_run(std::string run_id);
+    virtual boost::asio::awaitable<bool> delete_run(std::string run_id);
     /// @brief Asks a run to stop ("interrupt" or "rollback"); a pending run that no worker holds
     /// ends at once (status interrupted). The run after it, or nullopt when absent.
-    boost::asio::awaitable<std::optional<run_record>> cancel(std::string run_id, std::string action);
+    virtual boost::asio::awaitable<std::optional<run_record>> cancel(std::string run_id, std::string action);
 
     // -- workers ----------------------------------------------------------------------------
     /// @brief Takes the next run this instance may start: the oldest pending run whose time has
@@ -355,50 +359,55 @@ public:
     /// expired (a takeover: attempts + 1). Exactly one instance gets each. A run past
     /// `max_attempts` is failed instead (its error names the run and the count) and the next is
     /// looked for. nullopt: nothing to start.
-    boost::asio::awaitable<std::optional<run_record>> claim(std::string worker);
+    virtual boost::asio::awaitable<std::optional<run_record>> claim(std::string worker);
     /// @brief `claim` for up to `most` runs at once (at most one per thread), oldest first, in
     /// one transaction: a busy instance reads the queue once for many runs. Empty: nothing to
     /// start.
-    boost::asio::awaitable<std::vector<run_record>> claim_some(std::string worker, std::size_t most);
+    virtual boost::asio::awaitable<std::vector<run_record>> claim_some(std::string worker, std::size_t most);
     /// @brief When the next delayed run becomes startable (microseconds), or nullopt.
-    boost::asio::awaitable<std::optional<std::int64_t>> next_due();
+    virtual boost::asio::awaitable<std::optional<std::int64_t>> next_due();
     /// @brief Renews `worker`'s claims on `runs`; returns the runs of those it no longer holds
     /// (taken over, or gone) and those asked to stop, with the action.
     struct heartbeat_result {
         std::vector<std::string> lost;
         std::vector<std::pair<std::string, std::string>> cancelled; ///< run id, action
     };
-    boost::asio::awaitable<heartbeat_result> heartbeat(std::string worker, std::vector<std::string> runs);
+    virtual boost::asio::awaitable<heartbeat_result> heartbeat(std::string worker, std::vector<std::string> runs);
     /// @brief Records where the run started (its rollback anchor), once.
-    boost::asio::awaitable<void> set_anchor(std::string run_id, std::string worker, boost::json::value anchor);
+    virtual boost::asio::awaitable<void> set_anchor(std::string run_id, std::string worker, boost::json::value anchor);
     /// @brief Ends a run `worker` holds: its status, result, error, its thread's record (written
     /// whole, its status computed from the thread's remaining runs), and `events` not yet stored
     /// (appended as `append_events` does, in the same transaction). False when `worker` no
     /// longer holds it (taken over: nothing written).
     /// @param events the run's last events (ids following those stored), viewed, not copied.
-    boost::asio::awaitable<bool> finish(const run_record& run, std::string worker, const thread_record* thread,
+    virtual boost::asio::awaitable<bool> finish(const run_record& run, std::string worker, const thread_record* thread,
                                         std::span<const run_event> events = {});
     /// @brief The runs `worker` holds that were asked to stop, with the action.
-    boost::asio::awaitable<std::vector<std::pair<std::string, std::string>>> cancel_requests(std::string worker);
+    virtual boost::asio::awaitable<std::vector<std::pair<std::string, std::string>>> cancel_requests(std::string worker);
     /// @brief The workers holding running runs (to find those of a process that is gone).
-    boost::asio::awaitable<std::vector<std::string>> running_workers();
+    virtual boost::asio::awaitable<std::vector<std::string>> running_workers();
     /// Runs by status, every thread's (`GET /metrics`).
-    boost::asio::awaitable<std::map<std::string, std::int64_t>> count_runs();
+    virtual boost::asio::awaitable<std::map<std::string, std::int64_t>> count_runs();
     /// @brief Ends `worker`'s claims now (its process is known to be gone): its runs are taken
     /// over at the next claim, not after the lease. Returns how many.
-    boost::asio::awaitable<std::size_t> expire_worker(std::string worker);
+    virtual boost::asio::awaitable<std::size_t> expire_worker(std::string worker);
     /// @brief Hands a run `worker` holds back to the queue (a drain): pending, no worker, as
     /// first of its thread; the attempt is not counted.
-    boost::asio::awaitable<bool> release(std::string run_id, std::string worker);
+    virtual boost::asio::awaitable<bool> release(std::string run_id, std::string worker);
 
     // -- events -----------------------------------------------------------------------------
     /// @brief Appends events (ids must follow the run's last) and drops the oldest beyond
     /// `max_events_per_run`. False when `worker` no longer holds the run (nothing written).
-    boost::asio::awaitable<bool> append_events(std::string run_id, std::string worker, std::vector<run_event> events);
+    virtual boost::asio::awaitable<bool> append_events(std::string run_id, std::string worker, std::vector<run_event> events);
     /// @brief The run's events with id >= `from`, oldest first, at most `limit`.
-    boost::asio::awaitable<std::vector<run_event>> read_events(std::string run_id, std::int64_t from, std::size_t limit);
+    virtual boost::asio::awaitable<std::vector<run_event>> read_events(std::string run_id, std::int64_t from, std::size_t limit);
     /// @brief The run's oldest kept event id and the next id (end), {0, 0} with none.
-    boost::asio::awaitable<std::pair<std::int64_t, std::int64_t>> event_bounds(std::string run_id);
+    virtual boost::asio::awaitable<std::pair<std::int64_t, std::int64_t>> event_bounds(std::string run_id);
+
+protected:
+    /// @brief For a store that keeps the rules itself, over no SQL (`open_memory_run_store`):
+    /// it overrides every operation above.
+    explicit run_store(run_store_options options);
 
 private:
     /// Tells the other instances (the notifier's `publish`, else the backend's `notify`).
@@ -424,6 +433,14 @@ private:
 /// @return the store, to set as `server_options::runs` of every instance on this host.
 /// Thread safety: call from any thread; it opens the file and creates the tables before it returns.
 std::shared_ptr<run_store> open_sqlite_run_store(const std::string& path, run_store_options options = {});
+
+/// @brief This process's memory: the rules of the SQL stores kept over plain containers (no
+/// statement, no text to parse back), for one process (its server instances may share it);
+/// lost at exit. The default of a server given no store (`server_options::runs` null). Its
+/// `listen` has no other instance to hear (false); `options.notifier` is not used.
+/// @param options claim lease, attempts and retention (`run_store_options`).
+/// Thread safety: calls may come from any thread (one mutex; no call suspends while holding it).
+std::shared_ptr<run_store> open_memory_run_store(run_store_options options = {});
 
 /// @brief How to reach PostgreSQL for runs.
 /// Thread safety: a plain value, copied by `open_postgres_run_store`.
