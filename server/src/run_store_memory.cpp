@@ -206,6 +206,9 @@ public:
         std::lock_guard lock(mutex_);
         submit_result out;
         const auto when = now();
+        // Refused before anything changes (the SQL stores roll the whole transaction back).
+        if (runs_.count(run.run_id))
+            throw run_store_error("run store (memory): run '" + run.run_id + "' is already stored", false);
         auto th = threads_.find(run.thread_key);
         if (th == threads_.end() || (th->second.t.temporary && !(rules.create && rules.create->temporary))) {
             if (!rules.create || th != threads_.end()) {
@@ -223,8 +226,6 @@ public:
             out.graph_id = t.graph_id;
             co_return out;
         }
-        if (runs_.count(run.run_id))
-            throw run_store_error("run store (memory): run '" + run.run_id + "' is already stored", false);
         // The thread's queue: its runs pending or running, in seq order.
         std::vector<run_entry*> queue;
         if (auto a = active_of_thread_.find(run.thread_key); a != active_of_thread_.end())

@@ -1379,6 +1379,14 @@ BOOST_AUTO_TEST_CASE(a_run_id_stored_twice_is_refused_naming_it) {
         BOOST_TEST(!e.transient());
     }
     BOOST_TEST(run(s->list_runs("t1", std::nullopt, 10, 0)).size() == 1u);
+    // refused before anything is written: the thread a stateless submit would make is not made
+    auto temp = make_thread("made-by-a-refused-submit");
+    temp.temporary = true;
+    auto rules = rules_for();
+    rules.create = &temp;
+    auto stateless = make_run("twice", "made-by-a-refused-submit");
+    BOOST_CHECK_THROW((void)run(s->submit(stateless, rules)), srv::run_store_error);
+    BOOST_TEST(!run(s->get_thread("made-by-a-refused-submit")));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
