@@ -380,7 +380,7 @@ awaitable<void> server::impl::execute(std::shared_ptr<impl> self, std::shared_pt
                 payload["webhook_sent_at"] = now_iso();
                 // A drain (wait_idle) waits for it, within drain_timeout, as it waits for runs.
                 ++self->webhooks_in_flight;
-                auto sending = send_webhook(self, std::string(hook->get_string()), json::serialize(payload), rec.run_id);
+                auto sending = send_webhook(self, std::string(hook->get_string()), serialize_strict(payload), rec.run_id);
                 net::co_spawn(self->ex, std::move(sending), [self, id = rec.run_id](std::exception_ptr e) {
                     --self->webhooks_in_flight;
                     if (e) self->log_line("run '" + id + "': its webhook stopped unexpectedly");
