@@ -72,6 +72,17 @@ constexpr std::string_view sql_get_row_window =
     "SELECT c.id, c.vals FROM unnest($3::text[]) AS w(upto) CROSS JOIN LATERAL (SELECT id, vals FROM "
     "stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id <= w.upto COLLATE \"C\" AND vals IS NOT NULL "
     "ORDER BY id DESC LIMIT $4::bigint) c";
+// The window's plan made once, generic: planned anew at every execution (the server's choice
+// for it) it cost 58 µs of the server's time, its execution 10. Local to the implicit
+// transaction of the batch it rides in (it ends at the batch's end).
+constexpr std::string_view sql_generic_plans =
+    "SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)";
+// The newest row as start_call reads it, with the transaction that wrote it (see `paused`).
+constexpr std::string_view sql_get_latest_xmin =
+    "SELECT id, parent_id, step, source, record, xmin::text FROM stategraph_checkpoints "
+    "WHERE thread_id = $1 AND ns = $2 ORDER BY id DESC LIMIT 1";
+constexpr std::string_view sql_row_xmin =
+    "SELECT xmin::text FROM stategraph_checkpoints WHERE thread_id = $1 AND ns = $2 AND id = $3";
 constexpr std::string_view sql_get_graphs = "SELECT version, value FROM stategraph_graphs WHERE version = ANY($1::text[])";
 constexpr std::string_view sql_get_writes =
     "SELECT checkpoint_id, task_id, task_name, channel, value FROM stategraph_writes "
@@ -82,19 +93,18 @@ constexpr std::string_view sql_get_writes =
 /// undid the transaction, it runs again as upserts (`upsert_form(batch)` rebuilds it so), and
 /// `upsert` stays set for retries.
 template <class Rebuild>
-asio::awaitable<void> run_puts(pg::connection& conn, std::vector<pg::statement>& batch, bool& upsert,
-                               std::chrono::milliseconds timeout, Rebuild& upsert_form) {
+asio::awaitable<std::vector<pg::result>> run_puts(pg::connection& conn, std::vector<pg::statement>& batch, bool& upsert,
+                                                  std::chrono::milliseconds timeout, Rebuild& upsert_form) {
     bool again = false;
     try {
-        (void)co_await conn.run(batch, timeout);
+        co_return co_await conn.run(batch, timeout);
     } catch (const pg::server_error& e) {
         if (upsert || e.sqlstate() != "23505") throw;
         again = true;
     }
-    if (!again) co_return;
     upsert = true;
     upsert_form(batch);
-    (void)co_await conn.run(batch, timeout);
+    co_return co_await conn.run(batch, timeout);
 }
 
 } // namespace
@@ -164,6 +174,7 @@ void postgres_saver::impl::value_fetch::add_round(std::vector<pg::statement>& ba
     if (!window_upto.empty()) { // a window before each chain's newest link (one when they share it)
         std::set<std::string> newest;
         for (const auto& [channel, version] : window_upto) newest.insert(version);
+        batch.emplace_back(sql_generic_plans);
         window_at = static_cast<int>(batch.size());
         batch.emplace_back(sql_get_row_window);
         batch.back().text(thread).text(ns).text(text_array(std::vector<std::string>(newest.begin(), newest.end())));
@@ -287,7 +298,8 @@ json::value postgres_saver::impl::parse(std::string_view text, const std::string
 }
 
 /// Fills the values and pending writes of `tuples` (all of one thread and namespace).
-asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples) {
+asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples,
+                                                    value_map* keep) {
     if (tuples.empty()) co_return;
     const std::string& thread = tuples.front().thread_id;
     const std::string& ns = tuples.front().ns;
@@ -304,6 +316,7 @@ asio::awaitable<void> postgres_saver::impl::assemble(pg::connection& conn, std::
     pg::result w;
     co_await fetch_values(conn, thread, ns, std::move(wanted), values, &writes, &w);
     fill_tuples(tuples, values, w);
+    if (keep) *keep = std::move(values);
 }
 
 void postgres_saver::impl::fill_tuples(std::vector<checkpoint_tuple>& tuples, const value_map& values, const pg::result& w) {
@@ -364,7 +377,7 @@ void postgres_saver::impl::fill_tuples(std::vector<checkpoint_tuple>& tuples, co
 
 void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vector<std::string>& graphs,
                                     const std::string& thread, const std::string& ns, std::span<const checkpoint> cps,
-                                    bool upsert) {
+                                    bool upsert, value_map* capture) {
     // Every checkpoint's row in one statement and every value kept apart in one (arrays
     // unnested by the server): a batch of 22 checkpoints is 2 statements to execute, not 44. An
     // id or a (channel, version) met twice keeps its last copy: one statement may not update a
@@ -407,7 +420,9 @@ void postgres_saver::impl::add_puts(std::vector<pg::statement>& batch, std::vect
             auto x = cp.extends.find(name);
             const std::string* extends = x == cp.extends.end() ? nullptr : &x->second;
             if (extends) chains.insert(name); // read back with its links at once
-            auto bytes = codec::seal(codec::encode_value(value, extends, version), {name, version});
+            auto payload = codec::encode_value(value, extends, version);
+            if (capture) capture->insert_or_assign({name, version}, payload);
+            auto bytes = codec::seal(payload, {name, version});
             // A `__graph__` value keyed by the graph signature is one row for all threads.
             if (codec::shared_shape(name, extends, version, cp.id)) {
                 {
@@ -480,13 +495,20 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
     // Everything is encoded before the round trip: BEGIN, fence, each checkpoint's row and
     // values, COMMIT. One round trip, one transaction, for all of them.
     std::vector<std::string> graphs;
+    // During a call this saver runs on the thread, its values go into the call's `running` too.
+    bool tracking = false;
+    if (ns.empty()) {
+        std::lock_guard lock(mutex);
+        tracking = running.count(thread) != 0;
+    }
+    value_map captured;
     // BEGIN, the fence (filled per attempt), the puts, COMMIT.
     auto build = [&](std::vector<pg::statement>& batch, bool upsert) {
         batch.clear();
         graphs.clear();
         batch.emplace_back(sql_begin);
         batch.emplace_back(sql_fence);
-        add_puts(batch, graphs, thread, ns, cps, upsert);
+        add_puts(batch, graphs, thread, ns, cps, upsert, tracking ? &captured : nullptr);
         batch.emplace_back(sql_commit);
     };
     std::vector<pg::statement> batch;
@@ -500,13 +522,20 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
     };
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
         batch[1] = fence(cc);
-        co_await run_puts(conn, batch, upsert, query_timeout(), upsert_form);
+        (void)co_await run_puts(conn, batch, upsert, query_timeout(), upsert_form);
         co_return true;
     };
-    (void)co_await with_retry<bool>(c, body);
+    try {
+        (void)co_await with_retry<bool>(c, body);
+    } catch (...) {
+        if (tracking) stop_running(thread);
+        throw;
+    }
     note_written(thread, ns, cps);
     std::lock_guard lock(mutex);
     stored_graphs.insert(graphs.begin(), graphs.end());
+    if (auto r = tracking ? running.find(thread) : running.end(); r != running.end())
+        for (auto& [key, bytes] : captured) r->second.insert_or_assign(key, std::move(bytes));
 }
 
 void postgres_saver::impl::note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
@@ -535,24 +564,51 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
         co_return;
     }
     // BEGIN, fence (filled per attempt), the checkpoints, the writes, the lease's row deleted,
-    // COMMIT: one round trip.
+    // COMMIT: one round trip. A release by the lease's holder, on the first attempt, is fenced
+    // and released in one statement (`fence_and_release`) in place of the fence and the last
+    // DELETE.
     std::vector<std::string> graphs;
+    bool release_last = end.release; // the batch's form: the release as its own statement last
+    // A call of this saver that ends paused at an interrupt (its values followed in `running`)
+    // leaves its state in `paused` for its resume, with the newest row's xmin read before the
+    // commit.
+    value_map captured;
+    std::string newest, xmin;
+    if (ns.empty() && end.release && !end.checkpoints.empty() &&
+        std::any_of(end.writes.begin(), end.writes.end(), [](const pending_write& w) { return w.channel == reserved::interrupt; })) {
+        std::lock_guard lock(mutex);
+        if (running.count(thread))
+            newest = std::max_element(end.checkpoints.begin(), end.checkpoints.end(),
+                                      [](const checkpoint& a, const checkpoint& b) { return a.id < b.id; })->id;
+    }
+    std::size_t xmin_at = 0;
     auto build = [&](std::vector<pg::statement>& batch, bool upsert) {
         batch.clear();
         graphs.clear();
         batch.emplace_back(sql_begin);
         batch.emplace_back(sql_fence);
-        add_puts(batch, graphs, thread, ns, end.checkpoints, upsert);
+        add_puts(batch, graphs, thread, ns, end.checkpoints, upsert, newest.empty() ? nullptr : &captured);
         add_writes(batch, thread, ns, end.writes_to, end.writes);
-        if (end.release) {
+        if (release_last) {
             batch.emplace_back(sql_release_lease);
             batch.back().text(thread).text(owner);
         }
+        if (!newest.empty()) {
+            xmin_at = batch.size();
+            batch.emplace_back(sql_row_xmin);
+            batch.back().text(thread).text(ns).text(newest);
+        }
         batch.emplace_back(sql_commit);
     };
+    call c{thread, "saving the call's last writes", {}};
+    std::optional<pg::statement> first_fence;
+    if (end.release) {
+        first_fence = fence_and_release(c);
+        release_last = !first_fence;
+        c.releasing_held = first_fence.has_value();
+    }
     std::vector<pg::statement> batch;
     build(batch, false);
-    call c{thread, "saving the call's last writes", {}};
     bool upsert = false;
     auto upsert_form = [&](std::vector<pg::statement>& b) {
         auto fenced = std::move(b[1]);
@@ -560,14 +616,44 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
         b[1] = std::move(fenced);
     };
     auto body = [&](pg::connection& conn, call& cc) -> asio::awaitable<bool> {
-        batch[1] = fence(cc, end.release && cc.attempt > 0);
-        co_await run_puts(conn, batch, upsert, query_timeout(), upsert_form);
+        if (cc.attempt == 0 && first_fence) {
+            batch[1] = std::move(*first_fence);
+            first_fence.reset();
+        } else {
+            if (end.release && !release_last) { // a retry: the fence and the DELETE apart again
+                release_last = true;
+                auto kept = upsert;
+                build(batch, kept);
+            }
+            batch[1] = fence(cc, end.release && cc.attempt > 0);
+        }
+        auto res = co_await run_puts(conn, batch, upsert, query_timeout(), upsert_form);
+        if (!newest.empty() && res.size() > xmin_at && res[xmin_at].rows() > 0) xmin = res[xmin_at].text(0, 0);
         co_return true;
     };
-    (void)co_await with_retry<bool>(c, body);
+    try {
+        (void)co_await with_retry<bool>(c, body);
+    } catch (...) {
+        stop_running(thread);
+        throw;
+    }
     if (!end.checkpoints.empty()) note_written(thread, ns, end.checkpoints);
     std::lock_guard lock(mutex);
     stored_graphs.insert(graphs.begin(), graphs.end());
+    if (ns.empty() && end.release) { // the call is over: its state kept only when it paused
+        if (auto r = running.find(thread); r != running.end()) {
+            if (!newest.empty() && !xmin.empty()) {
+                for (auto& [key, bytes] : captured) r->second.insert_or_assign(key, std::move(bytes));
+                std::size_t size = 0;
+                for (const auto& [key, bytes] : r->second) size += bytes.size();
+                if (size <= max_paused_bytes) {
+                    if (paused.size() >= max_paused) paused.clear();
+                    paused.insert_or_assign(thread, paused_thread{newest, std::move(xmin), std::move(r->second)});
+                }
+            }
+            running.erase(r);
+        }
+    }
     if (end.release) { // given back: no longer renewed or fenced by this saver
         held.erase(thread);
         lost.erase(thread);
@@ -621,20 +707,38 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
     // guess is used only when the row read is that checkpoint.
     enum class outcome { taken, read_again, not_free };
     std::vector<checkpoint_tuple> tuples;
+    // A thread this saver's last call left paused (`paused`): the row with its xmin and the
+    // pending writes, and when the row is still the one that call stored, the values from memory.
     std::optional<written> guess;
-    if (!id) {
+    std::optional<paused_thread> recall;
+    {
         std::lock_guard lock(mutex);
-        if (auto it = last_written.find({thread, ns}); it != last_written.end()) guess = it->second;
+        if (ns.empty()) running.erase(thread); // a call's values, from its start
+        if (!id && ns.empty())
+            if (auto p = paused.find(thread); p != paused.end()) {
+                recall = std::move(p->second);
+                paused.erase(p);
+            }
+        if (!id && !recall)
+            if (auto it = last_written.find({thread, ns}); it != last_written.end()) guess = it->second;
     }
+    value_map values; // the stored bytes of the values read (`running`, for the call's pause)
+    bool complete = false; // `values` holds every value of the state read
     call c{thread, "taking the thread's lease and reading it", {}};
     auto body = [&](pg::connection& conn, call&) -> asio::awaitable<outcome> {
         std::vector<pg::statement> batch;
         batch.emplace_back(sql_take_lease);
         batch.back().text(thread).text(owner).integer(lease_ms()).null();
-        batch.emplace_back(id ? sql_get_by_id : sql_get_latest);
+        batch.emplace_back(id ? sql_get_by_id : recall ? sql_get_latest_xmin : sql_get_latest);
         batch.back().text(thread).text(ns);
         if (id) batch.back().text(*id);
-        value_map values;
+        if (recall) {
+            batch.emplace_back(sql_get_writes);
+            const std::vector<std::string> ids{recall->id};
+            batch.back().text(thread).text(ns).text(text_array(ids));
+        }
+        values.clear();
+        complete = false;
         std::set<std::pair<std::string, std::string>> guessed;
         if (guess)
             for (const auto& [channel, version] : guess->versions)
@@ -653,7 +757,21 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
         tuples.clear();
         try {
             if (res[1].rows() > 0) tuples.push_back(checkpoint_tuple{thread, ns, read_row(res[1], 0, 0, thread, ns), {}});
-            if (guess && !tuples.empty() && tuples.front().cp.id == guess->id) {
+            if (recall && !tuples.empty() && tuples.front().cp.id == recall->id && res[1].text(0, 5) == recall->xmin) {
+                // Still the row the paused call stored: its values from memory (taken once; a
+                // retry reads the thread), a value it lacks (a graph's shape) read as `get` does.
+                values = std::move(recall->values);
+                recall.reset();
+                for (const auto& [channel, version] : tuples.front().cp.versions)
+                    if (!version.empty() && !values.count({channel, version})) f.wanted.emplace(channel, version);
+                co_await f.finish(conn, nullptr, nullptr);
+                fill_tuples(tuples, values, res[2]);
+                std::lock_guard lock(mutex);
+                ++paused_recalled;
+            } else if (recall) {
+                recall.reset();
+                co_await assemble(conn, tuples, &values);
+            } else if (guess && !tuples.empty() && tuples.front().cp.id == guess->id) {
                 f.take_round(res);
                 for (const auto& [channel, version] : tuples.front().cp.versions) // the row's own, should they differ
                     if (!version.empty() && !values.count({channel, version}) && !f.asked.count({channel, version}))
@@ -661,12 +779,13 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
                 co_await f.finish(conn, nullptr, nullptr);
                 fill_tuples(tuples, values, res[writes_at]);
             } else {
-                co_await assemble(conn, tuples);
+                co_await assemble(conn, tuples, &values);
             }
         } catch (const checkpoint_error& e) {
             if (e.kind() != errc::corrupt_checkpoint) throw;
             co_return outcome::read_again;
         }
+        complete = true;
         co_return outcome::taken;
     };
     const auto got = co_await with_retry<outcome>(c, body);
@@ -679,6 +798,11 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
     }
     start_keeper();
     out.settled = got == outcome::taken;
+    if (out.settled && complete && ns.empty()) { // followed through the call, for its pause
+        std::lock_guard lock(mutex);
+        if (running.size() >= max_paused) running.clear();
+        running.insert_or_assign(thread, std::move(values));
+    }
     if (out.settled && !tuples.empty()) out.got = std::move(tuples.front());
     co_return out;
 }

@@ -65,6 +65,7 @@ asio::awaitable<void> postgres_saver::impl::release(const std::string& thread) {
         std::lock_guard lock(mutex);
         held.erase(thread);
         lost.erase(thread);
+        running.erase(thread); // a call given up: its values no longer followed
     }
     std::vector<pg::statement> batch;
     batch.emplace_back(sql_release_lease);

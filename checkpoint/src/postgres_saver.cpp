@@ -191,4 +191,9 @@ std::vector<int> postgres_saver::backend_pids() const { return impl_->pool.idle_
 
 std::uint64_t postgres_saver::round_trips() const noexcept { return impl_->pool.round_trips(); }
 
+postgres_saver::paused_memory postgres_saver::remembered() const {
+    std::lock_guard lock(impl_->mutex);
+    return {impl_->paused.size(), impl_->paused_recalled};
+}
+
 } // namespace stategraph::checkpoint

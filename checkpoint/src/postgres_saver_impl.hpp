@@ -51,6 +51,15 @@ inline constexpr std::string_view sql_begin = "BEGIN";
 inline constexpr std::string_view sql_begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 inline constexpr std::string_view sql_commit = "COMMIT";
 inline constexpr std::string_view sql_release_lease = "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2";
+/// The fence of a call's last write and its lease's release in one statement, first in the
+/// transaction: our lease's row is deleted (and stays locked until the commit, as the fence's
+/// `FOR UPDATE` keeps it); when it is not ours any more, `stategraph_fence` raises what it raises
+/// for a lost lease (SG001, the holder's name), undoing the transaction. Half the server's time of
+/// the fence and the release apart (a plpgsql call and a second statement).
+inline constexpr std::string_view sql_fence_and_release =
+    "WITH gone AS (DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2 RETURNING 1) "
+    "SELECT CASE WHEN EXISTS (SELECT 1 FROM gone) THEN 0 ELSE "
+    "(SELECT 1 FROM stategraph_fence($1, $2, true, NULL, $3::bigint)) END";
 /// $1 the thread, $2 this saver, $3 the time to live in ms, $4 a holder known to be gone (or
 /// null): a row back when the lease is taken (or renewed: it was ours).
 inline constexpr std::string_view sql_take_lease =
@@ -165,6 +174,29 @@ struct postgres_saver::impl {
         std::vector<std::pair<std::string, std::string>> versions;
     };
     std::map<std::pair<std::string, std::string>, written> last_written;
+    /// A paused thread's state kept for its resume (see `start_call` and
+    /// `postgres_saver::remembered`), root namespace only. `running`: per thread whose call this
+    /// saver is running (its lease held), the stored bytes of the values the call started from
+    /// and of those it wrote since, by (channel, version). `paused`: per thread whose last call
+    /// here ended at an interrupt, those bytes, and the id and `xmin` (the writing transaction)
+    /// of the thread's newest row as that call's end stored it. A start that finds the newest row
+    /// still the same (id and xmin: nobody wrote the thread since, nor put that checkpoint again)
+    /// takes the values from here and reads only the row and the pending writes.
+    struct paused_thread {
+        std::string id, xmin;
+        value_map values;
+    };
+    std::map<std::string, value_map> running;
+    std::map<std::string, paused_thread> paused;
+    std::uint64_t paused_recalled = 0;
+    /// At most this many paused threads' states, of at most `max_paused_bytes` each (a larger
+    /// state is read back from the server).
+    static constexpr std::size_t max_paused = 64, max_paused_bytes = 1 << 20;
+    /// Forgets what `running` holds for `thread` (a write outside the call's end, a release).
+    void stop_running(const std::string& thread) {
+        std::lock_guard lock(mutex);
+        running.erase(thread);
+    }
     /// Notes the newest of `cps` (not empty), just stored, as the newest checkpoint of (thread,
     /// ns) this saver stored (`mutex` not held).
     void note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
@@ -233,11 +265,29 @@ struct postgres_saver::impl {
         const char* what;          ///< "saving a checkpoint", ...
         std::string gone;          ///< a lease holder found provably gone: the fence lets it pass
         int attempt = 0;           ///< 0 on the first try; more when a dropped connection is retried
+        /// A call's end giving back a lease this saver held: another live holder met by a retry
+        /// (`fence(c, true)` lets only a missing row pass) took the lease from us, whether or not
+        /// the first try committed: `lease_lost`, not `thread_busy`.
+        bool releasing_held = false;
     };
 
     /// The fence of a write on `c.thread` (first in its transaction, after BEGIN).
     /// `may_be_released`: a retried write that also deletes the lease's row, whose first attempt
     /// may have committed: a missing row then passes (another holder's row is still refused).
+    /// The fence and release of a call's last write in one statement (`sql_fence_and_release`),
+    /// when this saver holds `c.thread` and no earlier attempt may have committed; nullopt
+    /// otherwise (then `fence` first and `sql_release_lease` last).
+    std::optional<pg::statement> fence_and_release(const call& c) {
+        if (c.attempt > 0 || !c.gone.empty()) return std::nullopt;
+        {
+            std::lock_guard lock(mutex);
+            if (!held.count(c.thread)) return std::nullopt;
+        }
+        pg::statement s(sql_fence_and_release);
+        s.text(c.thread).text(owner).integer(lease_ms());
+        return s;
+    }
+
     pg::statement fence(const call& c, bool may_be_released = false) {
         bool ours = false;
         {
@@ -282,7 +332,9 @@ struct postgres_saver::impl {
                     const auto space = text.find(' ');
                     const std::int64_t expires = std::atoll(text.substr(0, space).c_str());
                     const std::string holder = space == std::string::npos ? std::string() : text.substr(space + 1);
-                    if (c.gone != holder && lease_owner::is_gone(holder)) {
+                    if (c.releasing_held && c.attempt > 0) {
+                        throw_lost(c.thread, holder);
+                    } else if (c.gone != holder && lease_owner::is_gone(holder)) {
                         c.gone = holder;
                         retry_now = true;
                     } else {
@@ -385,7 +437,9 @@ struct postgres_saver::impl {
                                                                                  std::string_view bytes) const;
     json::value parse(std::string_view text, const std::string& thread, const std::string& ns, const std::string& what,
                       std::vector<std::string> names) const;
-    asio::awaitable<void> assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples);
+    /// Reads the values and pending writes of `tuples` (one thread and namespace); with `keep`,
+    /// leaves there the stored bytes read.
+    asio::awaitable<void> assemble(pg::connection& conn, std::vector<checkpoint_tuple>& tuples, value_map* keep = nullptr);
     /// The values of `tuples` (one thread and namespace) resolved from `values`, and their
     /// pending writes from `w` (rows of `sql_get_writes`).
     void fill_tuples(std::vector<checkpoint_tuple>& tuples, const value_map& values, const pg::result& w);
@@ -396,8 +450,10 @@ struct postgres_saver::impl {
     /// in `graphs`): plain INSERTs, a checkpoint's small values inside its row; or, with `upsert`,
     /// upserts that leave the `vals` of a row met again as they were and put every value in
     /// `stategraph_blobs` (read before `vals`).
+    /// With `capture`: every value's stored bytes (unsealed) are also copied there, by (channel,
+    /// version), as a read would find them.
     void add_puts(std::vector<pg::statement>& batch, std::vector<std::string>& graphs, const std::string& thread,
-                  const std::string& ns, std::span<const checkpoint> cps, bool upsert);
+                  const std::string& ns, std::span<const checkpoint> cps, bool upsert, value_map* capture = nullptr);
     asio::awaitable<void> put_writes(const std::string& thread, const std::string& ns, const std::string& checkpoint_id,
                                      const std::vector<pending_write>& writes);
     /// Appends the statements storing `writes` against `checkpoint_id`.

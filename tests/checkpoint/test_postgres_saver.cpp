@@ -208,14 +208,15 @@ BOOST_AUTO_TEST_CASE(retried_calls_keep_their_answers) {
 /// first attempt committed but whose answer was lost with the connection: the retry finds the
 /// lease already given back and still succeeds (it is not refused as a lost lease), everything is
 /// stored once, and another saver takes the thread at once. A stale writer's retried end_call is
-/// still refused.
+/// still refused, as a lost lease (its retry meets the new holder's live lease).
 BOOST_AUTO_TEST_CASE(a_retried_end_call_whose_first_attempt_committed_succeeds) {
     const auto [host, port] = server_address();
     tcp_proxy proxy(host, port);
     auto other = make_saver(options_for(fresh_schema()));
     auto s = make_saver(through_proxy(other->options(), proxy, "sg_end_call"));
+    // The lease's holder fences and releases in one statement on the first try, then apart.
     check_end_call_survives_a_cut(*s, *other, proxy,
-                                  "DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2");
+                                  "WITH gone AS (DELETE FROM stategraph_leases WHERE thread_id = $1 AND owner = $2");
 }
 
 /// acquire_and_get takes the lease and reads the row in one round trip, and the values and
@@ -258,6 +259,137 @@ BOOST_AUTO_TEST_CASE(acquire_and_get_is_one_round_trip_before_the_values) {
     BOOST_TEST(got->cp.values.at("m") == "x");
     BOOST_TEST(got->writes.empty());
     run(s->release("g"));
+}
+
+namespace {
+/// A call as the engine makes it on `s`: its start (the lease and the thread read), then its end
+/// (`cps`, a pending write against the newest, the lease given back); `pause` makes that write
+/// an `__interrupt__`. Returns what the start read.
+std::optional<checkpoint_tuple> call_on(saver& s, const std::string& thread, const std::vector<cp_t>& cps, bool pause) {
+    auto got = run(s.acquire_and_get(thread, "", std::nullopt));
+    saver::call_end end;
+    end.checkpoints = cps;
+    end.writes_to = cps.back().id;
+    if (pause) end.writes = {write_of("ask", "human", "__interrupt__", "which one?")};
+    end.release = true;
+    run(s.end_call(thread, "", end));
+    return got;
+}
+} // namespace
+
+/// A call that ends paused at an interrupt leaves the thread's state in its saver's memory; the
+/// resume's start by that saver takes its values from there (it reads the row and the pending
+/// writes, in its one round trip) and gets exactly what a read from the server gives: whole
+/// values, values kept apart (too large for the row), appended chains. Anything another saver
+/// stored since (a newer checkpoint, the same checkpoint put again, which changes the row's
+/// xmin) makes the resume read the thread from the server; a pending write another saver added
+/// is read with the row, always.
+BOOST_AUTO_TEST_CASE(a_paused_calls_state_is_kept_for_its_resume) {
+    auto o = options_for(fresh_schema());
+    o.lease_ttl = std::chrono::seconds(60); // no renewal among the round trips counted
+    auto s = make_saver(o);
+    auto other = make_saver(o);
+    const json::value big(std::string(3000, 'b'));
+    auto state_of = [&](saver& reader, const std::string& t) {
+        auto got = run(reader.get(t, "", std::nullopt));
+        BOOST_TEST_REQUIRE(got.has_value());
+        return *got;
+    };
+    auto same = [](const checkpoint_tuple& a, const checkpoint_tuple& b) {
+        BOOST_TEST(a.cp.id == b.cp.id);
+        BOOST_TEST(a.cp.values == b.cp.values);
+        BOOST_TEST(a.cp.versions == b.cp.versions);
+        BOOST_TEST_REQUIRE(a.writes.size() == b.writes.size());
+        for (std::size_t i = 0; i < a.writes.size(); ++i) {
+            BOOST_TEST(a.writes[i].channel == b.writes[i].channel);
+            BOOST_TEST(a.writes[i].value == b.writes[i].value);
+        }
+    };
+
+    // Turn 1 of a new thread pauses: its state is kept.
+    std::vector<cp_t> turn1;
+    turn1.push_back(next_cp(nullptr, -1, "input", json::object{{"n", 1}, {"log", json::array{"a"}}, {"big", big}}));
+    turn1.push_back(next_cp(&turn1.back(), 0, "loop", json::object{{"n", 2}, {"log", json::array{"b"}}}));
+    turn1.back().extends["log"] = turn1[0].id;
+    BOOST_TEST(!call_on(*s, "p", turn1, true).has_value());
+    BOOST_TEST(s->remembered().threads == 1u);
+    BOOST_TEST(s->remembered().recalled == 0u);
+
+    // Its resume: one round trip, the values from memory, equal to the server's.
+    auto before = s->round_trips();
+    auto resumed = run(s->acquire_and_get("p", "", std::nullopt));
+    BOOST_TEST(s->round_trips() - before == 1u);
+    BOOST_TEST(s->remembered().recalled == 1u);
+    BOOST_TEST(s->remembered().threads == 0u); // used once
+    BOOST_TEST_REQUIRE(resumed.has_value());
+    BOOST_TEST(resumed->cp.values == (json::object{{"n", 2}, {"log", json::array{"a", "b"}}, {"big", big}}));
+    BOOST_TEST_REQUIRE(resumed->writes.size() == 1u);
+    BOOST_TEST(resumed->writes[0].channel == "__interrupt__");
+    same(*resumed, state_of(*other, "p"));
+
+    // The resumed call pauses again (its state: what it started from and what it wrote), and
+    // again its resume takes it from memory.
+    std::vector<cp_t> turn2{next_cp(&turn1.back(), 1, "loop", json::object{{"m", "x"}, {"log", json::array{"c"}}})};
+    turn2.back().extends["log"] = turn1.back().id;
+    saver::call_end end;
+    end.checkpoints = turn2;
+    end.writes_to = turn2.back().id;
+    end.writes = {write_of("ask", "human", "__interrupt__", "and now?")};
+    end.release = true;
+    run(s->end_call("p", "", end));
+    BOOST_TEST(s->remembered().threads == 1u);
+    resumed = run(s->acquire_and_get("p", "", std::nullopt));
+    BOOST_TEST(s->remembered().recalled == 2u);
+    BOOST_TEST_REQUIRE(resumed.has_value());
+    BOOST_TEST(resumed->cp.values == (json::object{{"n", 2}, {"log", json::array{"a", "b", "c"}}, {"big", big}, {"m", "x"}}));
+    same(*resumed, state_of(*other, "p"));
+    // A call that ends without pausing keeps nothing.
+    std::vector<cp_t> turn3{next_cp(&turn2.back(), 2, "loop", json::object{{"n", 3}})};
+    end.checkpoints = turn3;
+    end.writes_to = turn3.back().id;
+    end.writes.clear();
+    run(s->end_call("p", "", end));
+    BOOST_TEST(s->remembered().threads == 0u);
+
+    // Another saver stores `cp` while the thread is paused: the resume reads it from the server.
+    auto stored_by_other = [&](const cp_t& cp, std::int64_t n) {
+        run(other->acquire("p"));
+        put(*other, "p", "", cp);
+        run(other->release("p"));
+        auto got = run(s->acquire_and_get("p", "", std::nullopt));
+        BOOST_TEST(s->remembered().recalled == 2u);
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST(got->cp.id == cp.id);
+        BOOST_TEST(got->cp.values.at("n") == n);
+        same(*got, state_of(*other, "p"));
+        run(s->release("p"));
+    };
+    // A newer checkpoint ...
+    std::vector<cp_t> turn4{next_cp(&turn3.back(), 3, "loop", json::object{{"n", 4}})};
+    (void)call_on(*s, "p", turn4, true);
+    BOOST_TEST(s->remembered().threads == 1u);
+    auto newer = next_cp(&turn4.back(), 4, "update", json::object{{"n", 40}});
+    stored_by_other(newer, 40);
+    // ... or the paused checkpoint put again, with another value (an upsert: a new xmin).
+    std::vector<cp_t> turn5{next_cp(&newer, 5, "loop", json::object{{"n", 5}})};
+    (void)call_on(*s, "p", turn5, true);
+    auto again = turn5.back();
+    again.values = json::object{{"n", 50}};
+    stored_by_other(again, 50);
+
+    // A pending write another saver adds to the paused checkpoint is read with the row; the
+    // values still come from memory.
+    std::vector<cp_t> turn6{next_cp(&again, 6, "loop", json::object{{"n", 6}})};
+    (void)call_on(*s, "p", turn6, true);
+    run(other->acquire("p"));
+    run(other->put_writes("p", "", turn6.back().id, {write_of("side", "tool", "n", 7)}));
+    run(other->release("p"));
+    resumed = run(s->acquire_and_get("p", "", std::nullopt));
+    BOOST_TEST(s->remembered().recalled == 3u);
+    BOOST_TEST_REQUIRE(resumed.has_value());
+    BOOST_TEST(resumed->writes.size() == 2u);
+    same(*resumed, state_of(*other, "p"));
+    run(s->release("p"));
 }
 
 /// Checkpoints and values go in with plain INSERTs (no ON CONFLICT probe per row): new rows cost

@@ -142,6 +142,24 @@ public:
     /// retries' included; the set-up of new connections not): what a step costs, for the bench.
     std::uint64_t round_trips() const noexcept;
 
+    /// @brief What `remembered()` reports.
+    struct paused_memory {
+        std::size_t threads = 0;    ///< paused threads whose state is kept now (at most 64)
+        std::uint64_t recalled = 0; ///< call starts that took a thread's values from memory
+    };
+    /// @brief The paused threads' states this saver keeps in memory for their resumes. A call
+    /// (the engine's invoke) that ends paused at an interrupt, on a thread whose state this saver
+    /// read or wrote whole during the call, leaves that state in memory as the stored bytes of
+    /// its values, with the id of the thread's newest row and the transaction that wrote it
+    /// (PostgreSQL's `xmin`). The resume's start, by this saver, takes the lease and reads the
+    /// row and its pending writes in its one round trip as before, but no values: when the row
+    /// is still the one that call stored (same id, same `xmin`: nobody stored a newer checkpoint
+    /// or that one again since, from any process), its values come from memory; otherwise the
+    /// thread is read as usual. Pending writes are always read from the server. Only the root
+    /// namespace, for 64 threads at most, each state of 1 MiB of stored values at most; each
+    /// state is used once.
+    paused_memory remembered() const;
+
 private:
     struct impl;
     std::shared_ptr<impl> impl_;
