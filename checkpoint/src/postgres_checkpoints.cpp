@@ -534,8 +534,10 @@ asio::awaitable<void> postgres_saver::impl::put_many(const std::string& thread, 
     note_written(thread, ns, cps);
     std::lock_guard lock(mutex);
     stored_graphs.insert(graphs.begin(), graphs.end());
-    if (auto r = tracking ? running.find(thread) : running.end(); r != running.end())
-        for (auto& [key, bytes] : captured) r->second.insert_or_assign(key, std::move(bytes));
+    if (auto r = tracking ? running.find(thread) : running.end(); r != running.end()) {
+        for (auto& [key, bytes] : captured) r->second.values.insert_or_assign(key, std::move(bytes));
+        for (const auto& cp : cps) r->second.newest = std::max(r->second.newest, cp.id);
+    }
 }
 
 void postgres_saver::impl::note_written(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
@@ -574,12 +576,13 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
     // commit.
     value_map captured;
     std::string newest, xmin;
-    if (ns.empty() && end.release && !end.checkpoints.empty() &&
+    if (ns.empty() && end.release &&
         std::any_of(end.writes.begin(), end.writes.end(), [](const pending_write& w) { return w.channel == reserved::interrupt; })) {
         std::lock_guard lock(mutex);
-        if (running.count(thread))
-            newest = std::max_element(end.checkpoints.begin(), end.checkpoints.end(),
-                                      [](const checkpoint& a, const checkpoint& b) { return a.id < b.id; })->id;
+        if (auto r = running.find(thread); r != running.end()) { // the call's newest, put before or now
+            newest = r->second.newest;
+            for (const auto& cp : end.checkpoints) newest = std::max(newest, cp.id);
+        }
     }
     std::size_t xmin_at = 0;
     auto build = [&](std::vector<pg::statement>& batch, bool upsert) {
@@ -643,12 +646,13 @@ asio::awaitable<void> postgres_saver::impl::end_call(const std::string& thread, 
     if (ns.empty() && end.release) { // the call is over: its state kept only when it paused
         if (auto r = running.find(thread); r != running.end()) {
             if (!newest.empty() && !xmin.empty()) {
-                for (auto& [key, bytes] : captured) r->second.insert_or_assign(key, std::move(bytes));
+                auto& values = r->second.values;
+                for (auto& [key, bytes] : captured) values.insert_or_assign(key, std::move(bytes));
                 std::size_t size = 0;
-                for (const auto& [key, bytes] : r->second) size += bytes.size();
+                for (const auto& [key, bytes] : values) size += bytes.size();
                 if (size <= max_paused_bytes) {
                     if (paused.size() >= max_paused) paused.clear();
-                    paused.insert_or_assign(thread, paused_thread{newest, std::move(xmin), std::move(r->second)});
+                    paused.insert_or_assign(thread, paused_thread{newest, std::move(xmin), std::move(values)});
                 }
             }
             running.erase(r);
@@ -801,7 +805,9 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
     if (out.settled && complete && ns.empty()) { // followed through the call, for its pause
         std::lock_guard lock(mutex);
         if (running.size() >= max_paused) running.clear();
-        running.insert_or_assign(thread, std::move(values));
+        // The call's newest row so far: the one it starts from (a resume that pauses again in
+        // the same step stores no new one).
+        running.insert_or_assign(thread, running_call{std::move(values), tuples.empty() ? std::string() : tuples.front().cp.id});
     }
     if (out.settled && !tuples.empty()) out.got = std::move(tuples.front());
     co_return out;

@@ -186,7 +186,11 @@ struct postgres_saver::impl {
         std::string id, xmin;
         value_map values;
     };
-    std::map<std::string, value_map> running;
+    struct running_call {
+        value_map values;
+        std::string newest; ///< the newest checkpoint id the call stored so far ("" none yet)
+    };
+    std::map<std::string, running_call> running;
     std::map<std::string, paused_thread> paused;
     std::uint64_t paused_recalled = 0;
     /// At most this many paused threads' states, of at most `max_paused_bytes` each (a larger
