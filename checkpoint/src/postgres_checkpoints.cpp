@@ -804,7 +804,7 @@ postgres_saver::impl::start_call(const std::string& thread, const std::string& n
     out.settled = got == outcome::taken;
     if (out.settled && complete && ns.empty()) { // followed through the call, for its pause
         std::lock_guard lock(mutex);
-        if (running.size() >= max_paused) running.clear();
+        if (running.size() >= max_running) running.clear();
         // The call's newest row so far: the one it starts from (a resume that pauses again in
         // the same step stores no new one).
         running.insert_or_assign(thread, running_call{std::move(values), tuples.empty() ? std::string() : tuples.front().cp.id});

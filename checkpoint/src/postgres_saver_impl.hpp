@@ -196,6 +196,8 @@ struct postgres_saver::impl {
     /// At most this many paused threads' states, of at most `max_paused_bytes` each (a larger
     /// state is read back from the server).
     static constexpr std::size_t max_paused = 64, max_paused_bytes = 1 << 20;
+    /// Calls followed at once in `running` (a call beyond them is not kept for its pause).
+    static constexpr std::size_t max_running = 1024;
     /// Forgets what `running` holds for `thread` (a write outside the call's end, a release).
     void stop_running(const std::string& thread) {
         std::lock_guard lock(mutex);
