@@ -281,7 +281,20 @@ void sqlite_saver::impl::check_header() const {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(opt.path, ec)) return;
     auto size = std::filesystem::file_size(opt.path, ec);
-    if (ec || size == 0) return;
+    if (ec) return;
+    if (size == 0) {
+        // An empty file is a new database, unless a WAL beside it holds commits: a file in WAL
+        // mode always has its header page, so this one was cut to nothing. SQLite would delete
+        // that WAL and open an empty database, every thread silently gone.
+        const auto wal = std::filesystem::file_size(opt.path + "-wal", ec);
+        if (!ec && wal > 32)
+            throw checkpoint_error(errc::corrupt_checkpoint,
+                                   "sqlite_saver: " + opt.path + " is empty (0 bytes) while its WAL holds " +
+                                       std::to_string(wal) +
+                                       " bytes of commits: the file was cut; every thread stored in it is affected; "
+                                       "the file and its WAL were left untouched");
+        return;
+    }
     static constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                        'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
     char head[21] = {};

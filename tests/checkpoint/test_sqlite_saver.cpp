@@ -1000,6 +1000,35 @@ BOOST_AUTO_TEST_CASE(truncated_file_is_an_error_not_a_crash) {
     }
 }
 
+/// A file cut to nothing while its WAL still holds the commits (a copy that lost the file, a
+/// truncation): SQLite alone would delete that WAL and open an empty database, every thread gone.
+/// The saver refuses it, naming the file, and leaves both the file and the WAL as they were.
+BOOST_AUTO_TEST_CASE(an_empty_file_beside_its_wal_is_an_error_not_a_new_database) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    const auto damaged = dir.file("cut");
+    {
+        sqlite_saver s(options_for(path));
+        put(s, "t", "", next_cp(nullptr, -1, "input", json::object{{"a", 1}}));
+        BOOST_TEST_REQUIRE(fs::exists(path + "-wal")); // the commit is in the WAL while the saver is open
+        write_bytes(damaged, "");
+        write_bytes(damaged + "-wal", read_bytes(path + "-wal"));
+    }
+    const auto wal = read_bytes(damaged + "-wal");
+    BOOST_TEST_REQUIRE(wal.size() > 32u);
+    auto e = expect_error(errc::corrupt_checkpoint, [&] {
+        sqlite_saver s(options_for(damaged));
+        (void)get(s, "t", "");
+    });
+    if (e) BOOST_TEST(contains(e->what(), damaged));
+    BOOST_TEST(read_bytes(damaged).empty());
+    BOOST_TEST(read_bytes(damaged + "-wal") == wal); // not deleted
+    // An empty file alone is a new database, as before.
+    write_bytes(dir.file("fresh"), "");
+    sqlite_saver fresh(options_for(dir.file("fresh")));
+    BOOST_TEST(!get(fresh, "t", "").has_value());
+}
+
 BOOST_AUTO_TEST_CASE(corrupted_rows_are_reported_by_name) {
     temp_dir dir;
     const auto path = dir.file("db");

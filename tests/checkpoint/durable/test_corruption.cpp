@@ -1147,6 +1147,7 @@ BOOST_AUTO_TEST_CASE(truncated_files_and_wal) {
     for (std::size_t p = 0; p < closed.size(); p += 4096)
         for (std::size_t into : {100, 2048}) cuts.push_back({part::closed_file, p + into}); // inside each page
     cuts.push_back({part::live_file, live.size() - 2048});
+    cuts.push_back({part::live_file, 0}); // nothing left but the WAL (SQLite would delete it)
     some(10, part::live_file, live.size());
     some(30, part::wal, wal.size());
     for (std::size_t k = 0; k < commits.size(); k += std::max<std::size_t>(1, commits.size() / 5))
