@@ -183,6 +183,10 @@ void add_sqlite_floor_scenario(std::vector<scenario>& out); // sqlite_commit (C+
 /// @brief The median cost of one SQLite commit (BEGIN IMMEDIATE; INSERT 2 KiB; COMMIT) on a
 /// fresh WAL file under `db_dir`, with synchronous FULL or NORMAL: {"us_per_commit","commits",...}.
 boost::json::object commit_floor(const std::string& db_dir, bool full, int commits);
+/// The SQLite work of the throughput scenario alone: `runs` runs of `rows_per_run` checkpoint rows of
+/// `row_bytes` bytes, `runs_per_commit` runs a commit, on one connection (SQLite's one writer).
+boost::json::object rows_floor(const std::string& db_dir, bool full, int runs, int rows_per_run, std::size_t row_bytes,
+                               int runs_per_commit);
 
 /// @brief One loopback round trip to a server, on a blocking connection of its own (median of
 /// `round_trips` after a warm-up): {"us_per_round_trip","round_trips","request"}.

@@ -446,6 +446,11 @@ int run_main(int argc, char** argv) {
         // The physical floor in this process, right after the timed runs: fsync costs swing
         // with the machine's load, so a floor measured minutes apart would not compare.
         detail["floor"] = commit_floor(db_dir, kind == "sqlite_full", smoke ? 5 : 100);
+        // Throughput: the same runs' rows alone, 64 runs a commit (all in flight), on SQLite's
+        // one writer: 11 rows a run (the input and ten steps) of 85 bytes (a 74-byte record and
+        // 11 bytes of values inside the row, as checkpoint_size measures this chain's checkpoints).
+        if (sc.name == "throughput")
+            detail["rows_floor"] = rows_floor(db_dir, kind == "sqlite_full", smoke ? 64 : 2000, 11, 85, 64);
     }
     if (cp->floor) detail["floor"] = cp->floor(smoke ? 5 : 1000); // the same, for a server
     if (!detail.empty()) out["detail"] = std::move(detail);

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <vector>
 
@@ -80,7 +81,73 @@ struct floor_db {
     }
 };
 
+/// The rows of the throughput scenario, with nothing around them: a checkpoint row a step, keyed
+/// as the saver keys them, `runs_per_commit` runs sharing each commit, on one connection. SQLite
+/// takes one writer at a time per file, so no saver stores these rows faster than this.
+struct rows_db : floor_db {
+    sqlite3_stmt* put = nullptr;
+    explicit rows_db(const std::string& db_dir, bool full) : floor_db(db_dir, full) {
+        exec("CREATE TABLE cp(thread_id TEXT NOT NULL, ns TEXT NOT NULL, id TEXT NOT NULL, parent_id TEXT NOT NULL, "
+             "step INTEGER NOT NULL, source TEXT NOT NULL, record BLOB NOT NULL, PRIMARY KEY (thread_id, ns, id)) "
+             "WITHOUT ROWID");
+        ok(sqlite3_prepare_v2(db, "INSERT INTO cp VALUES(?1, '', ?2, ?3, ?4, ?5, ?6)", -1, &put, nullptr), "prepare INSERT");
+    }
+    ~rows_db() { sqlite3_finalize(put); }
+    rows_db(const rows_db&) = delete;
+    rows_db& operator=(const rows_db&) = delete;
+};
+
 } // namespace
+
+boost::json::object rows_floor(const std::string& db_dir, bool full, int runs, int rows_per_run, std::size_t row_bytes,
+                               int runs_per_commit) {
+    rows_db db(db_dir, full);
+    const std::vector<unsigned char> record(row_bytes, 0x3c);
+    // Ids as the saver's: 11 characters, time-ordered; threads named as fresh_thread names them.
+    auto id = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    auto id_text = [&](std::uint64_t n) {
+        static const char digits[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+        std::string t(11, '-');
+        for (int i = 10; i >= 0; --i, n >>= 6) t[static_cast<std::size_t>(i)] = digits[n & 63];
+        return t;
+    };
+    auto one_run = [&](int run) {
+        const std::string thread = fresh_thread("floor") + "-" + std::to_string(run);
+        std::string parent;
+        for (int r = 0; r < rows_per_run; ++r) {
+            const std::string cp = id_text(id += 1000);
+            sqlite3_bind_text(db.put, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
+            sqlite3_bind_text(db.put, 2, cp.data(), static_cast<int>(cp.size()), SQLITE_STATIC);
+            sqlite3_bind_text(db.put, 3, parent.data(), static_cast<int>(parent.size()), SQLITE_STATIC);
+            sqlite3_bind_int64(db.put, 4, r - 1);
+            sqlite3_bind_text(db.put, 5, r == 0 ? "input" : "loop", -1, SQLITE_STATIC);
+            sqlite3_bind_blob(db.put, 6, record.data(), static_cast<int>(record.size()), SQLITE_STATIC);
+            floor_db::step(db, db.put, "INSERT");
+            parent = cp;
+        }
+    };
+    auto batch = [&](int first, int n) {
+        floor_db::step(db, db.begin, "BEGIN IMMEDIATE");
+        for (int i = 0; i < n; ++i) one_run(first + i);
+        floor_db::step(db, db.commit, "COMMIT");
+    };
+    for (int i = 0; i < 256; i += runs_per_commit) batch(-1 - i, runs_per_commit); // warm
+    const double t0 = now_us();
+    for (int i = 0; i < runs; i += runs_per_commit) batch(i, std::min(runs_per_commit, runs - i));
+    const double us = now_us() - t0;
+    boost::json::object o;
+    o["us_per_run"] = us / runs;
+    o["runs_per_s"] = runs / (us / 1e6);
+    o["runs"] = runs;
+    o["rows_per_run"] = rows_per_run;
+    o["row_bytes"] = row_bytes;
+    o["runs_per_commit"] = runs_per_commit;
+    o["transaction"] = "BEGIN IMMEDIATE; " + std::to_string(runs_per_commit) + " runs x " + std::to_string(rows_per_run) +
+                       " INSERTs of a " + std::to_string(row_bytes) +
+                       "-byte row keyed (thread, ns, id), WITHOUT ROWID; COMMIT; one connection";
+    return o;
+}
 
 boost::json::object commit_floor(const std::string& db_dir, bool full, int commits) {
     floor_db db(db_dir, full);
