@@ -5,6 +5,7 @@
 
 #include "sqlite_saver_impl.hpp"
 #include "sqlite_checksum_vfs.hpp"
+#include "sqlite_emptied_file.hpp"
 
 #include <stategraph/core/error.hpp>
 
@@ -283,17 +284,26 @@ void sqlite_saver::impl::check_header() const {
     auto size = std::filesystem::file_size(opt.path, ec);
     if (ec) return;
     if (size == 0) {
-        // An empty file is a new database, unless a WAL beside it holds commits: a file in WAL
-        // mode always has its header page, so this one was cut to nothing. SQLite would delete
-        // that WAL and open an empty database, every thread silently gone.
-        const auto wal = std::filesystem::file_size(opt.path + "-wal", ec);
-        if (!ec && wal > 32)
+        // An empty file is a new database, unless a WAL beside it holds commits and the file,
+        // looked at again after the WAL, is still empty: then it was cut to nothing
+        // (sqlite_emptied_file.hpp). SQLite would delete that WAL and open an empty database,
+        // every thread silently gone.
+        const detail::size_look look = [](const std::string& p) -> std::optional<std::uintmax_t> {
+            std::error_code e;
+            const auto n = std::filesystem::file_size(p, e);
+            if (e) return std::nullopt;
+            return n;
+        };
+        if (const auto wal = detail::emptied_beside_wal(opt.path, look))
             throw checkpoint_error(errc::corrupt_checkpoint,
                                    "sqlite_saver: " + opt.path + " is empty (0 bytes) while its WAL holds " +
-                                       std::to_string(wal) +
+                                       std::to_string(*wal) +
                                        " bytes of commits: the file was cut; every thread stored in it is affected; "
                                        "the file and its WAL were left untouched");
-        return;
+        // Another process may have created the database since the first look: its header page
+        // is then read below; still empty, it is a new database.
+        size = std::filesystem::file_size(opt.path, ec);
+        if (ec || size == 0) return;
     }
     static constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                        'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
