@@ -10,11 +10,15 @@
 #include <stategraph/core/error.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace stategraph::checkpoint {
 
@@ -194,6 +198,41 @@ constexpr std::string_view sql_holds_data =
 constexpr std::string_view encryption_setting = "encryption";
 constexpr std::string_view encryption_check = "stategraph encrypted file: xchacha20poly1305-ietf";
 
+/// The first `n` bytes of the database file at `path` (zeros past its end), read through
+/// SQLite's own default VFS, never a descriptor of ours: closing any descriptor of a file drops
+/// every POSIX lock this process holds on it, SQLite's included (each connection in WAL mode
+/// holds a shared lock on the database file for as long as it is open), after which another
+/// process closing the file would take it for its last user and delete the WAL still in use
+/// here. SQLite's VFS keeps such a descriptor open until the process's locks on the file go.
+/// nullopt when the VFS cannot open the file (SQLite then says why when it opens it).
+std::optional<std::string> read_file_head(const std::string& path, int n) {
+    sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+    if (!vfs) return std::nullopt;
+    std::string full(static_cast<std::size_t>(vfs->mxPathname) + 1, '\0');
+    if (vfs->xFullPathname(vfs, path.c_str(), vfs->mxPathname + 1, full.data()) != SQLITE_OK) return std::nullopt;
+    // A name in the form xOpen expects for a main database (its URI parameters after it).
+    struct name_deleter {
+        void operator()(const char* p) const { sqlite3_free_filename(p); }
+    };
+    std::unique_ptr<const char, name_deleter> name(sqlite3_create_filename(full.c_str(), "", "", 0, nullptr));
+    if (!name) return std::nullopt;
+    std::vector<std::max_align_t> space((static_cast<std::size_t>(vfs->szOsFile) + sizeof(std::max_align_t) - 1) /
+                                        sizeof(std::max_align_t));
+    auto* file = reinterpret_cast<sqlite3_file*>(space.data());
+    file->pMethods = nullptr;
+    int out = 0;
+    const int rc = vfs->xOpen(vfs, name.get(), file, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY, &out);
+    if (rc != SQLITE_OK || !file->pMethods) {
+        if (file->pMethods) file->pMethods->xClose(file);
+        return std::nullopt;
+    }
+    std::string head(static_cast<std::size_t>(n), '\0');
+    const int read = file->pMethods->xRead(file, head.data(), n, 0); // a short read fills zeros
+    file->pMethods->xClose(file);
+    if (read != SQLITE_OK && read != SQLITE_IOERR_SHORT_READ) return std::nullopt;
+    return head;
+}
+
 } // namespace
 
 using namespace sqlite_detail;
@@ -307,10 +346,11 @@ void sqlite_saver::impl::check_header() const {
     }
     static constexpr char magic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                        'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
-    char head[21] = {};
-    std::ifstream in(opt.path, std::ios::binary);
-    in.read(head, 16);
-    if (!in || std::memcmp(head, magic, sizeof magic) != 0)
+    const auto read = read_file_head(opt.path, 21);
+    if (!read) return; // SQLite says why it cannot open the file
+    const char* head = read->data();
+    const bool whole = size >= 21; // the header's bytes 16-20 are there
+    if (size < 16 || std::memcmp(head, magic, sizeof magic) != 0)
         throw checkpoint_error(errc::corrupt_checkpoint,
                                "sqlite_saver: " + opt.path +
                                    " is not a SQLite database (bad header); every thread stored in it is affected; the file was left untouched");
@@ -323,11 +363,10 @@ void sqlite_saver::impl::check_header() const {
     // would read the rest of that page as zeros, its rows silently gone. (Unless a WAL holds
     // frames: a process killed while a checkpoint extended the file leaves part of a page that
     // the WAL still has, and SQLite reads that page from the WAL.)
-    in.read(head + 16, 5);
     // Byte 20: reserved bytes per page, 0 (no page checksums) or detail::page_reserve. Any
     // other count is a damaged header (no single flipped bit turns one into the other).
     const auto reserve = static_cast<unsigned char>(head[20]);
-    if (in && reserve != 0 && reserve != detail::page_reserve)
+    if (whole && reserve != 0 && reserve != detail::page_reserve)
         throw checkpoint_error(errc::corrupt_checkpoint,
                                "sqlite_saver: " + opt.path + " has a damaged header (" + std::to_string(reserve) +
                                    " reserved bytes per page, where stategraph writes " +
@@ -338,7 +377,7 @@ void sqlite_saver::impl::check_header() const {
     const std::uintmax_t page = raw_page == 1 ? 65536 : raw_page;
     const auto wal = std::filesystem::file_size(opt.path + "-wal", ec);
     const bool wal_has_frames = !ec && wal > 32; // more than a WAL header
-    if (in && !wal_has_frames && page >= 512 && page <= 65536 && (page & (page - 1)) == 0 && size % page != 0)
+    if (whole && !wal_has_frames && page >= 512 && page <= 65536 && (page & (page - 1)) == 0 && size % page != 0)
         throw checkpoint_error(errc::corrupt_checkpoint,
                                "sqlite_saver: " + opt.path + " is truncated (" + std::to_string(size) +
                                    " bytes, not a whole number of its " + std::to_string(page) +

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1067,6 +1068,53 @@ BOOST_AUTO_TEST_CASE(a_file_created_between_the_looks_is_not_taken_for_a_cut_one
     BOOST_TEST(!emptied_beside_wal("db", look_at(header)).has_value());
     sizes gone{{"db-wal", {4152}}, {"db", {std::nullopt}}};
     BOOST_TEST(!emptied_beside_wal("db", look_at(gone)).has_value());
+}
+
+// Each connection in WAL mode holds a shared POSIX lock on the database file while it is open,
+// and closing any descriptor of the file drops every lock the process holds on it. The open's
+// check of the file's header read it through a descriptor of its own: a second saver opened in
+// a process where one was open dropped the first one's lock, and another process closing the
+// file then took itself for its last user (it checkpoints and deletes the WAL still in use
+// here). A child process asks the kernel whether this process still holds the lock.
+namespace {
+bool another_process_sees_a_shared_lock(const std::string& path) {
+    const pid_t child = fork();
+    BOOST_TEST_REQUIRE(child >= 0);
+    if (child == 0) { // only async-signal-safe calls here
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        struct flock l {};
+        l.l_type = F_WRLCK;
+        l.l_whence = SEEK_SET;
+        l.l_start = 0x40000002; // SQLite's shared-lock range
+        l.l_len = 510;
+        const int rc = fd < 0 ? -1 : ::fcntl(fd, F_GETLK, &l);
+        _exit(rc != 0 ? 2 : l.l_type == F_UNLCK ? 1 : 0);
+    }
+    int status = 0;
+    BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
+    BOOST_TEST_REQUIRE(WIFEXITED(status));
+    BOOST_TEST_REQUIRE(WEXITSTATUS(status) != 2);
+    return WEXITSTATUS(status) == 0;
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(opening_a_second_saver_keeps_the_first_ones_lock_on_the_file) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver first(options_for(path));
+    put(first, "t", "", next_cp(nullptr, -1, "input", json::object{{"a", 1}}));
+    BOOST_TEST_REQUIRE(another_process_sees_a_shared_lock(path));
+    {
+        sqlite_saver second(options_for(path));
+        BOOST_TEST(another_process_sees_a_shared_lock(path)); // was dropped by the second's open
+        BOOST_TEST(get(second, "t", "").has_value());
+    }
+    BOOST_TEST(another_process_sees_a_shared_lock(path)); // the second's close keeps the first's
+    put(first, "t", "", next_cp(nullptr, 0, "loop", json::object{{"a", 2}}));
+    sqlite_saver third(options_for(path));
+    const auto latest = get(third, "t", "");
+    BOOST_TEST_REQUIRE(latest.has_value());
+    BOOST_TEST(latest->cp.values.at("a") == 2);
 }
 
 BOOST_AUTO_TEST_CASE(corrupted_rows_are_reported_by_name) {
