@@ -28,7 +28,7 @@ constexpr std::string_view cache_channel = "__cache__";
 using namespace sqlite_detail;
 
 void sqlite_saver::impl::put_graph(const std::string& signature, const std::vector<std::string>& shape) {
-    if (stored_graphs.count(signature)) return;
+    if (graph_known(signature)) return;
     static const std::string none;
     const auto bytes = protect(codec::encode_shape(shape, signature), {graph_channel, signature});
     transaction t(*this, true, none, "saving the graph's shape");

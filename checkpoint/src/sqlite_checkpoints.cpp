@@ -251,21 +251,12 @@ void sqlite_saver::impl::assemble(checkpoint_tuple& t, value_memo* memo, const s
     }
 }
 
-bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, const checkpoint& cp,
-                             const std::vector<pending_write>* pending) {
-    // Everything is encoded before the write lock is taken: the transaction only binds and steps.
-    std::string plain_record = codec::encode_record(cp);
-    const std::string record = seal_record(plain_record, thread, ns, cp);
-    const bool noting = noting_paused(thread, ns); // the unsealed bytes then go to the thread's entry
-    struct encoded {
-        std::string_view channel;
-        const std::string* version;
-        std::string bytes;
-        bool shared; // a `__graph__` value keyed by the graph signature: one row for all threads
-    };
-    paused_write noted; // with `noting`
-    std::vector<encoded> values;
-    values.reserve(cp.values.size());
+sqlite_saver::impl::prepared_put sqlite_saver::impl::prepare_put(const std::string& thread, const std::string& ns,
+                                                                 const checkpoint& cp) const {
+    prepared_put p;
+    p.plain_record = codec::encode_record(cp);
+    p.record = seal_record(p.plain_record, thread, ns, cp);
+    p.values.reserve(cp.values.size());
     for (const auto& [channel, value] : cp.values) {
         const std::string name(channel); // the maps' comparator is not transparent
         auto v = cp.versions.find(name);
@@ -276,44 +267,72 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         // thread) or holding appended items stays with the thread's blobs.
         const bool shared = codec::shared_shape(name, extends, version, cp.id);
         // Stored once per graph, already there (a thread's remembered state reads it from there too).
-        if (shared && stored_graphs.count(version)) continue;
+        if (shared && graph_known(version)) continue;
         std::string plain = codec::encode_value(value, extends, version);
         std::string bytes = protect(plain, {channel, version});
-        if (noting) noted.values.emplace_back(channel, std::move(plain));
-        values.push_back({channel, &version, std::move(bytes), shared});
+        p.values.push_back({channel, &version, std::move(plain), std::move(bytes), shared, false});
     }
     // This checkpoint's own small values go into its row, the rest into `blobs`.
-    std::vector<std::pair<std::string_view, std::string_view>> inline_values;
-    std::vector<const encoded*> separate;
+    std::vector<std::pair<std::string_view, std::string_view>> in_row;
     std::size_t budget = opt.inline_bytes;
-    for (const auto& v : values) {
+    for (auto& v : p.values)
         if (!v.shared && *v.version == cp.id && v.bytes.size() <= budget) {
-            inline_values.emplace_back(v.channel, v.bytes);
+            v.in_row = true;
+            in_row.emplace_back(v.channel, v.bytes);
             budget -= v.bytes.size();
-        } else {
-            separate.push_back(&v);
         }
-    }
-    const std::string vals = inline_values.empty() ? std::string() : codec::encode_inline(inline_values);
-    // The call's last writes, when they belong to this checkpoint: inside its row, each sealed as
-    // its row of `writes` would be; a second write of a task to a channel replaces the first.
+    if (!in_row.empty()) p.vals = codec::encode_inline(in_row);
+    return p;
+}
+
+std::string sqlite_saver::impl::prepare_inline_writes(const std::string& thread, const std::string& ns,
+                                                      const std::string& id,
+                                                      const std::vector<pending_write>& pending) const {
     // Within `inline_bytes` of their own (as the values), else they go to `writes`.
-    std::string pending_bytes;
-    if (pending && !pending->empty() && opt.inline_bytes > 0) {
-        std::vector<std::string> sealed;
-        sealed.reserve(pending->size());
-        std::vector<inline_write> ws;
-        for (const auto& w : *pending) {
-            sealed.push_back(protect(boost::json::serialize(w.value), {thread, ns, cp.id, w.task_id, w.task_name, w.channel}));
-            inline_write iw{w.task_id, w.task_name, w.channel, sealed.back()};
-            auto same = std::find_if(ws.begin(), ws.end(),
-                                     [&](const inline_write& x) { return x.task_id == iw.task_id && x.channel == iw.channel; });
-            if (same != ws.end()) *same = iw;
-            else ws.push_back(iw);
-        }
-        pending_bytes = encode_inline_writes(ws);
-        if (pending_bytes.size() > opt.inline_bytes) pending_bytes.clear();
+    if (pending.empty() || opt.inline_bytes == 0) return {};
+    std::vector<std::string> sealed;
+    sealed.reserve(pending.size());
+    std::vector<inline_write> ws;
+    for (const auto& w : pending) {
+        sealed.push_back(protect(boost::json::serialize(w.value), {thread, ns, id, w.task_id, w.task_name, w.channel}));
+        inline_write iw{w.task_id, w.task_name, w.channel, sealed.back()};
+        auto same = std::find_if(ws.begin(), ws.end(),
+                                 [&](const inline_write& x) { return x.task_id == iw.task_id && x.channel == iw.channel; });
+        if (same != ws.end()) *same = iw;
+        else ws.push_back(iw);
     }
+    std::string bytes = encode_inline_writes(ws);
+    if (bytes.size() > opt.inline_bytes) bytes.clear();
+    return bytes;
+}
+
+sqlite_saver::impl::prepared_call sqlite_saver::impl::prepare_many(const std::string& thread, const std::string& ns,
+                                                                   std::span<const checkpoint> cps) const {
+    prepared_call c;
+    c.puts.reserve(cps.size());
+    for (const auto& cp : cps) c.puts.push_back(prepare_put(thread, ns, cp));
+    return c;
+}
+
+sqlite_saver::impl::prepared_call sqlite_saver::impl::prepare_end(const std::string& thread, const std::string& ns,
+                                                                  const saver::call_end& end) const {
+    prepared_call c = prepare_many(thread, ns, end.checkpoints);
+    const bool home = std::any_of(end.checkpoints.begin(), end.checkpoints.end(),
+                                  [&](const checkpoint& cp) { return cp.id == end.writes_to; });
+    if (home) c.inline_writes = prepare_inline_writes(thread, ns, end.writes_to, end.writes);
+    return c;
+}
+
+bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, const checkpoint& cp,
+                             const std::vector<pending_write>* pending) {
+    auto p = prepare_put(thread, ns, cp);
+    return write_put(thread, ns, cp, p, pending ? prepare_inline_writes(thread, ns, cp.id, *pending) : std::string());
+}
+
+bool sqlite_saver::impl::write_put(const std::string& thread, const std::string& ns, const checkpoint& cp,
+                                   prepared_put& p, std::string pending_bytes) {
+    // Everything was encoded before the write lock was taken: the transaction only binds and steps.
+    const bool noting = noting_paused(thread, ns); // the unsealed bytes then go to the thread's entry
     inline_rows.clear();
 
     transaction t(*this, true, thread, "saving a checkpoint");
@@ -329,9 +348,9 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         // Every buffer bound here outlives `s` (declared above it or owned by the caller).
         stmt s(*this, sql_put_checkpoint, thread, "saving a checkpoint");
         s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
-        s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
-        if (inline_values.empty()) s.bind_null(8);
-        else s.bind_blob_static(8, vals);
+        s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, p.record);
+        if (p.vals.empty()) s.bind_null(8);
+        else s.bind_blob_static(8, p.vals);
         if (pending_bytes.empty()) s.bind_null(9);
         else s.bind_blob_static(9, pending_bytes);
         s.run();
@@ -344,24 +363,28 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         std::string old;
         if (const auto& row = inline_row(thread, ns, cp.id)) old = *row;
         inline_rows.clear();
+        std::vector<std::pair<std::string_view, std::string_view>> in_row;
+        for (const auto& v : p.values)
+            if (v.in_row) in_row.emplace_back(v.channel, v.bytes);
         std::string merged_vals;
         try {
             // A value written again to `blobs` this time leaves no stale copy in the row.
-            merged_vals = codec::merge_inline(old, inline_values, [&](std::string_view c) {
-                return std::any_of(separate.begin(), separate.end(), [&](const encoded* v) { return v->channel == c; });
+            merged_vals = codec::merge_inline(old, in_row, [&](std::string_view c) {
+                return std::any_of(p.values.begin(), p.values.end(),
+                                   [&](const prepared_put::value& v) { return !v.in_row && v.channel == c; });
             });
         } catch (const codec::corrupt& e) {
             corrupt(thread, ns, "checkpoint " + cp.id + ": its values cannot be read: " + e.what(), {thread});
         }
         stmt s(*this, sql_replace_checkpoint, thread, "saving a checkpoint");
         s.bind_static(1, thread).bind_static(2, ns).bind_static(3, cp.id).bind_static(4, cp.parent_id);
-        s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, record);
+        s.bind(5, cp.step).bind_static(6, cp.source).bind_blob_static(7, p.record);
         if (merged_vals.empty()) s.bind_null(8);
         else s.bind_blob_static(8, merged_vals);
         s.run();
     }
-    for (const auto* p : separate) {
-        const auto& v = *p;
+    for (const auto& v : p.values) {
+        if (v.in_row) continue;
         if (v.shared) {
             stmt s(*this, sql_put_graph, thread, "saving the graph's shape");
             s.bind_static(1, *v.version).bind_blob_static(2, v.bytes);
@@ -374,26 +397,32 @@ bool sqlite_saver::impl::put(const std::string& thread, const std::string& ns, c
         s.run();
     }
     if (noting) {
+        paused_write noted;
+        for (auto& v : p.values) noted.values.emplace_back(v.channel, std::move(v.plain));
         noted.thread = &thread;
         noted.cp = &cp;
-        noted.record = std::move(plain_record);
+        noted.record = std::move(p.plain_record);
         note_paused(std::move(noted));
     }
     t.commit();
-    for (const auto& v : values)
+    for (const auto& v : p.values)
         if (v.shared) graph_stored(t, *v.version);
     return stored_inline;
 }
 
-void sqlite_saver::impl::put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) {
+void sqlite_saver::impl::put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps,
+                                  prepared_call* prepared) {
     transaction t(*this, true, thread, "saving checkpoints");
     std::optional<one_lease_check> fenced;
     if (!cps.empty()) fenced.emplace(*this, thread); // once for the whole batch
     const auto graphs_before = batch_graphs.size();
-    for (const auto& cp : cps) put(thread, ns, cp); // each one's transaction nested in `t`
+    for (std::size_t k = 0; k < cps.size(); ++k) { // each one's transaction nested in `t`
+        if (prepared) write_put(thread, ns, cps[k], prepared->puts[k], std::string());
+        else put(thread, ns, cps[k]);
+    }
     t.commit();
     if (!t.nested()) { // alone: the shapes its puts stored are known once `t` committed
-        stored_graphs.insert(batch_graphs.begin() + static_cast<std::ptrdiff_t>(graphs_before), batch_graphs.end());
+        graphs_known(batch_graphs.begin() + static_cast<std::ptrdiff_t>(graphs_before), batch_graphs.end());
         batch_graphs.resize(graphs_before);
     }
 }
@@ -424,7 +453,8 @@ void sqlite_saver::impl::put_writes(const std::string& thread, const std::string
     t.commit();
 }
 
-void sqlite_saver::impl::end_call(const std::string& thread, const std::string& ns, const saver::call_end& end) {
+void sqlite_saver::impl::end_call(const std::string& thread, const std::string& ns, const saver::call_end& end,
+                                  prepared_call* prepared) {
     // A call that pauses leaves its state remembered for the resume (sqlite_paused.cpp); one that
     // does not is over with the thread, and its writes are not noted.
     const bool pauses = std::any_of(end.writes.begin(), end.writes.end(),
@@ -437,9 +467,12 @@ void sqlite_saver::impl::end_call(const std::string& thread, const std::string& 
     // The writes go inside the row of their checkpoint when this call writes it (an interrupt or
     // a failure in the call's last step, the usual case): one b-tree changed instead of two.
     bool written = end.writes.empty();
-    for (const auto& cp : end.checkpoints) { // each one's transaction nested in `t`
+    for (std::size_t k = 0; k < end.checkpoints.size(); ++k) { // each one's transaction nested in `t`
+        const auto& cp = end.checkpoints[k];
         const bool home = !written && cp.id == end.writes_to;
-        if (put(thread, ns, cp, home ? &end.writes : nullptr) && home) written = true;
+        const bool in_row = prepared ? write_put(thread, ns, cp, prepared->puts[k], home ? prepared->inline_writes : std::string())
+                                     : put(thread, ns, cp, home ? &end.writes : nullptr);
+        if (in_row && home) written = true;
     }
     if (!written) put_writes(thread, ns, end.writes_to, end.writes);
     else if (!end.writes.empty()) note_writes(thread, ns, end.writes_to, end.writes);
@@ -454,7 +487,7 @@ void sqlite_saver::impl::end_call(const std::string& thread, const std::string& 
     if (end.release) delete_lease(thread); // after the writes: they are fenced by the lease
     t.commit();
     if (!t.nested()) {
-        stored_graphs.insert(batch_graphs.begin() + static_cast<std::ptrdiff_t>(graphs_before), batch_graphs.end());
+        graphs_known(batch_graphs.begin() + static_cast<std::ptrdiff_t>(graphs_before), batch_graphs.end());
         batch_graphs.resize(graphs_before);
     }
 }

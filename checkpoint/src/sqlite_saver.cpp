@@ -264,7 +264,7 @@ void sqlite_saver::impl::write_batch(std::vector<std::unique_ptr<job>>& jobs) {
             stmt(*this, sql_release_savepoint, who, what).run();
         }
         t.commit();
-        stored_graphs.insert(batch_graphs.begin(), batch_graphs.end());
+        graphs_known(batch_graphs.begin(), batch_graphs.end());
         for (const auto& [thread, row] : batch_leases) lease_held(thread, row);
     } catch (...) {
         const auto e = std::current_exception();
@@ -278,22 +278,25 @@ void sqlite_saver::impl::write_batch(std::vector<std::unique_ptr<job>>& jobs) {
     inline_rows.clear();
 }
 
+// The writes' arguments, and what their callers encoded (prepare_put), outlive their co_await.
 struct sqlite_saver::impl::put_call {
     static constexpr const char* what = "saving a checkpoint";
     impl* i;
-    const std::string& thread; // put's arguments outlive its co_await
+    const std::string& thread;
     const std::string& ns;
     const checkpoint& cp;
-    void operator()() const { i->put(thread, ns, cp); }
+    prepared_put* prepared;
+    void operator()() const { i->write_put(thread, ns, cp, *prepared, std::string()); }
 };
 
 struct sqlite_saver::impl::put_many_call {
     static constexpr const char* what = "saving checkpoints";
     impl* i;
-    const std::string& thread; // put_many's arguments outlive its co_await
+    const std::string& thread;
     const std::string& ns;
     std::span<const checkpoint> cps;
-    void operator()() const { i->put_many(thread, ns, cps); }
+    prepared_call* prepared;
+    void operator()() const { i->put_many(thread, ns, cps, prepared); }
 };
 
 struct sqlite_saver::impl::put_writes_call {
@@ -307,10 +310,11 @@ struct sqlite_saver::impl::put_writes_call {
 struct sqlite_saver::impl::end_call_call {
     static constexpr const char* what = "saving the call's last writes";
     impl* i;
-    const std::string& thread; // end_call's arguments outlive its co_await
+    const std::string& thread;
     const std::string& ns;
     const saver::call_end& end;
-    void operator()() const { i->end_call(thread, ns, end); }
+    prepared_call* prepared;
+    void operator()() const { i->end_call(thread, ns, end, prepared); }
 };
 
 std::exception_ptr sqlite_saver::impl::batch_error(std::exception_ptr e, const std::string& thread, std::size_t n) {
@@ -432,13 +436,19 @@ boost::asio::awaitable<R> on_saver_thread(Impl& i, F f) {
 }
 } // namespace
 
+// The writes encode their checkpoints first, on the caller's thread, without the connection: a
+// flush writing the calls of many threads at once then only binds and steps (impl::prepare_put).
 boost::asio::awaitable<void> sqlite_saver::put(const std::string& thread_id, const std::string& ns, const checkpoint& cp) {
-    return on_saver_thread<void, true>(*impl_, impl::put_call{impl_.get(), thread_id, ns, cp});
+    auto prepared = impl_->prepare_put(thread_id, ns, cp);
+    impl::put_call c{impl_.get(), thread_id, ns, cp, &prepared};
+    co_await on_saver_thread<void, true>(*impl_, c);
 }
 
 boost::asio::awaitable<void> sqlite_saver::put_many(const std::string& thread_id, const std::string& ns,
                                                     std::span<const checkpoint> cps) {
-    return on_saver_thread<void, true>(*impl_, impl::put_many_call{impl_.get(), thread_id, ns, cps});
+    auto prepared = impl_->prepare_many(thread_id, ns, cps);
+    impl::put_many_call c{impl_.get(), thread_id, ns, cps, &prepared};
+    co_await on_saver_thread<void, true>(*impl_, c);
 }
 
 boost::asio::awaitable<void> sqlite_saver::put_writes(std::string thread_id, std::string ns, std::string checkpoint_id,
@@ -448,7 +458,9 @@ boost::asio::awaitable<void> sqlite_saver::put_writes(std::string thread_id, std
 }
 
 boost::asio::awaitable<void> sqlite_saver::end_call(const std::string& thread_id, const std::string& ns, call_end& end) {
-    return on_saver_thread<void, true>(*impl_, impl::end_call_call{impl_.get(), thread_id, ns, end});
+    auto prepared = impl_->prepare_end(thread_id, ns, end);
+    impl::end_call_call c{impl_.get(), thread_id, ns, end, &prepared};
+    co_await on_saver_thread<void, true>(*impl_, c);
 }
 
 boost::asio::awaitable<std::optional<checkpoint_tuple>>

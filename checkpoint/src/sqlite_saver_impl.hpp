@@ -200,8 +200,21 @@ struct sqlite_saver::impl {
     /// The key of an encrypted file (none: not encrypted).
     std::unique_ptr<codec::cipher> box;
 
-    /// Graph versions known to be in `graphs` (rows there are never deleted).
+    /// Graph versions known to be in `graphs` (rows there are never deleted). Guarded by
+    /// `graphs_mutex`, not `mutex`: a call's checkpoints are encoded before it takes the
+    /// connection (prepare_put), and skip a shape known stored.
     std::set<std::string> stored_graphs;
+    mutable std::mutex graphs_mutex;
+    bool graph_known(const std::string& version) const {
+        std::lock_guard g(graphs_mutex);
+        return stored_graphs.count(version) != 0;
+    }
+    template <class It>
+    void graphs_known(It first, It last) {
+        if (first == last) return;
+        std::lock_guard g(graphs_mutex);
+        stored_graphs.insert(first, last);
+    }
     /// Rows' inline values read during one operation, by (ns, checkpoint id); cleared by each
     /// operation that reads values (a put may change them).
     std::map<std::pair<std::string, std::string>, std::optional<std::string>> inline_rows;
@@ -464,7 +477,7 @@ struct sqlite_saver::impl {
     /// A graph version is in `graphs` once `t` committed: at once, or when the batch does.
     void graph_stored(const transaction& t, const std::string& version) {
         if (t.nested()) batch_graphs.push_back(version);
-        else stored_graphs.insert(version);
+        else graphs_known(&version, &version + 1);
     }
 
     /// How `take_lease` took a lease.
@@ -644,13 +657,49 @@ struct sqlite_saver::impl {
     /// memo is gone.
     void assemble(checkpoint_tuple& t, value_memo* memo = nullptr, const std::optional<std::string>& pending = std::nullopt);
 
+    /// A checkpoint encoded for its row (its record and values sealed, its small values packed
+    /// for the row), made before the call takes the connection: in a group commit each caller
+    /// encodes its own on its own thread, and the flush that writes them all only binds and steps.
+    /// Reads nothing of the connection's state (`stored_graphs` under `graphs_mutex`).
+    struct prepared_put {
+        struct value {
+            std::string_view channel;
+            const std::string* version;
+            std::string plain; ///< unsealed: for the thread's paused-state memory
+            std::string bytes; ///< as stored
+            bool shared;       ///< a `__graph__` value keyed by the graph signature: one row for all threads
+            bool in_row;       ///< packed in `vals`, else a row of `blobs` (or `graphs`)
+        };
+        std::string plain_record, record;
+        std::vector<value> values;
+        std::string vals; ///< the values `in_row`, packed (codec::encode_inline); empty: none
+    };
+    prepared_put prepare_put(const std::string& thread, const std::string& ns, const checkpoint& cp) const;
+    /// The writes `pending` of checkpoint `id` packed for its row (each sealed as its row of
+    /// `writes` would be; a second write of a task to a channel replaces the first); empty when
+    /// they do not fit `inline_bytes`.
+    std::string prepare_inline_writes(const std::string& thread, const std::string& ns, const std::string& id,
+                                      const std::vector<pending_write>& pending) const;
+    /// What `end_call`, `put_many` or `put` write, encoded by the caller (prepare_put).
+    struct prepared_call {
+        std::vector<prepared_put> puts; ///< one per checkpoint, in order
+        std::string inline_writes;      ///< prepare_inline_writes of the call's writes, for their checkpoint
+    };
+    prepared_call prepare_end(const std::string& thread, const std::string& ns, const saver::call_end& end) const;
+    prepared_call prepare_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps) const;
+
     /// Stores `cp`; with `pending`, the writes that belong to it go inside its row when the row is
     /// new, no row of `writes` names it yet and they fit `inline_bytes`. Returns whether they went
     /// there: when not, the caller puts them.
     bool put(const std::string& thread, const std::string& ns, const checkpoint& cp,
              const std::vector<pending_write>* pending = nullptr);
-    /// `put` of each of `cps`, in one transaction (or in the batch's).
-    void put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps);
+    /// `put` of `cp` as `p` encoded it; `inline_writes` (prepare_inline_writes, maybe empty) go
+    /// inside its row when they can. Returns whether they went there.
+    bool write_put(const std::string& thread, const std::string& ns, const checkpoint& cp, prepared_put& p,
+                   std::string inline_writes);
+    /// `put` of each of `cps`, in one transaction (or in the batch's); `prepared`: as the caller encoded them.
+    void put_many(const std::string& thread, const std::string& ns, std::span<const checkpoint> cps,
+                  prepared_call* prepared = nullptr);
 
     /// Notes `writes`, just stored for `checkpoint_id` (as rows or inside its row), in the
     /// thread's paused-state memory when it keeps one (sqlite_paused.cpp).
@@ -660,7 +709,8 @@ struct sqlite_saver::impl {
                     const std::vector<pending_write>& writes);
 
     /// `put_many`, `put_writes` and, with `end.release`, `release`, in one transaction (or in the batch's).
-    void end_call(const std::string& thread, const std::string& ns, const saver::call_end& end);
+    void end_call(const std::string& thread, const std::string& ns, const saver::call_end& end,
+                  prepared_call* prepared = nullptr);
 
     std::optional<checkpoint_tuple> get(const std::string& thread, const std::string& ns,
                                         const std::optional<std::string>& checkpoint_id);

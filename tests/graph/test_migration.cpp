@@ -113,7 +113,7 @@ struct temp_db {
                                  ("sg-migration-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()) + ".db");
     ~temp_db() {
         std::error_code ec;
-        for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix, ec);
+        for (const char* suffix : {"", "-wal", "-shm", "-leases"}) std::filesystem::remove(path.string() + suffix, ec);
     }
     std::shared_ptr<sg::checkpoint::saver> open() const {
         sg::checkpoint::sqlite_options o;

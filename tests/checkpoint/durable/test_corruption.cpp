@@ -251,7 +251,7 @@ void write_file(const std::string& path, std::string_view bytes) {
 }
 /// `to` becomes a copy of `from` (and of its -wal with `wal`), without a -wal or -shm left from before.
 void copy_db(const std::string& from, const std::string& to, bool wal = false) {
-    for (const char* s : {"", "-wal", "-shm"}) fs::remove(to + s);
+    for (const char* s : {"", "-wal", "-shm", "-leases"}) fs::remove(to + s);
     fs::copy_file(from, to);
     if (wal) fs::copy_file(from + "-wal", to + "-wal");
 }
@@ -316,7 +316,7 @@ public:
     }
     /// A consistent copy of the database (the backup API) in `to`, a fresh file.
     void copy_to(const std::string& to) {
-        for (const char* s : {"", "-wal", "-shm"}) fs::remove(to + s);
+        for (const char* s : {"", "-wal", "-shm", "-leases"}) fs::remove(to + s);
         sqlite3* dest = nullptr;
         if (sqlite3_open_v2(to.c_str(), &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, cp::detail::checksum_vfs()) != SQLITE_OK)
             throw std::runtime_error("cannot open " + to);
@@ -1081,7 +1081,7 @@ BOOST_AUTO_TEST_CASE(file_flips) {
     auto job = [&](std::size_t i) {
         auto damaged = bytes;
         damaged[flips[i].first] = static_cast<char>(damaged[flips[i].first] ^ flips[i].second);
-        for (const char* s : {"", "-wal", "-shm"}) fs::remove(work + s);
+        for (const char* s : {"", "-wal", "-shm", "-leases"}) fs::remove(work + s);
         write_file(work, damaged);
         verdict v;
         judge_file(v, work, file.truth, threads, true);
@@ -1089,7 +1089,7 @@ BOOST_AUTO_TEST_CASE(file_flips) {
         // from rows never written), or rows altered (which the seals must never let through)?
         if (v.tokens.find("=changed") != std::string::npos) {
             auto copy = file.dir.file("classify.db");
-            for (const char* s : {"", "-wal", "-shm"}) fs::remove(copy + s);
+            for (const char* s : {"", "-wal", "-shm", "-leases"}) fs::remove(copy + s);
             write_file(copy, damaged);
             const auto where = only_rows_gone(file.pristine, copy);
             if (!where.empty()) {
@@ -1159,7 +1159,7 @@ BOOST_AUTO_TEST_CASE(truncated_files_and_wal) {
         const auto& c = cuts[i];
         verdict v;
         auto lay_out = [&](std::string_view db, std::optional<std::string_view> w) {
-            for (const char* s : {"", "-wal", "-shm"}) fs::remove(work + s);
+            for (const char* s : {"", "-wal", "-shm", "-leases"}) fs::remove(work + s);
             write_file(work, db);
             if (w) write_file(work + "-wal", *w);
         };

@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(disk_full_keeps_the_last_good_checkpoint) {
     run(small_app.invoke(sg::update<big_state>{}, thread("good")));
 
     std::uintmax_t biggest = 0;
-    for (const char* suffix : {"", "-wal", "-shm"}) {
+    for (const char* suffix : {"", "-wal", "-shm", "-leases"}) {
         std::error_code ec;
         auto n = std::filesystem::file_size(db + suffix, ec);
         if (!ec) biggest = std::max(biggest, n);
