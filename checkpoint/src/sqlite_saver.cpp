@@ -140,6 +140,12 @@ sqlite_saver::impl::impl(sqlite_options o) : opt(std::move(o)), owner(lease_owne
 
 sqlite_saver::impl::~impl() {
     {
+        // Flushes still posted somewhere find the saver gone; one under way is waited for.
+        std::unique_lock g(link->m);
+        link->owner = nullptr;
+        link->idle.wait(g, [this] { return link->running == 0; });
+    }
+    {
         std::lock_guard k(keeper.mutex);
         keeper.stopping = true;
     }
@@ -164,7 +170,7 @@ sqlite_saver::impl::~impl() {
 bool sqlite_saver::impl::try_lead() {
     if (pool) return false;
     std::lock_guard q(queue_mutex);
-    if (leading || flush_posted || !queue.empty()) return false;
+    if (leading || !posted_to.empty() || !queue.empty()) return false;
     leading = true;
     return true;
 }
@@ -172,44 +178,93 @@ bool sqlite_saver::impl::try_lead() {
 void sqlite_saver::impl::end_lead() noexcept {
     std::lock_guard q(queue_mutex);
     leading = false;
-    if (!queue.empty() && !flush_posted) post_flush(queue.front()->executor());
+    post_flushes();
 }
 
 void sqlite_saver::impl::enqueue(std::unique_ptr<job> j) {
     std::lock_guard q(queue_mutex);
     queue.push_back(std::move(j));
-    if (!leading && !flush_posted) post_flush(queue.back()->executor());
+    if (!leading) post_flush(queue.back()->executor());
 }
 
 struct sqlite_saver::impl::flush_handler {
-    impl* owner;
-    explicit flush_handler(impl* i) : owner(i) {}
-    flush_handler(flush_handler&& o) noexcept : owner(std::exchange(o.owner, nullptr)) {}
+    std::shared_ptr<flush_link> link; // null once moved from, run or disarmed
+    boost::asio::any_io_executor ex;  // where it is posted (empty: the saver's own thread)
+    flush_handler(std::shared_ptr<flush_link> l, boost::asio::any_io_executor e) : link(std::move(l)), ex(std::move(e)) {}
+    flush_handler(flush_handler&& o) noexcept : link(std::move(o.link)), ex(o.ex) {}
     flush_handler& operator=(flush_handler&&) = delete;
-    ~flush_handler() {
-        if (!owner) return;
-        std::lock_guard q(owner->queue_mutex);
-        owner->flush_posted = false;
+    ~flush_handler() { // destroyed unrun (its io_context went first): another call may post again
+        if (!link) return;
+        std::lock_guard g(link->m);
+        if (!link->owner) return;
+        std::lock_guard q(link->owner->queue_mutex);
+        link->owner->unpost(ex);
     }
-    void operator()() { std::exchange(owner, nullptr)->flush(); }
+    void operator()() {
+        const auto l = std::move(link);
+        impl* owner = nullptr;
+        {
+            std::lock_guard g(l->m);
+            if (!l->owner) return; // the saver is gone: its calls were all served
+            owner = l->owner;
+            ++l->running;
+        }
+        struct done {
+            flush_link& l;
+            ~done() {
+                std::lock_guard g(l.m);
+                if (--l.running == 0) l.idle.notify_all();
+            }
+        } d{*l};
+        owner->flush(ex);
+    }
 };
 
+void sqlite_saver::impl::unpost(const boost::asio::any_io_executor& ex) noexcept {
+    auto it = std::find(posted_to.begin(), posted_to.end(), ex);
+    if (it != posted_to.end()) posted_to.erase(it);
+}
+
 void sqlite_saver::impl::post_flush(const boost::asio::any_io_executor& ex) noexcept {
-    flush_posted = true;
+    const boost::asio::any_io_executor where = pool ? boost::asio::any_io_executor() : ex;
+    if (std::find(posted_to.begin(), posted_to.end(), where) != posted_to.end()) return;
     try {
-        if (pool) boost::asio::post(*pool, flush_handler(this));
-        else boost::asio::post(ex, flush_handler(this));
+        posted_to.push_back(where);
     } catch (...) {
-        flush_posted = false; // the next call posts again
+        return; // the next call posts again
+    }
+    flush_handler h(link, where);
+    try {
+        if (pool) boost::asio::post(*pool, std::move(h));
+        else boost::asio::post(ex, std::move(h));
+    } catch (...) { // not posted (no memory): `h` was not moved from
+        h.link.reset();
+        unpost(where); // the next call posts again
     }
 }
 
-void sqlite_saver::impl::flush() {
+void sqlite_saver::impl::post_flushes() noexcept {
+    constexpr std::size_t most = 4; // executors looked for among the queued calls
+    std::size_t posted = 0;
+    boost::asio::any_io_executor seen[most];
+    for (const auto& j : queue) {
+        if (posted == most || pool) break;
+        auto ex = j->executor();
+        if (std::find(seen, seen + posted, ex) != seen + posted) continue;
+        seen[posted++] = ex;
+        post_flush(ex);
+    }
+    if (pool && !queue.empty()) post_flush({});
+}
+
+void sqlite_saver::impl::flush(const boost::asio::any_io_executor& ex) {
     std::vector<std::unique_ptr<job>> jobs;
     {
         std::lock_guard q(queue_mutex);
-        flush_posted = false;
-        if (leading) return; // the leader posts a flush for what waits when it ends
+        unpost(ex);
+        // The leader posts flushes for what waits when it ends; a flush posted beside another
+        // that ran first may find nothing left.
+        if (leading || queue.empty()) return;
         leading = true;
         jobs.swap(queue);
     }

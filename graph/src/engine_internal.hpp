@@ -277,8 +277,10 @@ struct record_writer {
     /// The arenas of this thread's ended calls, kept for its next calls: a call queues one
     /// record per checkpoint, each in an arena of its own, and a fresh arena is a malloc of
     /// 2 KiB (large enough to make the allocator consolidate its small free chunks). At most
-    /// `max_pooled_arenas` are kept per thread.
-    static constexpr std::size_t max_pooled_arenas = 64;
+    /// `max_pooled_arenas` are kept per thread (1 MiB): enough for the records that a thread's
+    /// calls waiting on one group commit hold at once (64 calls of a dozen checkpoints in flight
+    /// on two threads hold about 350 each; a smaller pool made them malloc again).
+    static constexpr std::size_t max_pooled_arenas = 512;
     static std::unique_ptr<record_arena> take_arena() {
         if (auto* pool = thread_cache<std::unique_ptr<record_arena>>::mine(); pool && !pool->items.empty()) {
             auto a = std::move(pool->items.back());
@@ -352,7 +354,7 @@ struct record_writer {
     /// from an earlier record of the same graph takes the copy in place (assign_versions).
     /// At most `max_pooled_versions` are kept per thread.
     using versions_map = std::map<std::string, std::string>;
-    static constexpr std::size_t max_pooled_versions = 64;
+    static constexpr std::size_t max_pooled_versions = 512;
     /// A copy of `from`, in a map taken from this thread's pool when it has one: one of the same
     /// size if there is (an earlier call's record at the same point of the same graph).
     static versions_map copy_versions(const versions_map& from) {
@@ -360,7 +362,8 @@ struct record_writer {
         if (!pool || pool->items.empty()) return from;
         auto& maps = pool->items;
         auto pick = maps.end() - 1;
-        for (auto i = maps.rbegin(); i != maps.rend(); ++i)
+        const auto look = maps.rbegin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(maps.size(), 16));
+        for (auto i = maps.rbegin(); i != look; ++i) // the latest few: a full pool is not scanned
             if (i->size() == from.size()) {
                 pick = std::prev(i.base());
                 break;
