@@ -60,7 +60,7 @@ boost::asio::awaitable<void> memory_saver::put(const std::string& thread_id, con
 
     auto& sh = shard_of(thread_id);
     std::lock_guard lock(sh.mutex);
-    auto& d = sh.threads.try_emplace(key{thread_id, ns}).first->second;
+    auto& d = sh.data_of(thread_id, ns);
     for (auto& [k, bytes] : apart) {
         if (k.second == graph_channel && k.first != cp.id) {
             std::lock_guard g(graphs_mutex_);
@@ -96,7 +96,7 @@ boost::asio::awaitable<void> memory_saver::put_writes(std::string thread_id, std
                                                       std::vector<pending_write> writes) {
     auto& sh = shard_of(thread_id);
     std::lock_guard lock(sh.mutex);
-    auto& list = sh.threads.try_emplace(key{std::move(thread_id), std::move(ns)}).first->second.writes[std::move(checkpoint_id)];
+    auto& list = sh.data_of(thread_id, ns).writes[std::move(checkpoint_id)];
     // A task's writes replace any earlier writes of the same task and channel (a re-run after resume).
     for (auto& w : writes) {
         auto it = std::find_if(list.begin(), list.end(), [&](const pending_write& o) {

@@ -61,15 +61,33 @@ private:
                                                                           // for values not inside their checkpoint's entry
         std::map<std::string, std::vector<pending_write>> writes;        // checkpoint id -> writes
     };
+    using key_view = std::pair<std::string_view, std::string_view>;
+    // Transparent: a put finds its thread by views of its arguments, without copying them into a key.
     struct key_hash {
-        std::size_t operator()(const key& k) const noexcept {
-            std::size_t h = std::hash<std::string_view>{}(k.first);
-            return h ^ (std::hash<std::string_view>{}(k.second) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+        using is_transparent = void;
+        static std::size_t of(std::string_view thread, std::string_view ns) noexcept {
+            std::size_t h = std::hash<std::string_view>{}(thread);
+            return h ^ (std::hash<std::string_view>{}(ns) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+        }
+        std::size_t operator()(const key& k) const noexcept { return of(k.first, k.second); }
+        std::size_t operator()(const key_view& k) const noexcept { return of(k.first, k.second); }
+    };
+    struct key_equal {
+        using is_transparent = void;
+        template <class A, class B>
+        bool operator()(const A& a, const B& b) const noexcept {
+            return std::string_view(a.first) == std::string_view(b.first) &&
+                   std::string_view(a.second) == std::string_view(b.second);
         }
     };
     struct shard {
         std::mutex mutex;
-        std::unordered_map<key, thread_data, key_hash> threads;
+        std::unordered_map<key, thread_data, key_hash, key_equal> threads;
+        /// The data of (thread, ns), made when new (the key copied only then).
+        thread_data& data_of(std::string_view thread, std::string_view ns) {
+            if (auto it = threads.find(key_view(thread, ns)); it != threads.end()) return it->second;
+            return threads.try_emplace(key(thread, ns)).first->second;
+        }
     };
     static constexpr std::size_t shard_count = 16;
 
