@@ -427,14 +427,40 @@ struct record_writer {
         }
         checkpoint::checkpoint fresh = record_in(*next);
         fresh.versions = copy_versions(out.versions);
-        if (queue.capacity() == 0) { // a call queues a dozen or two: room made once
-            queue.reserve(16);
-            queue_arenas.reserve(16);
+        if (queue.capacity() == 0) { // a call queues a dozen or two: room made once, or an earlier call's
+            queue = take_queue();
+            queue_arenas.reserve(queue.capacity());
         }
         queue.push_back(std::move(out));
         queue_arenas.push_back(std::move(arena));
         out = std::move(fresh);
         arena = std::move(next);
+    }
+
+    /// Room for a call's queue: an earlier call's on this thread (its records gone), else made.
+    /// A queue of records is a large allocation (some 10 KiB for 32), which makes the allocator
+    /// consolidate its small free chunks when made anew at each call.
+    static constexpr std::size_t max_pooled_queues = 8;
+    static std::vector<checkpoint::checkpoint> take_queue() {
+        if (auto* pool = thread_cache<std::vector<checkpoint::checkpoint>>::mine(); pool && !pool->items.empty()) {
+            auto q = std::move(pool->items.back());
+            pool->items.pop_back();
+            return q;
+        }
+        std::vector<checkpoint::checkpoint> q;
+        q.reserve(16);
+        return q;
+    }
+    static void give_back_queue(std::vector<checkpoint::checkpoint>&& q) noexcept {
+        q.clear();
+        if (q.capacity() == 0) return;
+        auto* pool = thread_cache<std::vector<checkpoint::checkpoint>>::mine();
+        if (!pool || pool->items.size() >= max_pooled_queues) return;
+        try {
+            pool->items.push_back(std::move(q));
+        } catch (...) {
+            // not kept
+        }
     }
 
     record_writer(const record_writer&) = delete;
@@ -443,7 +469,8 @@ struct record_writer {
     ~record_writer() {
         recycle_versions(std::move(out.versions));
         out = checkpoint::checkpoint{};
-        queue.clear();
+        for (auto& c : queue) recycle_versions(std::move(c.versions));
+        give_back_queue(std::move(queue)); // cleared first: before the arenas its records live in
         give_back(std::move(arena));
         for (auto& a : queue_arenas) give_back(std::move(a));
         for (auto& a : spare_arenas) give_back(std::move(a));
