@@ -33,4 +33,10 @@ saver::acquire_and_get(const std::string& thread_id, const std::string& ns, cons
     std::rethrow_exception(failed);
 }
 
+boost::asio::awaitable<std::optional<checkpoint_tuple>>
+saver::acquire_and_get_held(const std::string& thread_id, const std::string& ns, const std::string&) {
+    static const std::optional<std::string> newest; // outlives the awaitable handed out
+    return acquire_and_get(thread_id, ns, newest);
+}
+
 } // namespace stategraph::checkpoint

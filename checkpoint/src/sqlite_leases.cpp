@@ -126,7 +126,8 @@ void sqlite_saver::impl::acquire(const std::string& thread) {
 }
 
 std::optional<checkpoint_tuple> sqlite_saver::impl::acquire_and_get(const std::string& thread, const std::string& ns,
-                                                                    const std::optional<std::string>& checkpoint_id) {
+                                                                    const std::optional<std::string>& checkpoint_id,
+                                                                    const std::string* held_values) {
     // With the thread's file lock free and no row there, the lease is the lock alone: the call's
     // start reads and writes nothing (a read transaction, no commit; or nothing in a batch's).
     // The lock is taken before the first read, so the read sees every commit of the run that
@@ -153,7 +154,7 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::acquire_and_get(const std::s
     std::optional<checkpoint_tuple> got;
     try {
         // its transaction nested in `t`; the latest checkpoint may be remembered (sqlite_paused.cpp)
-        got = checkpoint_id ? get(thread, ns, checkpoint_id) : recall_or_get(thread, ns);
+        got = checkpoint_id ? get(thread, ns, checkpoint_id) : recall_or_get(thread, ns, held_values);
         t->commit();
     } catch (...) {
         if (took.fresh_lock) drop_lease_lock(thread);

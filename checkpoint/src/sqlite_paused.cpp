@@ -63,7 +63,8 @@ void sqlite_saver::impl::forget(const std::string& thread) noexcept {
     else if (auto it = paused.find(thread); it != paused.end()) paused.erase(it);
 }
 
-std::optional<checkpoint_tuple> sqlite_saver::impl::recall_or_get(const std::string& thread, const std::string& ns) {
+std::optional<checkpoint_tuple> sqlite_saver::impl::recall_or_get(const std::string& thread, const std::string& ns,
+                                                                  const std::string* held) {
     if (!ns.empty() || opt.read_only) return get(thread, ns, std::nullopt);
     if (paused.count(thread)) {
         // Inside the call's read transaction, which holds the thread's lease from here on. Read
@@ -72,8 +73,12 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::recall_or_get(const std::str
         auto it = paused.find(thread);
         if (it != paused.end() && it->second.paused && it->second.data_version == version) {
             it->second.used = ++paused_clock;
-            if (auto got = recall(thread, ns, it->second)) {
+            // The caller holds this checkpoint's values: nothing was written to the thread since
+            // its pause (the entry is paused and current), so they are the file's.
+            const bool omit = held && *held == it->second.id;
+            if (auto got = recall(thread, ns, it->second, omit)) {
                 ++paused_recalled;
+                paused_omitted += omit ? 1 : 0;
                 return got;
             }
         }
@@ -108,7 +113,7 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::recall_or_get(const std::str
 }
 
 std::optional<checkpoint_tuple> sqlite_saver::impl::recall(const std::string& thread, const std::string& ns,
-                                                           const paused_thread& e) {
+                                                           const paused_thread& e, bool omit_values) {
     checkpoint_tuple t{thread, ns, {}, e.writes};
     auto& cp = t.cp;
     cp.id = e.id;
@@ -119,6 +124,10 @@ std::optional<checkpoint_tuple> sqlite_saver::impl::recall(const std::string& th
         codec::decode_record(e.record, cp);
     } catch (const codec::corrupt&) {
         return std::nullopt; // cannot happen (this saver encoded it); read from the file instead
+    }
+    if (omit_values) {
+        t.values_omitted = true;
+        return t;
     }
     for (const auto& [channel, version] : cp.versions) {
         if (version.empty()) continue;

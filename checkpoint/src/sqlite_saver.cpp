@@ -400,6 +400,11 @@ sqlite_saver::~sqlite_saver() = default;
 const std::string& sqlite_saver::owner() const noexcept { return impl_->owner; }
 const std::string& sqlite_saver::path() const noexcept { return impl_->opt.path; }
 
+std::uint64_t sqlite_saver::omitted_values() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->paused_omitted;
+}
+
 sqlite_saver::paused_memory sqlite_saver::remembered() const {
     std::lock_guard lock(impl_->mutex);
     paused_memory m;
@@ -522,6 +527,14 @@ boost::asio::awaitable<std::optional<checkpoint_tuple>>
 sqlite_saver::acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) {
     return on_saver_thread<std::optional<checkpoint_tuple>>(*impl_, [i = impl_.get(), &thread_id, &ns, &checkpoint_id] {
         return i->acquire_and_get(thread_id, ns, checkpoint_id); // the arguments outlive the co_await
+    });
+}
+
+boost::asio::awaitable<std::optional<checkpoint_tuple>>
+sqlite_saver::acquire_and_get_held(const std::string& thread_id, const std::string& ns, const std::string& held_id) {
+    return on_saver_thread<std::optional<checkpoint_tuple>>(*impl_, [i = impl_.get(), &thread_id, &ns, &held_id] {
+        static const std::optional<std::string> newest;
+        return i->acquire_and_get(thread_id, ns, newest, &held_id); // the arguments outlive the co_await
     });
 }
 

@@ -261,6 +261,7 @@ struct sqlite_saver::impl {
     std::map<std::string, paused_thread, std::less<>> paused;
     std::uint64_t paused_clock = 0;
     std::uint64_t paused_recalled = 0; ///< call starts served from `paused` (sqlite_saver::remembered)
+    std::uint64_t paused_omitted = 0;  ///< of those, the ones that left the values out (the caller held them)
     /// The data version the entries in `paused` were last checked against.
     std::int64_t paused_version = -1;
     /// At most this many threads' states are kept, each with at most `paused_links` stored
@@ -743,8 +744,10 @@ struct sqlite_saver::impl {
     void forget(const std::string& thread) noexcept;
     /// A call's start: the thread's latest checkpoint, from `paused` when its entry is current,
     /// else read as `get` does, the bytes read kept as the thread's entry (none read: an empty
-    /// thread) for the run's writes to advance.
-    std::optional<checkpoint_tuple> recall_or_get(const std::string& thread, const std::string& ns);
+    /// thread) for the run's writes to advance. `held`: the caller holds the values of that
+    /// checkpoint; when the entry's is that one, they are left out (`values_omitted`).
+    std::optional<checkpoint_tuple> recall_or_get(const std::string& thread, const std::string& ns,
+                                                  const std::string* held = nullptr);
     /// Whether a write of this saver to (thread, ns) now is to be noted (`note_paused`): the
     /// thread is remembered and this saver holds its lease. A thread remembered whose lease this
     /// saver does not hold is forgotten: another saver may write it before the next call's start.
@@ -753,7 +756,9 @@ struct sqlite_saver::impl {
     /// transaction commits.
     void note_paused(paused_write w);
     /// The entry's state as `get` returns it; none when it cannot be made (the entry is then dropped).
-    std::optional<checkpoint_tuple> recall(const std::string& thread, const std::string& ns, const paused_thread& e);
+    /// `omit_values`: everything but the values (`checkpoint_tuple::values_omitted`).
+    std::optional<checkpoint_tuple> recall(const std::string& thread, const std::string& ns, const paused_thread& e,
+                                           bool omit_values = false);
     /// Applies `paused_log` to the entries (`apply`), or forgets its threads.
     void settle_paused(bool apply) noexcept;
     /// One write applied to `e`; false when it does not follow from it (the entry is then dropped).
@@ -838,9 +843,10 @@ struct sqlite_saver::impl {
     bool leased(const std::string& thread, std::int64_t now);
 
     void acquire(const std::string& thread);
-    /// `acquire` and `get` in one transaction (or in the batch's).
+    /// `acquire` and `get` in one transaction (or in the batch's); `held_values`: as recall_or_get's `held`.
     std::optional<checkpoint_tuple> acquire_and_get(const std::string& thread, const std::string& ns,
-                                                    const std::optional<std::string>& checkpoint_id);
+                                                    const std::optional<std::string>& checkpoint_id,
+                                                    const std::string* held_values = nullptr);
     /// The lease taken for this saver inside the caller's transaction (throws `thread_busy`): the
     /// thread's file lock when free, and its row, unless `lock_alone` and the lock was free and
     /// no row is there. On a throw, a lock taken for it is dropped again.

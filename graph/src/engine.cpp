@@ -7,6 +7,16 @@
 namespace stategraph {
 namespace detail {
 
+held_slot::held_slot() : p_(std::make_unique<held_states>()) {}
+held_slot::held_slot(const held_slot&) : held_slot() {}
+held_slot::held_slot(held_slot&&) noexcept = default;
+held_slot& held_slot::operator=(const held_slot&) {
+    p_ = std::make_unique<held_states>();
+    return *this;
+}
+held_slot& held_slot::operator=(held_slot&&) noexcept = default;
+held_slot::~held_slot() = default;
+
 // ---------------------------------------------------------------------------------------------
 // entry points
 

@@ -145,14 +145,16 @@ bool migrate(const graph_core& g, checkpoint::checkpoint_tuple& t, bool reading)
 /// Loads checkpoint `t` into `r`. `drifted`: another graph shape wrote it and the caller accepted
 /// that (names this graph does not have are dropped); otherwise every stored name must exist
 /// here, and one that does not is corruption (corrupt_checkpoint naming thread, checkpoint and
-/// field), never silently dropped.
-void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted) {
+/// field), never silently dropped. `held`: the state of checkpoint `t` (`held_states`), taken
+/// instead of its stored values, which `t` then leaves out (`values_omitted`).
+void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted, state_box* held) {
     const auto& st = *g.st;
     const auto& cp = t.cp;
     const char* field = "versions"; // what is being read, for the message of a malformed record
     r.saved.cp_source = cp.source;
     try {
-        st.reset_state(r.saved.state.get());
+        if (held) r.saved.state = std::move(*held);
+        else st.reset_state(r.saved.state.get());
         std::fill(r.saved.versions.begin(), r.saved.versions.end(), std::string());
         std::fill(r.writer.saved_size.begin(), r.writer.saved_size.end(), std::size_t(-1)); // next save: whole values
         std::fill(r.writer.delta_chain.begin(), r.writer.delta_chain.end(), 0);
@@ -183,6 +185,7 @@ void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tup
                 continue;
             }
             r.saved.versions[static_cast<std::size_t>(i)] = version;
+            if (held) continue;
             if (const auto* v = cp.values.if_contains(channel))
                 st.from_json(r.saved.state.get(), static_cast<std::size_t>(i), *v, errc::corrupt_checkpoint,
                              "thread '" + r.thread_id() + "', checkpoint " + cp.id);

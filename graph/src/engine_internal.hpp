@@ -34,10 +34,12 @@
 #include <ctime>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <set>
 #include <span>
+#include <unordered_map>
 
 namespace stategraph {
 namespace detail {
@@ -161,6 +163,19 @@ public:
         }
         return saver_->get(thread_id_, ns_, id);
     }
+    /// As load(std::nullopt) at a call's start, by a caller holding the values of checkpoint
+    /// `held_id` (`saver::acquire_and_get_held`: the saver may leave them out).
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> load_held(std::string held_id) {
+        held_id_ = std::move(held_id);
+        if (!acquire_on_load_) return saver_->get(thread_id_, ns_, std::nullopt);
+        acquire_on_load_ = false;
+        return acquire_and_load_held();
+    }
+    /// The thread's newest checkpoint with its values, the lease already held (after a
+    /// load_held() whose values the caller cannot use).
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> reload() {
+        return saver_->get(thread_id_, ns_, std::nullopt);
+    }
     boost::asio::awaitable<void> put(const checkpoint::checkpoint& cp) {
         if (!observer_) return saver_->put(thread_id_, ns_, cp);
         return timed(saver_->put(thread_id_, ns_, cp), observer_);
@@ -198,6 +213,11 @@ private:
         leased_ = true;
         co_return got;
     }
+    boost::asio::awaitable<std::optional<checkpoint::checkpoint_tuple>> acquire_and_load_held() {
+        auto got = co_await saver_->acquire_and_get_held(thread_id_, ns_, held_id_);
+        leased_ = true;
+        co_return got;
+    }
     static boost::asio::awaitable<void> timed(boost::asio::awaitable<void> put, run_observer* o) {
         const auto start = std::chrono::steady_clock::now();
         co_await std::move(put);
@@ -210,7 +230,10 @@ private:
     bool leased_ = false;
     bool acquire_on_load_ = false;
     std::optional<std::string> load_id_; // acquire_and_load()'s checkpoint id
+    std::string held_id_;                // acquire_and_load_held()'s
 };
+
+
 
 // ---------------------------------------------------------------------------------------------
 // run_state: a call's state.
@@ -605,7 +628,8 @@ void forget_saved_sizes(run_state& r, const field_mask& overwritten);
 const std::string& signature_of(const checkpoint::checkpoint& cp);
 int state_version_of(const checkpoint::checkpoint& cp);
 bool migrate(const graph_core& g, checkpoint::checkpoint_tuple& t, bool reading = false);
-void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted);
+void restore(const graph_core& g, run_state& r, const checkpoint::checkpoint_tuple& t, bool drifted,
+             state_box* held = nullptr);
 boost::asio::awaitable<void> write_record(const graph_core& g, run_state& r, const std::string& id, std::int64_t step,
                                           const char* source, const field_mask& changed);
 boost::asio::awaitable<void> put_queued(run_state& r);
@@ -673,6 +697,45 @@ checkpoint::saver* require_saver(const graph_core& g);
 snapshot_data snapshot(const graph_core& g, const checkpoint::checkpoint_tuple& t, bool apply_pending);
 
 } // namespace detail::engine
+
+namespace detail {
+/// The states of threads a graph's calls left paused at an interrupt (`graph_core::held`), each
+/// with the checkpoint it is the state of: the next call on the thread passes that id to
+/// `saver::acquire_and_get_held`, and when the saver leaves the values out (nothing was written
+/// to the thread since), restore() takes this state instead of converting stored values. An
+/// entry is taken out by the call that uses it (a call that pauses again puts its own back).
+/// Bounded: the least recently kept goes first.
+struct held_states {
+    struct entry {
+        std::string checkpoint_id;
+        state_box state;
+        std::uint64_t kept = 0;
+    };
+    static constexpr std::size_t max_threads = 32;
+
+    std::optional<entry> take(const std::string& thread) {
+        std::lock_guard lock(m);
+        auto it = by_thread.find(thread);
+        if (it == by_thread.end()) return std::nullopt;
+        std::optional<entry> e(std::move(it->second));
+        by_thread.erase(it);
+        return e;
+    }
+    void keep(const std::string& thread, std::string checkpoint_id, state_box&& state) {
+        std::lock_guard lock(m);
+        if (by_thread.size() >= max_threads && !by_thread.count(thread)) {
+            auto oldest = by_thread.begin();
+            for (auto i = by_thread.begin(); i != by_thread.end(); ++i)
+                if (i->second.kept < oldest->second.kept) oldest = i;
+            by_thread.erase(oldest);
+        }
+        by_thread.insert_or_assign(thread, entry{std::move(checkpoint_id), std::move(state), ++clock});
+    }
+    std::mutex m;
+    std::unordered_map<std::string, entry> by_thread;
+    std::uint64_t clock = 0;
+};
+} // namespace detail
 
 namespace detail {
 // Every part of the engine reads detail::engine's names unqualified, as the single file's unnamed

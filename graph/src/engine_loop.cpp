@@ -297,8 +297,24 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     std::optional<checkpoint::checkpoint_tuple> head;
     std::optional<std::string> from_id;
     if (env.cfg.checkpoint_id) from_id = env.cfg.checkpoint_id.str();
+    // The state this graph's last call on the thread paused with, when it kept it (run()).
+    std::optional<held_states::entry> kept;
+    if (r.session && !from_id && r.session.ns().empty() && g.held.get() && r.session.saver()->omits_held_values())
+        kept = g.held.get()->take(r.thread_id());
     if (r.session) {
-        head = co_await r.session.load(from_id);
+        if (kept) head = co_await r.session.load_held(kept->checkpoint_id);
+        else head = co_await r.session.load(from_id);
+        if (head && head->values_omitted && !(kept && head->cp.id == kept->checkpoint_id)) {
+            // Not the checkpoint whose state is held (a saver that does not keep to its
+            // contract): read its values after all.
+            kept.reset();
+            head = co_await r.session.reload();
+            if (head && head->values_omitted)
+                throw checkpoint_error(errc::storage_failure,
+                                       "thread '" + r.thread_id() + "': the checkpointer returned checkpoint " + head->cp.id +
+                                           " without its values",
+                                       {r.thread_id(), head->cp.id});
+        }
         if (!head && from_id)
             throw thread_error(errc::checkpoint_not_found, "thread '" + r.thread_id() + "' has no checkpoint '" + *from_id + "'",
                                {r.thread_id(), *from_id});
@@ -308,9 +324,15 @@ boost::asio::awaitable<run_outcome> run_locked(const call_env& env, run_state& r
     r.saved.fr.barriers.assign(g.joins.size(), {});
     for (std::size_t j = 0; j < g.joins.size(); ++j) r.saved.fr.barriers[j].assign(g.joins[j].sources.size(), 0);
     if (head) {
-        const bool migrated = migrate(g, *head);
-        restore(g, r, *head, signature_of(head->cp) != g.signature);
-        if (migrated) r.writer.signature_differs = r.writer.write_all = true;
+        if (head->values_omitted) {
+            // The checkpoint this graph wrote and paused at (same shape, same state version):
+            // its state, as held, instead of its stored values.
+            restore(g, r, *head, false, &kept->state);
+        } else {
+            const bool migrated = migrate(g, *head);
+            restore(g, r, *head, signature_of(head->cp) != g.signature);
+            if (migrated) r.writer.signature_differs = r.writer.write_all = true;
+        }
         if (signature_of(head->cp) != g.signature) {
             if (!env.cfg.allow_drift) {
                 co_await load_stored_shape(r);
@@ -427,6 +449,13 @@ boost::asio::awaitable<run_outcome> run(const call_env& env, run_state& r, run_i
     co_await release_quietly(r.session);
     if (r.span) end_run_span(r, failure, failure ? nullptr : &result);
     if (failure) std::rethrow_exception(failure);
+    // A call that paused at an interrupt, its writes stored: the thread's state is its newest
+    // checkpoint's (the result holds a copy), kept for the resume (held_states). Not with exit
+    // durability (its checkpoint is staged), nor after an input not yet applied.
+    if (top && result.status == run_status::interrupted && r.saved.have_checkpoint && r.saved.state &&
+        !r.saved.has_start_input && r.writer.mode != durability::exit && env.g.held.get() &&
+        r.session.saver()->omits_held_values())
+        env.g.held.get()->keep(r.thread_id(), r.saved.cp_id, std::move(r.saved.state));
     co_return result;
 }
 

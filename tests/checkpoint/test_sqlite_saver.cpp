@@ -11,6 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <stategraph/checkpoint/conformance.hpp>
+#include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
 
 #include "codec.hpp" // checkpoint/src: to write records as schema version 3 sealed them
@@ -2417,6 +2418,64 @@ BOOST_AUTO_TEST_CASE(a_paused_thread_resumes_from_memory_as_the_file_holds_it) {
     BOOST_TEST(dump(start_call(a, "t")) == dump(get(b, "t", "")));
     BOOST_TEST(a.remembered().recalled == 3u);
     run(a.release("t"));
+}
+
+// A caller that holds the paused checkpoint's values (the engine's graph that paused the thread)
+// gets everything else of it, values left out, only while the memory is current and that
+// checkpoint is the newest; otherwise the values as before.
+BOOST_AUTO_TEST_CASE(a_resume_by_the_caller_holding_the_values_leaves_them_out) {
+    temp_dir dir;
+    const auto path = dir.file("db");
+    sqlite_saver a(options_for(path)), b(options_for(path));
+    BOOST_TEST(a.omits_held_values());
+    const auto cps = paused_run(a, "t");
+    auto full = json::parse(dump(get(b, "t", ""))).as_object();
+    const std::string held = cps.back().id;
+    const std::string other = cps.front().id, thread = "t", ns;
+
+    auto got = run(a.acquire_and_get_held(thread, ns, held));
+    BOOST_REQUIRE(got.has_value());
+    BOOST_TEST(got->values_omitted);
+    BOOST_TEST(got->cp.values.empty());
+    BOOST_TEST(a.omitted_values() == 1u);
+    BOOST_TEST(a.remembered().recalled == 1u);
+    full["values"] = json::object{};
+    BOOST_TEST(dump(got) == json::serialize(full)); // everything else as the file holds it
+    BOOST_TEST_REQUIRE(got->writes.size() == 1u);
+    BOOST_TEST(got->writes.front().channel == "__interrupt__");
+    end_run(a, "t", {}, true, held); // paused again at the same checkpoint
+
+    // Another checkpoint held: the values, as the file holds them.
+    got = run(a.acquire_and_get_held(thread, ns, other));
+    BOOST_TEST(!got->values_omitted);
+    BOOST_TEST(dump(got) == dump(get(b, "t", "")));
+    BOOST_TEST(a.omitted_values() == 1u);
+    end_run(a, "t", {}, true, held);
+
+    // Another connection's commit: the memory is stale, the values are read.
+    put(b, "elsewhere", "", next_cp(nullptr, 0, "loop", json::object{{"x", 1}}));
+    got = run(a.acquire_and_get_held(thread, ns, held));
+    BOOST_TEST(!got->values_omitted);
+    BOOST_TEST(got->cp.values.at("log") == (json::array{"in", "prep"}));
+    BOOST_TEST(a.omitted_values() == 1u);
+    end_run(a, "t", {}, true, held);
+
+    // This saver's write outside the run: forgotten, the values are read.
+    run(a.put_writes("t", "", held, {write_of("task-ask", "ask", "__resume__", json::array{"late"})}));
+    got = run(a.acquire_and_get_held(thread, ns, held));
+    BOOST_TEST(!got->values_omitted);
+    BOOST_TEST(dump(got) == dump(get(b, "t", "")));
+    run(a.release("t"));
+
+    // The default of a saver that keeps nothing: the values, always.
+    memory_saver m;
+    BOOST_TEST(!m.omits_held_values());
+    put(m, "t", "", cps.front());
+    got = run(m.acquire_and_get_held(thread, ns, other));
+    BOOST_REQUIRE(got.has_value());
+    BOOST_TEST(!got->values_omitted);
+    BOOST_TEST(got->cp.values.at("question") == "continue?");
+    run(m.release("t"));
 }
 
 // A conversation: turn after turn on one thread, each pausing, each appending to a channel. Every

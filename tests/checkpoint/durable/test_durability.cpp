@@ -185,6 +185,10 @@ BOOST_DATA_TEST_CASE(paused_threads_resume_from_the_sqlite_savers_memory, modes(
             BOOST_TEST(r.interrupts.front().value == json::value("question " + std::to_string(k + 1)));
         }
         BOOST_TEST(mine.remembered().recalled == static_cast<std::uint64_t>(k + 1), "resume " << k);
+        // The graph held the state it paused with (not with exit durability): the saver left the
+        // values out, and the run went on from that state.
+        BOOST_TEST(mine.omitted_values() == (mode == sg::durability::exit ? 0u : static_cast<std::uint64_t>(k + 1)),
+                   "resume " << k);
         BOOST_TEST(mine.remembered().threads == (k < 2 ? 1u : 0u), "resume " << k);
         const auto here = run(app.get_state("t")), there = run(reader.get_state("t"));
         BOOST_TEST(here.values.log == there.values.log, "resume " << k);
@@ -206,6 +210,56 @@ BOOST_DATA_TEST_CASE(paused_threads_resume_from_the_sqlite_savers_memory, modes(
     BOOST_REQUIRE(r.interrupted());
     r = run(app.invoke(sg::resume("y2"), in_mode("u", mode)));
     BOOST_TEST(r.values.log == (strings{"a", "y0", "y1", "y2", "c"}));
+}
+
+// The state a call paused with is used by its resume only while the thread is as the call left
+// it: after an update_state (a new checkpoint), or a resume by another compiled graph (which
+// holds nothing) that paused again, the values are read and the resume sees what was written.
+BOOST_DATA_TEST_CASE(a_resume_uses_the_paused_state_only_while_the_thread_is_as_left, modes(), mode) {
+    saver_env env(saver_kind::sqlite);
+    auto& mine = dynamic_cast<cp::sqlite_saver&>(*env.saver);
+    counters side;
+    sg::state_graph<st> g("ask_twice");
+    g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c"));
+    g.add_node("ask", [](const st& s, sg::context& ctx) {
+        auto first = ctx.interrupt_now<std::string>(json::value("first"));
+        auto second = ctx.interrupt_now<std::string>(json::value("second of " + std::to_string(s.log.size())));
+        return upd{}.set<&st::log>({first, second});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "ask").add_edge("ask", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = env.saver});
+    const std::uint64_t per_resume = mode == sg::durability::exit ? 0u : 1u;
+
+    auto r = run(app.invoke(upd{}, in_mode("t", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    (void)run(app.update_state("t", upd{}.set<&st::log>({"edited"}))); // as a: ask is next, anew
+    r = run(app.invoke(sg::continue_run, in_mode("t", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    BOOST_TEST(mine.omitted_values() == 0u); // read: the update is newer than the pause
+    r = run(app.invoke(sg::resume("x"), in_mode("t", mode)));
+    BOOST_TEST(mine.omitted_values() == per_resume); // nothing written since its own pause
+    BOOST_REQUIRE_EQUAL(r.interrupts.size(), 1u);
+    BOOST_TEST(r.interrupts.front().value == json::value("second of 2")); // a, edited
+    r = run(app.invoke(sg::resume("y"), in_mode("t", mode)));
+    BOOST_TEST(mine.omitted_values() == 2 * per_resume);
+    BOOST_TEST(r.values.log == (strings{"a", "edited", "x", "y", "c"}));
+
+    // Another compiled graph holds nothing of the first's pause: its first resume reads the
+    // values (its second uses its own pause's), and runs the thread to its end; the first
+    // graph's held state, of the older pause, is then not used.
+    r = run(app.invoke(upd{}, in_mode("u", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    auto other = g.compile({.checkpointer = env.saver});
+    r = run(other.invoke(sg::resume("p"), in_mode("u", mode)));
+    BOOST_REQUIRE(r.interrupted());
+    r = run(other.invoke(sg::resume("q"), in_mode("u", mode)));
+    BOOST_TEST(!r.interrupted());
+    BOOST_TEST(mine.omitted_values() == 3 * per_resume);
+    r = run(app.invoke(upd{}, in_mode("u", mode))); // new input, on the state the other left
+    BOOST_REQUIRE(r.interrupted());
+    BOOST_TEST(mine.omitted_values() == 3 * per_resume);
+    BOOST_TEST(r.values.log == (strings{"a", "p", "q", "c", "a"}));
+    BOOST_TEST(run(other.get_state("u")).values.log == r.values.log);
 }
 
 // A static breakpoint in every mode: the call stops before b with a's step stored; continuing

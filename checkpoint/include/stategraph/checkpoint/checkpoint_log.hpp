@@ -51,6 +51,9 @@ struct checkpoint_tuple {
     std::string ns;
     checkpoint cp;
     std::vector<pending_write> writes;
+    /// Set by `saver::acquire_and_get_held` only: `cp.values` was left empty because the caller
+    /// said it holds them (everything else of the checkpoint, and the writes, are there).
+    bool values_omitted = false;
 };
 
 /// @brief Filters for `list()` and `get_state_history`. Results come newest first:

@@ -98,6 +98,24 @@ public:
     /// `co_await s.acquire_and_get(t, "", std::nullopt)`).
     virtual boost::asio::awaitable<std::optional<checkpoint_tuple>>
     acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id);
+
+    /// @brief A call's start by a caller that still holds the values of checkpoint `held_id`
+    /// (the engine: its last call on the thread paused there, at an interrupt). As
+    /// `acquire_and_get(thread_id, ns, std::nullopt)`, except that when `held_id` is still the
+    /// thread's newest checkpoint and the saver knows that nothing was written to the thread since
+    /// (so the caller's values are that checkpoint's), it may leave `cp.values` empty and set
+    /// `checkpoint_tuple::values_omitted`: the resume then reads and parses none of the thread's
+    /// values. The default omits nothing (`acquire_and_get`); the SQLite saver omits them while
+    /// it remembers the paused thread (`sqlite_saver::remembered`).
+    /// @param thread_id the thread.
+    /// @param ns the namespace.
+    /// @param held_id the checkpoint whose values the caller holds. The arguments are read during
+    /// the call: keep them alive until the returned awaitable completes.
+    virtual boost::asio::awaitable<std::optional<checkpoint_tuple>>
+    acquire_and_get_held(const std::string& thread_id, const std::string& ns, const std::string& held_id);
+    /// @brief Whether `acquire_and_get_held` ever omits values: callers keep a paused thread's
+    /// values only for a saver that does. The default: false.
+    virtual bool omits_held_values() const noexcept { return false; }
 };
 
 /// @brief A new checkpoint id: 11 characters of a 64-symbol alphabet in ASCII order (nanoseconds since

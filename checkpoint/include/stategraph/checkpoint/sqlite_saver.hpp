@@ -186,6 +186,13 @@ public:
     /// @brief The lease taken and the checkpoint read in one transaction; a failure takes no lease.
     boost::asio::awaitable<std::optional<checkpoint_tuple>>
     acquire_and_get(const std::string& thread_id, const std::string& ns, const std::optional<std::string>& checkpoint_id) override;
+    /// @brief As `acquire_and_get` of the newest checkpoint; when it is `held_id` and this saver
+    /// remembers the thread paused there (`remembered()`), its values are left out: the caller
+    /// holds them.
+    boost::asio::awaitable<std::optional<checkpoint_tuple>>
+    acquire_and_get_held(const std::string& thread_id, const std::string& ns, const std::string& held_id) override;
+    /// @brief True: see `acquire_and_get_held`.
+    bool omits_held_values() const noexcept override { return true; }
     boost::asio::awaitable<std::optional<checkpoint_tuple>> get(std::string thread_id, std::string ns,
                                                                 std::optional<std::string> checkpoint_id) override;
     boost::asio::awaitable<std::vector<checkpoint_tuple>> list(std::string thread_id, std::string ns,
@@ -238,6 +245,10 @@ public:
     /// the run's own pause). Only the root namespace's state is kept, for the 32 most recently
     /// used threads at most, each as the encoded bytes it was stored as.
     paused_memory remembered() const;
+    /// @brief Of the call starts `remembered()` counts as recalled, those that left the values
+    /// out because their caller held them (`acquire_and_get_held`: the engine's resume of a
+    /// thread its graph paused).
+    std::uint64_t omitted_values() const;
 
 private:
     struct impl;

@@ -36,6 +36,23 @@ class node_cache;
 namespace stategraph::detail {
 
 struct graph_core;
+struct held_states;
+
+/// Where a compiled graph keeps the states its calls left paused (engine_internal.hpp: `held_states`):
+/// made with the graph, empty in a copy of it (the copy may be given another saver).
+class held_slot {
+public:
+    held_slot();
+    held_slot(const held_slot&);
+    held_slot(held_slot&&) noexcept;
+    held_slot& operator=(const held_slot&);
+    held_slot& operator=(held_slot&&) noexcept;
+    ~held_slot();
+    held_states* get() const noexcept { return p_.get(); }
+
+private:
+    std::unique_ptr<held_states> p_;
+};
 
 struct node_rt {
     std::string name;
@@ -121,6 +138,10 @@ struct graph_core {
     /// Set once `saver` stored this graph's shape (`put_graph`, asked by a new thread's first
     /// checkpoint): the calls after it do not ask again (each asking copies the whole shape).
     unset_when_copied shape_stored;
+    /// The states of threads this graph's calls left paused at an interrupt, for their resumes
+    /// (`saver::acquire_and_get_held`): with a saver that omits held values, a resume by this
+    /// graph reads and converts none of the thread's values.
+    held_slot held;
     /// Where cached nodes keep their outcomes: `compile_options::cache`, else the checkpointer,
     /// else a memory saver of this graph's own (null when no node is cached and there is neither).
     std::shared_ptr<checkpoint::node_cache> cache;
