@@ -262,6 +262,70 @@ BOOST_DATA_TEST_CASE(a_resume_uses_the_paused_state_only_while_the_thread_is_as_
     BOOST_TEST(run(other.get_state("u")).values.log == r.values.log);
 }
 
+/// A saver that says it omits held values and leaves out the values of whatever checkpoint is
+/// newest, held or not (and, with `omit_on_get`, of every read): against its contract.
+class careless_saver final : public cp::forwarding_saver {
+public:
+    explicit careless_saver(std::shared_ptr<cp::saver> inner) : forwarding_saver(std::move(inner)) {}
+    bool omit_on_get = false;
+
+    bool omits_held_values() const noexcept override { return true; }
+    boost::asio::awaitable<std::optional<cp::checkpoint_tuple>>
+    acquire_and_get_held(const std::string& thread_id, const std::string& ns, const std::string&) override {
+        const std::optional<std::string> newest;
+        auto got = co_await acquire_and_get(thread_id, ns, newest);
+        if (got) omit(*got);
+        co_return got;
+    }
+    boost::asio::awaitable<std::optional<cp::checkpoint_tuple>> get(std::string thread_id, std::string ns,
+                                                                    std::optional<std::string> id) override {
+        auto got = co_await inner().get(std::move(thread_id), std::move(ns), std::move(id));
+        if (got && omit_on_get) omit(*got);
+        co_return got;
+    }
+
+private:
+    static void omit(cp::checkpoint_tuple& t) {
+        t.cp.values = json::object{};
+        t.values_omitted = true;
+    }
+};
+
+// A saver that leaves out the values of a checkpoint other than the one held: the engine reads
+// them again and runs on what was written; one that leaves them out of that read too is a
+// storage_failure naming the thread and the checkpoint, never a run on missing values.
+BOOST_AUTO_TEST_CASE(a_saver_omitting_values_not_held_is_read_again_or_refused) {
+    saver_env env(saver_kind::sqlite);
+    auto careless = std::make_shared<careless_saver>(env.saver);
+    counters side;
+    sg::state_graph<st> g("careless");
+    g.add_node("a", logger(side, "a")).add_node("c", logger(side, "c"));
+    g.add_node("ask", [](const st&, sg::context& ctx) {
+        return upd{}.set<&st::log>({ctx.interrupt_now<std::string>(json::value("q"))});
+    });
+    g.add_edge(sg::START, "a").add_edge("a", "ask").add_edge("ask", "c").add_edge("c", sg::END);
+    auto app = g.compile({.checkpointer = careless});
+    auto r = run(app.invoke(upd{}, in_mode("t", sg::durability::async)));
+    BOOST_REQUIRE(r.interrupted());
+    const auto edited = run(app.update_state("t", upd{}.set<&st::log>({"edited"}))); // newer than the pause
+    r = run(app.invoke(sg::continue_run, in_mode("t", sg::durability::async)));
+    BOOST_REQUIRE(r.interrupted()); // ask again, on the values read again
+    BOOST_TEST(r.values.log == (strings{"a", "edited"}));
+
+    const auto again = run(app.update_state("t", upd{}.set<&st::log>({"again"})));
+    careless->omit_on_get = true;
+    std::string msg;
+    std::vector<std::string> names;
+    BOOST_TEST(error_of([&] { (void)run(app.invoke(sg::continue_run, in_mode("t", sg::durability::async))); }, &msg, &names) ==
+               sg::errc::storage_failure);
+    BOOST_TEST(msg.find("thread 't'") != std::string::npos, msg);
+    BOOST_TEST(msg.find("without its values") != std::string::npos, msg);
+    BOOST_TEST(names == (strings{"t", again}));
+    careless->omit_on_get = false;
+    BOOST_TEST(run(app.get_state("t")).values.log == (strings{"a", "edited", "again"})); // nothing lost
+    BOOST_TEST(edited != again);
+}
+
 // A static breakpoint in every mode: the call stops before b with a's step stored; continuing
 // passes the breakpoint.
 BOOST_DATA_TEST_CASE(breakpoints_continue_in_every_mode, savers() * modes(), kind, mode) {
