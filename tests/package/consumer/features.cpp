@@ -11,7 +11,8 @@
 // 3. A state migration: a thread paused by version 1 of a state is resumed by version 2 from a
 //    new saver on the same SQLite file, as a redeployed process would.
 // 4. Issue 25: one SQLite saver pauses a thread and resumes it from its memory
-//    (`sqlite_saver::remembered()`), a second resume after another pause too.
+//    (`sqlite_saver::remembered()`), the graph's held state leaving the values out
+//    (`sqlite_saver::omitted_values()`), and `acquire_and_get_held` called with temporaries.
 // Usage: consumer_features <database file>
 #include <stategraph/checkpoint/memory_saver.hpp>
 #include <stategraph/checkpoint/sqlite_saver.hpp>
@@ -138,8 +139,13 @@ boost::asio::awaitable<bool> resumes(std::string db) {
     const auto kept = saver->remembered();
     auto done = co_await app.invoke(sg::resume("no"), {.thread_id = "ticket-2"});
     const auto [threads, recalled] = saver->remembered();
+    // The graph held the state it paused with: the saver left the values out of the resume.
+    const auto omitted = saver->omitted_values();
+    // The saver call itself, spelled with temporaries: a thread with no checkpoint, nothing held.
+    auto none = co_await saver->acquire_and_get_held("ticket-3", "", "no such checkpoint");
+    co_await saver->release("ticket-3");
     co_return check(paused.next == std::vector<std::string>{"approve"} && kept.threads == 1 && kept.recalled == 0 &&
-                        threads == 0 && recalled == 1 &&
+                        threads == 0 && recalled == 1 && omitted == 1 && !none &&
                         done.values.trail == std::vector<std::string>{"open", "approve:no"},
                     "a paused thread resumes from the saver's memory");
 }
