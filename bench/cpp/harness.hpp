@@ -188,6 +188,11 @@ boost::json::object commit_floor(const std::string& db_dir, bool full, int commi
 boost::json::object rows_floor(const std::string& db_dir, bool full, int runs, int rows_per_run, std::size_t row_bytes,
                                int runs_per_commit);
 
+/// The SQLite statements of a HITL pair alone (both calls' starts and ends, as the saver issues
+/// them, no graph, no encoding), `pairs` times on a fresh file with the saver's tables and the
+/// sizes of one thread's rows read from `timed_file`: {"us_first_call","us_second_call",...}.
+boost::json::object calls_floor(const std::filesystem::path& timed_file, const std::string& db_dir, bool full, int pairs);
+
 /// @brief One loopback round trip to a server, on a blocking connection of its own (median of
 /// `round_trips` after a warm-up): {"us_per_round_trip","round_trips","request"}.
 boost::json::object postgres_floor(const std::string& url, int round_trips); // STATEGRAPH_HAVE_POSTGRES only

@@ -449,6 +449,8 @@ int run_main(int argc, char** argv) {
         // Throughput: the same runs' rows alone, 64 runs a commit (all in flight), on SQLite's
         // one writer: 11 rows a run (the input and ten steps) of 85 bytes (a 74-byte record and
         // 11 bytes of values inside the row, as checkpoint_size measures this chain's checkpoints).
+        // HITL: the same two calls' SQLite statements alone, the rows as this run stored them.
+        if (sc.name == "hitl") detail["calls_floor"] = calls_floor(cp->file, db_dir, kind == "sqlite_full", smoke ? 5 : 2000);
         if (sc.name == "throughput")
             detail["rows_floor"] = rows_floor(db_dir, kind == "sqlite_full", smoke ? 64 : 2000, 11, 85, 64);
     }

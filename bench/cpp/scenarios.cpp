@@ -13,7 +13,11 @@
 #include <stategraph/nodes/otlp_tracer.hpp>
 #endif
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -210,7 +214,14 @@ boost::asio::awaitable<void> throughput_worker(compiled_graph<chain_state> g, in
 /// One batch on both cores: two io_contexts, one per thread (concurrency hint 1, so neither
 /// scheduler takes a lock), each with half of the in-flight workers, pulling run numbers from
 /// one shared counter. The graph and the checkpointer are shared by both threads.
-samples throughput_batch(setup_context& ctx, int n, int inflight, int nodes) {
+double process_cpu_us() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+    return us(u.ru_utime) + us(u.ru_stime);
+}
+
+samples throughput_batch(setup_context& ctx, int n, int inflight, int nodes, std::vector<double>* cpu_per_run = nullptr) {
     constexpr int io_threads = 2;
     auto cp = ctx.make_cp();
     auto g = build_chain<chain_state>(nodes, cp->saver);
@@ -219,6 +230,7 @@ samples throughput_batch(setup_context& ctx, int n, int inflight, int nodes) {
     std::atomic<int> next{0}, done{0};
     std::mutex m;
     std::exception_ptr failure;
+    const double c0 = process_cpu_us();
     const double t0 = now_us();
     for (int w = 0; w < std::min(inflight, n); ++w)
         boost::asio::co_spawn(*ios[static_cast<std::size_t>(w % io_threads)], throughput_worker(g, n, nodes, &next, &done),
@@ -231,6 +243,8 @@ samples throughput_batch(setup_context& ctx, int n, int inflight, int nodes) {
     ios[0]->run();
     for (auto& t : threads) t.join();
     const double t1 = now_us();
+    // the process's CPU (every thread: the io threads and any of the saver's) for the batch
+    if (cpu_per_run) cpu_per_run->push_back((process_cpu_us() - c0) / n);
     if (failure) std::rethrow_exception(failure);
     check(done.load() == n, "throughput: all " + std::to_string(n) + " runs finished (got " + std::to_string(done.load()) + ")");
     const double secs = (t1 - t0) / 1e6;
@@ -514,16 +528,24 @@ void add_scenarios(std::vector<scenario>& out) {
             const int threads = ctx.smoke ? 128 : 2000;
             const int inflight = 64, nodes = 10;
             bench_run b;
-            b.run = [&ctx, threads] { return throughput_batch(ctx, threads, inflight, nodes); };
+            auto cpu = std::make_shared<std::vector<double>>();
+            b.run = [&ctx, threads, cpu] { return throughput_batch(ctx, threads, inflight, nodes, cpu.get()); };
             b.warmup_run = [&ctx, threads] { return throughput_batch(ctx, std::min(threads, 256), inflight, nodes); };
             b.finish = [] {
                 samples f;
                 f["peak_rss_mb"] = peak_rss_mb();
                 return f;
             };
-            b.detail = [threads] {
+            b.detail = [threads, cpu] {
                 boost::json::object d;
                 d["threads"] = threads;
+                // CPU of the whole process per run (median of the timed batches): what the floor
+                // of a saver's rows adds to (scripts/bench's `limit throughput` line)
+                if (!cpu->empty()) {
+                    auto xs = *cpu;
+                    std::sort(xs.begin(), xs.end());
+                    d["cpu_us_per_run"] = std::round(xs[xs.size() / 2] * 10) / 10;
+                }
                 d["inflight"] = inflight;
                 d["nodes_per_run"] = nodes;
                 d["io_threads"] = "2 threads, one io_context each";

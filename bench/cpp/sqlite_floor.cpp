@@ -6,10 +6,15 @@
 
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -148,6 +153,243 @@ boost::json::object rows_floor(const std::string& db_dir, bool full, int runs, i
     o["transaction"] = "BEGIN IMMEDIATE; " + std::to_string(runs_per_commit) + " runs x " + std::to_string(rows_per_run) +
                        " INSERTs of a " + std::to_string(row_bytes) +
                        "-byte row keyed (thread, ns, id), WITHOUT ROWID; COMMIT; one connection";
+    return o;
+}
+
+namespace {
+
+/// One stored row of a timed run, as sizes: what the calls floor writes again.
+struct row_shape {
+    int record = 0, vals = -1, pending = -1; // -1: NULL
+    std::vector<int> writes;                 // the sizes of its rows in `writes`, if any
+};
+
+/// The SQLite statements of a HITL pair (the call that stops at the interrupt, then the resume)
+/// with nothing else around them, on a fresh file with the saver's own tables: the thread's byte
+/// locked in a lease file, a read transaction (the lease row, the latest checkpoint, and for a
+/// thread that has one, its values and pending writes), a write transaction with the call's rows,
+/// the lock given back. The rows are the sizes of one thread's rows in the timed run's file.
+struct calls_db : floor_db {
+    int lease_fd = -1;
+    sqlite3_stmt *read = nullptr, *lease = nullptr, *latest = nullptr, *vals = nullptr, *writes = nullptr,
+                 *put = nullptr, *put_write = nullptr;
+    calls_db(const std::string& db_dir, bool full, const std::vector<std::string>& schema) : floor_db(db_dir, full) {
+        for (const auto& sql : schema) exec(sql.c_str());
+        const auto leases = dir / "floor.sqlite-leases";
+        lease_fd = ::open(leases.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (lease_fd < 0) throw bench_error("calls floor: cannot open " + leases.string());
+        ok(sqlite3_prepare_v2(db, "BEGIN", -1, &read, nullptr), "prepare BEGIN");
+        ok(sqlite3_prepare_v2(db, "SELECT owner, expires_at FROM leases WHERE thread_id = ?1", -1, &lease, nullptr),
+           "prepare lease");
+        ok(sqlite3_prepare_v2(db,
+                              "SELECT id, parent_id, step, source, record, pending FROM checkpoints "
+                              "WHERE thread_id = ?1 AND ns = '' ORDER BY id DESC LIMIT 1",
+                              -1, &latest, nullptr),
+           "prepare latest");
+        ok(sqlite3_prepare_v2(db, "SELECT vals FROM checkpoints WHERE thread_id = ?1 AND ns = '' AND id = ?2", -1, &vals,
+                              nullptr),
+           "prepare vals");
+        ok(sqlite3_prepare_v2(db,
+                              "SELECT task_id, task_name, channel, value FROM writes "
+                              "WHERE thread_id = ?1 AND ns = '' AND checkpoint_id = ?2 ORDER BY seq",
+                              -1, &writes, nullptr),
+           "prepare writes");
+        ok(sqlite3_prepare_v2(db,
+                              "INSERT INTO checkpoints(thread_id, ns, id, parent_id, step, source, record, vals, pending) "
+                              "VALUES(?1, '', ?2, ?3, ?4, 'loop', ?5, ?6, ?7) ON CONFLICT(thread_id, ns, id) DO NOTHING",
+                              -1, &put, nullptr),
+           "prepare INSERT");
+        ok(sqlite3_prepare_v2(db,
+                              "INSERT INTO writes(thread_id, ns, checkpoint_id, task_id, task_name, channel, value, seq) "
+                              "VALUES(?1, '', ?2, 'task', 'node', ?3, ?4, ?3)",
+                              -1, &put_write, nullptr),
+           "prepare INSERT write");
+    }
+    ~calls_db() {
+        for (auto* s : {read, lease, latest, vals, writes, put, put_write}) sqlite3_finalize(s);
+        if (lease_fd >= 0) ::close(lease_fd);
+    }
+    calls_db(const calls_db&) = delete;
+    calls_db& operator=(const calls_db&) = delete;
+
+    void lock(const std::string& thread, short type) {
+        struct flock f {};
+        f.l_type = type;
+        f.l_whence = SEEK_SET;
+        f.l_start = static_cast<off_t>(std::hash<std::string>{}(thread) >> 2);
+        f.l_len = 1;
+        if (::fcntl(lease_fd, F_OFD_SETLK, &f) != 0) throw bench_error("calls floor: lease lock refused");
+    }
+    static void drain(floor_db& d, sqlite3_stmt* s, const char* what) {
+        int rc;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        }
+        d.ok(rc, what);
+        sqlite3_reset(s);
+    }
+
+    /// One call: its start (lock, read) and its end (the rows, the commit, the lock given back).
+    void call(const std::string& thread, const std::vector<row_shape>& rows, std::vector<std::string>& ids,
+              const std::vector<unsigned char>& bytes) {
+        lock(thread, F_WRLCK);
+        step(*this, read, "BEGIN");
+        sqlite3_bind_text(lease, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
+        drain(*this, lease, "SELECT lease");
+        sqlite3_bind_text(latest, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
+        std::string last;
+        if (int rc = sqlite3_step(latest); rc == SQLITE_ROW) {
+            last = reinterpret_cast<const char*>(sqlite3_column_text(latest, 0));
+            (void)sqlite3_column_blob(latest, 4);
+        } else {
+            ok(rc, "SELECT latest");
+        }
+        sqlite3_reset(latest);
+        if (!last.empty())
+            for (auto* s : {vals, writes}) {
+                sqlite3_bind_text(s, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
+                sqlite3_bind_text(s, 2, last.data(), static_cast<int>(last.size()), SQLITE_STATIC);
+                drain(*this, s, "SELECT values");
+            }
+        step(*this, commit, "COMMIT");
+        step(*this, begin, "BEGIN IMMEDIATE");
+        auto bind = [&](int col, int n) {
+            if (n < 0) sqlite3_bind_null(put, col);
+            else sqlite3_bind_blob(put, col, bytes.data(), n, SQLITE_STATIC);
+        };
+        for (const auto& r : rows) {
+            const std::string& id = ids.emplace_back(next_checkpoint_id());
+            sqlite3_bind_text(put, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
+            sqlite3_bind_text(put, 2, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+            sqlite3_bind_text(put, 3, last.data(), static_cast<int>(last.size()), SQLITE_TRANSIENT);
+            sqlite3_bind_int64(put, 4, static_cast<sqlite3_int64>(ids.size()) - 2);
+            bind(5, r.record);
+            bind(6, r.vals);
+            bind(7, r.pending);
+            step(*this, put, "INSERT checkpoint");
+            for (std::size_t w = 0; w < r.writes.size(); ++w) {
+                sqlite3_bind_text(put_write, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
+                sqlite3_bind_text(put_write, 2, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+                sqlite3_bind_int64(put_write, 3, static_cast<sqlite3_int64>(w));
+                sqlite3_bind_blob(put_write, 4, bytes.data(), r.writes[w], SQLITE_STATIC);
+                step(*this, put_write, "INSERT write");
+            }
+            last = id;
+        }
+        step(*this, commit, "COMMIT");
+        lock(thread, F_UNLCK);
+    }
+
+    /// Ids as the saver's: 11 characters, time-ordered.
+    std::string next_checkpoint_id() {
+        static const char digits[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+        if (!clock)
+            clock = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::system_clock::now().time_since_epoch())
+                                                   .count());
+        std::uint64_t n = clock += 1000;
+        std::string t(11, '-');
+        for (int i = 10; i >= 0; --i, n >>= 6) t[static_cast<std::size_t>(i)] = digits[n & 63];
+        return t;
+    }
+    std::uint64_t clock = 0;
+};
+
+/// Reads, from the timed run's file, the saver's table definitions and one thread's rows (sizes
+/// only), split where the first call ended: at the row that holds the interrupt's pending write
+/// (inside the row, or in `writes`).
+struct timed_rows {
+    std::vector<std::string> schema;
+    std::vector<row_shape> first, second;
+};
+
+timed_rows read_timed_rows(const std::filesystem::path& file) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+        sqlite3_close_v2(db);
+        throw bench_error("calls floor: cannot open " + file.string());
+    }
+    std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close_v2);
+    auto query = [&](const char* sql, auto&& each) {
+        sqlite3_stmt* s = nullptr;
+        if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK)
+            throw bench_error(std::string("calls floor: ") + sql + ": " + sqlite3_errmsg(db));
+        while (sqlite3_step(s) == SQLITE_ROW) each(s);
+        sqlite3_finalize(s);
+    };
+    timed_rows out;
+    query("SELECT sql FROM sqlite_schema WHERE tbl_name IN ('checkpoints', 'writes', 'leases') AND sql IS NOT NULL "
+          "ORDER BY type = 'index'",
+          [&](sqlite3_stmt* s) { out.schema.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0))); });
+    std::string thread;
+    query("SELECT thread_id FROM checkpoints WHERE ns = '' AND pending IS NOT NULL "
+          "UNION ALL SELECT thread_id FROM writes WHERE ns = '' LIMIT 1",
+          [&](sqlite3_stmt* s) { thread = reinterpret_cast<const char*>(sqlite3_column_text(s, 0)); });
+    if (thread.empty()) throw bench_error("calls floor: no paused thread in " + file.string());
+    const std::string rows_sql = "SELECT length(record), length(vals), length(pending), id FROM checkpoints "
+                                 "WHERE thread_id = '" + thread + "' AND ns = '' ORDER BY id";
+    bool paused = false;
+    query(rows_sql.c_str(), [&](sqlite3_stmt* s) {
+        row_shape r;
+        r.record = sqlite3_column_int(s, 0);
+        r.vals = sqlite3_column_type(s, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(s, 1);
+        r.pending = sqlite3_column_type(s, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(s, 2);
+        const std::string writes_sql = "SELECT length(value) FROM writes WHERE thread_id = '" + thread +
+                                       "' AND ns = '' AND checkpoint_id = '" +
+                                       reinterpret_cast<const char*>(sqlite3_column_text(s, 3)) + "' ORDER BY seq";
+        query(writes_sql.c_str(), [&](sqlite3_stmt* w) { r.writes.push_back(sqlite3_column_int(w, 0)); });
+        const bool interrupt = r.pending >= 0 || !r.writes.empty();
+        (paused ? out.second : out.first).push_back(std::move(r));
+        if (interrupt) paused = true;
+    });
+    if (out.schema.empty() || out.second.empty()) throw bench_error("calls floor: no resumed thread in " + file.string());
+    return out;
+}
+
+double median_of(std::vector<double> xs) {
+    std::sort(xs.begin(), xs.end());
+    const auto n = xs.size();
+    return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+} // namespace
+
+boost::json::object calls_floor(const std::filesystem::path& timed_file, const std::string& db_dir, bool full, int pairs) {
+    const auto rows = read_timed_rows(timed_file);
+    calls_db db(db_dir, full, rows.schema);
+    std::size_t widest = 0;
+    for (const auto* part : {&rows.first, &rows.second})
+        for (const auto& r : *part) {
+            widest = std::max({widest, std::size_t(r.record), std::size_t(std::max(r.vals, 0)),
+                               std::size_t(std::max(r.pending, 0))});
+            for (int w : r.writes) widest = std::max(widest, std::size_t(w));
+        }
+    const std::vector<unsigned char> bytes(widest, 0x3c);
+    std::vector<double> first, second;
+    std::vector<std::string> ids;
+    // Threads named as the timed run named its own, counted from 1 on this fresh file, so that
+    // their rows land where the run's landed in its b-tree (after "-1" comes "-10": in the middle)
+    const std::string prefix = "floor-" + std::to_string(::getpid()) + "-";
+    for (int i = -50; i < pairs; ++i) { // 50 pairs to warm the page cache, as the run's warm-up
+        const std::string thread = prefix + std::to_string(i + 51);
+        ids.clear();
+        const double t0 = now_us();
+        db.call(thread, rows.first, ids, bytes);
+        const double t1 = now_us();
+        db.call(thread, rows.second, ids, bytes);
+        const double t2 = now_us();
+        if (i < 0) continue;
+        first.push_back(t1 - t0);
+        second.push_back(t2 - t1);
+    }
+    boost::json::object o;
+    o["us_first_call"] = median_of(first);
+    o["us_second_call"] = median_of(second);
+    o["pairs"] = pairs;
+    o["rows"] = boost::json::array{rows.first.size(), rows.second.size()};
+    o["transaction"] = "per call: the thread's lease-file byte locked; BEGIN; the lease row, the latest checkpoint (and "
+                       "its values and pending writes); COMMIT; BEGIN IMMEDIATE; the call's checkpoint rows and pending writes "
+                       "(sizes of one thread of the timed run); COMMIT (one, as async durability ends a call; sync "
+                       "durability commits each checkpoint); the lock given back";
     return o;
 }
 

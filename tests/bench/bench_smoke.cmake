@@ -43,6 +43,15 @@ foreach(pair IN LISTS pairs)
   if(pair STREQUAL "throughput sqlite_normal" AND NOT out MATCHES "\"rows_floor\":{\"us_per_run\":[0-9]")
     message(FATAL_ERROR "bench_smoke: ${pair} printed no rows_floor:\n${out}")
   endif()
+  # and the CPU its runs took (the floor with the runs' work reads it, from the memory row)
+  if(pair MATCHES "^throughput " AND NOT out MATCHES "\"cpu_us_per_run\":[0-9]")
+    message(FATAL_ERROR "bench_smoke: ${pair} printed no cpu_us_per_run:\n${out}")
+  endif()
+  # HITL on SQLite carries its calls' statements alone, measured on the rows it stored: three
+  # checkpoints up to the interrupt, two after it (scripts/bench's limit hitl lines read it).
+  if(pair STREQUAL "hitl sqlite_normal" AND NOT out MATCHES "\"calls_floor\":{\"us_first_call\":[0-9][^}]*\"rows\":\\[3,2\\]")
+    message(FATAL_ERROR "bench_smoke: ${pair} printed no calls_floor of 3 and 2 rows:\n${out}")
+  endif()
   # What a run stored on a server goes with it.
   set(pg_url "$ENV{STATEGRAPH_BENCH_POSTGRES}")
   if(pg_url STREQUAL "")
