@@ -22,6 +22,25 @@ namespace stategraph::bench {
 
 namespace {
 
+/// A checkpoint id as the saver makes them: 11 characters, time-ordered (`n` a clock in ns).
+std::string saver_like_id(std::uint64_t n) {
+    static const char digits[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+    std::string t(11, '-');
+    for (int i = 10; i >= 0; --i, n >>= 6) t[static_cast<std::size_t>(i)] = digits[n & 63];
+    return t;
+}
+
+std::uint64_t now_ns() {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+double median_of(std::vector<double> xs) {
+    std::sort(xs.begin(), xs.end());
+    const auto n = xs.size();
+    return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
 struct floor_db {
     std::filesystem::path dir;
     sqlite3* db = nullptr;
@@ -110,20 +129,13 @@ boost::json::object rows_floor(const std::string& db_dir, bool full, int runs, i
                                int runs_per_commit) {
     rows_db db(db_dir, full);
     const std::vector<unsigned char> record(row_bytes, 0x3c);
-    // Ids as the saver's: 11 characters, time-ordered; threads named as fresh_thread names them.
-    auto id = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-    auto id_text = [&](std::uint64_t n) {
-        static const char digits[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
-        std::string t(11, '-');
-        for (int i = 10; i >= 0; --i, n >>= 6) t[static_cast<std::size_t>(i)] = digits[n & 63];
-        return t;
-    };
+    // Ids as the saver's; threads named as fresh_thread names them.
+    auto id = now_ns();
     auto one_run = [&](int run) {
         const std::string thread = fresh_thread("floor") + "-" + std::to_string(run);
         std::string parent;
         for (int r = 0; r < rows_per_run; ++r) {
-            const std::string cp = id_text(id += 1000);
+            const std::string cp = saver_like_id(id += 1000);
             sqlite3_bind_text(db.put, 1, thread.data(), static_cast<int>(thread.size()), SQLITE_STATIC);
             sqlite3_bind_text(db.put, 2, cp.data(), static_cast<int>(cp.size()), SQLITE_STATIC);
             sqlite3_bind_text(db.put, 3, parent.data(), static_cast<int>(parent.size()), SQLITE_STATIC);
@@ -279,19 +291,9 @@ struct calls_db : floor_db {
         lock(thread, F_UNLCK);
     }
 
-    /// Ids as the saver's: 11 characters, time-ordered.
-    std::string next_checkpoint_id() {
-        static const char digits[] = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
-        if (!clock)
-            clock = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                   std::chrono::system_clock::now().time_since_epoch())
-                                                   .count());
-        std::uint64_t n = clock += 1000;
-        std::string t(11, '-');
-        for (int i = 10; i >= 0; --i, n >>= 6) t[static_cast<std::size_t>(i)] = digits[n & 63];
-        return t;
-    }
-    std::uint64_t clock = 0;
+    /// Ids as the saver's, one clock for the whole floor.
+    std::string next_checkpoint_id() { return saver_like_id(clock += 1000); }
+    std::uint64_t clock = now_ns();
 };
 
 /// Reads, from the timed run's file, the saver's table definitions and one thread's rows (sizes
@@ -345,11 +347,6 @@ timed_rows read_timed_rows(const std::filesystem::path& file) {
     return out;
 }
 
-double median_of(std::vector<double> xs) {
-    std::sort(xs.begin(), xs.end());
-    const auto n = xs.size();
-    return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-}
 
 } // namespace
 
@@ -399,10 +396,8 @@ boost::json::object commit_floor(const std::string& db_dir, bool full, int commi
     std::vector<double> xs;
     xs.reserve(static_cast<std::size_t>(commits));
     for (int i = 0; i < commits; ++i) xs.push_back(db.one_commit());
-    std::sort(xs.begin(), xs.end());
-    const auto n = xs.size();
     boost::json::object o;
-    o["us_per_commit"] = n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+    o["us_per_commit"] = median_of(std::move(xs));
     o["commits"] = commits;
     o["transaction"] = "BEGIN IMMEDIATE; INSERT 2048-byte blob; COMMIT";
     return o;
